@@ -1,0 +1,9 @@
+"""fuselite: TensorFlow / Keras programs -> LiteRT flatbuffers, built around op fusion."""
+
+from fuselite.converter import Converter, write_atomic
+from fuselite.errors import ConversionError, InputError, MutableVariableError, UnsupportedOpsError
+from fuselite.report import Report
+
+__version__ = "0.1.0"
+__all__ = ["ConversionError", "Converter", "InputError", "MutableVariableError", "Report",
+           "UnsupportedOpsError", "write_atomic"]

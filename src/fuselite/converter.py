@@ -1,0 +1,134 @@
+"""The public entry point: ``fuselite.Converter``.
+
+Example::
+
+    conv = fuselite.Converter.from_keras_model(model)
+    tflite_bytes = conv.convert()
+    print(conv.report)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections import Counter
+from contextlib import contextmanager
+
+from fuselite import frontend
+from fuselite.errors import ConversionError, InputError
+from fuselite.export.flatbuffer import write_flatbuffer
+from fuselite.lower import lower_module
+from fuselite.passes.control_flow import specialize_loop_invariants
+from fuselite.passes.dce import dce
+from fuselite.passes.fold_tf import fold_tf
+from fuselite.passes.inline import inline_calls
+from fuselite.passes.optimize import optimize
+from fuselite.passes.patterns import rewrite_tf_patterns
+from fuselite.passes.tensor_lists import lower_tensor_lists
+from fuselite.passes.variables import freeze_variables
+from fuselite.report import Report
+
+
+class Converter:
+    """Converts a TensorFlow program to a LiteRT flatbuffer. Build it with a ``from_*`` method."""
+
+    def __init__(self, trace, source: str, keep_alive=None):
+        self._trace = trace  # () -> entries
+        self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
+        self.report = Report(source=source)
+        self.module = None
+
+    # -- constructors ------------------------------------------------------------
+    @classmethod
+    def from_keras_model(cls, model, batch_size: int | None = None) -> Converter:
+        """A Keras 3 or tf-keras model (functional, sequential or subclassed and built)."""
+        if not hasattr(model, "inputs") or not callable(model):
+            raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
+        return cls(lambda: frontend.keras_entries(model, batch_size), f"Keras model '{model.name}'", model)
+
+    @classmethod
+    def from_saved_model(cls, path, signature_keys=None, tags=None) -> Converter:
+        """A SavedModel directory (``tf.saved_model.save`` or Keras ``model.export()``)."""
+        entries, loaded = frontend.saved_model_entries(path, signature_keys, tags)
+        conv = cls(lambda: entries, f"SavedModel '{os.fspath(path)}'", loaded)
+        return conv
+
+    @classmethod
+    def from_concrete_functions(cls, funcs, trackable_obj=None) -> Converter:
+        """``tf.function(...).get_concrete_function(...)`` results (one signature each)."""
+        entries = frontend.concrete_function_entries(funcs)
+        return cls(lambda: entries, f"{len(entries)} concrete function(s)", trackable_obj)
+
+    # -- conversion ----------------------------------------------------------------
+    @contextmanager
+    def _stage(self, name: str):
+        t0 = time.perf_counter()
+        yield
+        self.report.stage_seconds[name] = self.report.stage_seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def convert(self) -> bytes:
+        """Run the pipeline; return the ``.tflite`` bytes. Raises :class:`ConversionError`."""
+        report = self.report
+        report.stage_seconds.clear()
+        with self._stage("import"):
+            entries = self._trace()
+            module = frontend.import_concrete_functions(entries)
+            report.signatures = list(module.signatures)
+            report.ops_before = _count(module)
+        with self._stage("inline"):
+            inline_calls(module)
+            dce(module)
+        with self._stage("variables"):
+            specialize_loop_invariants(module)
+            report.frozen_variables = freeze_variables(module)
+        with self._stage("fold"):
+            fold_tf(module)
+            specialize_loop_invariants(module)
+            rewrite_tf_patterns(module)
+            lower_tensor_lists(module, report)
+            dce(module)
+        with self._stage("lower"):
+            lower_module(module)
+        with self._stage("optimize"):
+            optimize(module)
+            dce(module)
+        with self._stage("export"):
+            for fn in module.functions.values():
+                fn.topo_sort()
+            data = write_flatbuffer(module)
+        self.module = module
+        report.ops_after = _count(module)
+        report.size_bytes = len(data)
+        report.subgraphs = len(module.functions)
+        return data
+
+    def convert_to(self, path) -> bytes:
+        """Convert and write ``path`` atomically (nothing is written if conversion fails)."""
+        data = self.convert()
+        write_atomic(path, data)
+        return data
+
+
+def _count(module) -> dict[str, int]:
+    c: Counter = Counter()
+    for fn in module.functions.values():
+        c.update(op.kind for op in fn.ops)
+    return dict(sorted(c.items()))
+
+
+def write_atomic(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and a rename."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ConversionError(f"cannot write '{path}': directory '{directory}' does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=".fuselite-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,25 @@
+"""Errors raised by fuselite. Every problem names the op, the node and the user's line."""
+
+from __future__ import annotations
+
+
+class ConversionError(Exception):
+    """A program could not be converted. ``problems`` lists every issue found in one pass."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        self.problems = list(problems or [])
+        if self.problems:
+            message = message + "\n" + "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(message)
+
+
+class UnsupportedOpsError(ConversionError):
+    """One or more TensorFlow ops have no lowering rule."""
+
+
+class InputError(ConversionError):
+    """The source program (path, signature key, dtype...) is unusable."""
+
+
+class MutableVariableError(ConversionError):
+    """The program assigns a variable; converting mutable state is not supported yet."""

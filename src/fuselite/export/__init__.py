@@ -1,0 +1,1 @@
+"""Flatbuffer export."""

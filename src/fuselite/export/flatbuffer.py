@@ -1,0 +1,259 @@
+"""Write a fuselite Module (lowered to ``tfl.*`` ops) as a TFLite schema-v3 flatbuffer.
+
+Layout: buffer 0 is the empty sentinel; every constant gets a 16-byte aligned buffer
+(identical constants share one); one subgraph per function, entry functions first in
+signature order; signature defs carry the user's input/output names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import flatbuffers
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+from fuselite.errors import ConversionError
+from fuselite.export.versions import min_runtime_version, op_version
+from fuselite.ir import Module, Value
+
+_TENSOR_TYPES = {
+    np.dtype(np.float32): schema.TensorType.FLOAT32, np.dtype(np.float16): schema.TensorType.FLOAT16,
+    np.dtype(np.int32): schema.TensorType.INT32, np.dtype(np.uint8): schema.TensorType.UINT8,
+    np.dtype(np.int64): schema.TensorType.INT64, np.dtype(np.bool_): schema.TensorType.BOOL,
+    np.dtype(np.int16): schema.TensorType.INT16, np.dtype(np.int8): schema.TensorType.INT8,
+    np.dtype(np.float64): schema.TensorType.FLOAT64, np.dtype(np.complex64): schema.TensorType.COMPLEX64,
+    np.dtype(np.uint32): schema.TensorType.UINT32, np.dtype(np.uint16): schema.TensorType.UINT16,
+    "string": schema.TensorType.STRING, "resource": schema.TensorType.RESOURCE,
+    "variant": schema.TensorType.VARIANT,
+}
+# Options tables whose name does not follow the op name.
+_OPTIONS_OVERRIDES = {
+    "MAX_POOL_2D": "Pool2DOptions", "AVERAGE_POOL_2D": "Pool2DOptions", "L2_POOL_2D": "Pool2DOptions",
+    "MEAN": "ReducerOptions", "SUM": "ReducerOptions", "REDUCE_MAX": "ReducerOptions",
+    "REDUCE_MIN": "ReducerOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
+    "REDUCE_ALL": "ReducerOptions", "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions", "RNN": "RNNOptions",
+}
+_ENUMS = {
+    "fused_activation_function": schema.ActivationFunctionType,
+    "padding": schema.Padding,
+    "weights_format": schema.FullyConnectedOptionsWeightsFormat,
+    "mode": schema.MirrorPadMode,
+    "kernel_type": schema.LSTMKernelType,
+    "combiner": schema.CombinerType,
+}
+_DTYPE_OPTIONS = {"out_type", "output_type", "in_data_type", "out_data_type", "idx_out_type"}
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+_OPTION_NAMES = {_norm(k): k for k in vars(schema.BuiltinOptions) if not k.startswith("_")}
+
+
+def options_table(kind: str) -> str | None:
+    """Name of the BuiltinOptions table for op ``kind`` (None if the op has none)."""
+    if kind in _OPTIONS_OVERRIDES:
+        return _OPTIONS_OVERRIDES[kind]
+    return _OPTION_NAMES.get(_norm(kind) + "options")
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def tensor_type(dtype) -> int:
+    key = dtype if isinstance(dtype, str) else np.dtype(dtype)
+    if key not in _TENSOR_TYPES:
+        raise ConversionError(f"dtype {dtype} has no LiteRT tensor type")
+    return _TENSOR_TYPES[key]
+
+
+class _AlignedBuffer(schema.BufferT):
+    """A BufferT whose data vector is 16-byte aligned (LiteRT maps weights in place)."""
+
+    def Pack(self, builder):
+        data = None
+        if self.data is not None and len(self.data):
+            raw = self.data.tobytes()
+            builder.StartVector(1, len(raw), 16)
+            builder.head = builder.head - len(raw)
+            builder.Bytes[builder.head : builder.head + len(raw)] = raw
+            data = builder.EndVector(len(raw))
+        schema.BufferStart(builder)
+        if data is not None:
+            schema.BufferAddData(builder, data)
+        return schema.BufferEnd(builder)
+
+
+class FlatbufferWriter:
+    def __init__(self, module: Module):
+        self.module = module
+        self.model = schema.ModelT()
+        self.model.version = 3
+        self.model.description = "fuselite"
+        self.model.buffers = [_AlignedBuffer()]
+        self.model.operatorCodes = []
+        self.model.subgraphs = []
+        self._buffer_index: dict[bytes, int] = {}
+        self._opcode_index: dict[tuple, int] = {}
+        order = list(module.signatures.values())
+        order += [n for n in module.functions if n not in order]
+        self.subgraph_index = {name: i for i, name in enumerate(order)}
+        self.order = order
+
+    def write(self) -> bytes:
+        for name in self.order:
+            self.model.subgraphs.append(self._subgraph(self.module.functions[name]))
+        self._signatures()
+        self._metadata()
+        builder = flatbuffers.Builder(1024)
+        builder.Finish(self.model.Pack(builder), file_identifier=b"TFL3")
+        return bytes(builder.Output())
+
+    # -- pieces ------------------------------------------------------------------
+    def _buffer(self, arr: np.ndarray) -> int:
+        raw = np.ascontiguousarray(arr)
+        if raw.dtype.kind in ("S", "O", "U"):
+            raw = _string_tensor_bytes(arr)
+        data = raw.view(np.uint8).reshape(-1) if raw.size else np.zeros(0, np.uint8)
+        key = hashlib.blake2b(data.tobytes(), digest_size=16).digest() + str(arr.dtype).encode()
+        if key in self._buffer_index:
+            return self._buffer_index[key]
+        buf = _AlignedBuffer()
+        buf.data = data
+        self.model.buffers.append(buf)
+        self._buffer_index[key] = len(self.model.buffers) - 1
+        return len(self.model.buffers) - 1
+
+    def _opcode(self, kind: str, version: int, custom: str | None = None) -> int:
+        key = (kind, version, custom)
+        if key not in self._opcode_index:
+            code = schema.OperatorCodeT()
+            builtin = getattr(schema.BuiltinOperator, kind)
+            code.builtinCode = builtin
+            code.deprecatedBuiltinCode = min(builtin, schema.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES)
+            code.version = version
+            if custom:
+                code.customCode = custom
+            self.model.operatorCodes.append(code)
+            self._opcode_index[key] = len(self.model.operatorCodes) - 1
+        return self._opcode_index[key]
+
+    def _subgraph(self, fn) -> schema.SubGraphT:
+        sg = schema.SubGraphT()
+        sg.name = fn.name
+        sg.tensors, sg.operators = [], []
+        index: dict[int, int] = {}
+
+        def tensor(v: Value) -> int:
+            if v.uid in index:
+                return index[v.uid]
+            t = schema.TensorT()
+            t.name = v.name
+            t.type = tensor_type(v.dtype)
+            shape = v.shape if v.shape is not None else ()
+            if v.is_const:
+                shape = v.const.shape
+                t.buffer = self._buffer(v.const)
+            t.shape = [1 if d is None else int(d) for d in shape]
+            if any(d is None for d in shape):
+                t.shapeSignature = [-1 if d is None else int(d) for d in shape]
+            t.hasRank = v.shape is not None
+            t.isVariable = bool(v.meta.get("is_variable", False))
+            sg.tensors.append(t)
+            index[v.uid] = len(sg.tensors) - 1
+            return index[v.uid]
+
+        sg.inputs = [tensor(v) for v in fn.inputs]
+        for op in fn.ops:
+            if op.dialect != "tfl":
+                raise ConversionError(f"internal: op {op.describe()} reached export without being lowered")
+            o = schema.OperatorT()
+            o.inputs = [-1 if v is None else tensor(v) for v in op.inputs]
+            o.outputs = [tensor(v) for v in op.outputs]
+            custom = op.attrs.get("custom_code") if op.kind == "CUSTOM" else None
+            o.opcodeIndex = self._opcode(op.kind, op_version(op), custom)
+            if custom:
+                o.customOptions = op.attrs.get("custom_options", b"")
+                o.customOptionsFormat = schema.CustomOptionsFormat.FLEXBUFFERS
+            else:
+                self._set_options(o, op)
+            sg.operators.append(o)
+        sg.outputs = [tensor(v) for v in fn.outputs]
+        return sg
+
+    def _set_options(self, o, op) -> None:
+        table = options_table(op.kind)
+        if table is None:
+            return
+        cls = getattr(schema, table + "T")
+        opts = cls()
+        for key, val in op.attrs.items():
+            if key.startswith("_") or key == "custom_code":
+                continue
+            attr = _camel(key)
+            if not hasattr(opts, attr):
+                raise ConversionError(f"internal: option '{key}' is not in {table} (op {op.describe()})")
+            if key in _ENUMS:
+                val = getattr(_ENUMS[key], val)
+            elif key in _DTYPE_OPTIONS:
+                val = tensor_type(val)
+            elif isinstance(val, str) and val.startswith("@"):
+                val = self.subgraph_index[val[1:]]
+            setattr(opts, attr, val)
+        o.builtinOptionsType = getattr(schema.BuiltinOptions, table)
+        o.builtinOptions = opts
+
+    def _signatures(self) -> None:
+        self.model.signatureDefs = []
+        for key, fname in self.module.signatures.items():
+            fn = self.module.functions[fname]
+            sg_index = self.subgraph_index[fname]
+            sg = self.model.subgraphs[sg_index]
+            sig = schema.SignatureDefT()
+            sig.signatureKey = key
+            sig.subgraphIndex = sg_index
+            sig.inputs = [_tensor_map(n, i) for n, i in zip(fn.input_names, sg.inputs)]
+            sig.outputs = [_tensor_map(n, i) for n, i in zip(fn.output_names, sg.outputs)]
+            self.model.signatureDefs.append(sig)
+
+    def _metadata(self) -> None:
+        version = min_runtime_version(self.module).encode().ljust(16, b"\0")
+        buf = _AlignedBuffer()
+        buf.data = np.frombuffer(version, dtype=np.uint8)
+        self.model.buffers.append(buf)
+        meta = schema.MetadataT()
+        meta.name = "min_runtime_version"
+        meta.buffer = len(self.model.buffers) - 1
+        self.model.metadata = [meta]
+
+
+def _tensor_map(name: str, index: int):
+    tm = schema.TensorMapT()
+    tm.name = re.sub(r":\d+$", "", name)
+    tm.tensorIndex = index
+    return tm
+
+
+def _string_tensor_bytes(arr: np.ndarray) -> np.ndarray:
+    """LiteRT string tensor layout: count, offsets, then the bytes."""
+    items = [x if isinstance(x, bytes) else str(x).encode() for x in np.asarray(arr).reshape(-1)]
+    n = len(items)
+    header = 4 * (n + 2)
+    offsets, pos = [], header
+    for s in items:
+        offsets.append(pos)
+        pos += len(s)
+    offsets.append(pos)
+    out = np.array([n] + offsets, dtype=np.int32).tobytes() + b"".join(items)
+    return np.frombuffer(out, dtype=np.uint8)
+
+
+def write_flatbuffer(module: Module) -> bytes:
+    """Serialise a fully lowered module to ``.tflite`` bytes."""
+    return FlatbufferWriter(module).write()

@@ -1,0 +1,106 @@
+"""Turn the user's program (Keras model, SavedModel, concrete functions) into traced entries.
+
+An *entry* is ``(signature_key, concrete_function, input_names, output_names)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from fuselite.errors import InputError
+
+
+def _flat_output_names(structured, prefix="output"):
+    import tensorflow as tf
+
+    if isinstance(structured, dict):
+        return [str(k) for k in sorted(structured)]
+    flat = tf.nest.flatten(structured)
+    return [f"{prefix}_{i}" for i in range(len(flat))]
+
+
+def keras_entries(model, batch_size: int | None = None) -> list:
+    """Trace a Keras 3 or tf-keras model in inference mode."""
+    import tensorflow as tf
+
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        raise InputError(
+            f"Keras model '{getattr(model, 'name', model)}' has no known inputs: build it first "
+            "(give it a keras.Input or call it once on data)"
+        )
+    specs, names = [], []
+    for i, t in enumerate(inputs):
+        shape = list(t.shape)
+        if batch_size is not None and shape and shape[0] is None:
+            shape[0] = batch_size
+        name = getattr(t, "name", None) or f"input_{i}"
+        name = name.split(":")[0]
+        specs.append(tf.TensorSpec(shape, tf.as_dtype(t.dtype), name=name))
+        names.append(name)
+
+    if len(specs) == 1:
+        fn = tf.function(lambda x: model(x, training=False))
+    else:
+        fn = tf.function(lambda *xs: model(list(xs), training=False))
+    cf = fn.get_concrete_function(*specs)
+    out_names = getattr(model, "output_names", None)
+    n_out = len(tf.nest.flatten(cf.structured_outputs))
+    if not out_names or len(out_names) != n_out or len(set(out_names)) != n_out:
+        out_names = _flat_output_names(cf.structured_outputs)
+    return [("serving_default", cf, names, list(out_names))]
+
+
+def saved_model_entries(path, signature_keys=None, tags=None) -> tuple[list, object]:
+    """Load a SavedModel and return its signatures as entries (plus the loaded object)."""
+    import tensorflow as tf
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputError(f"SavedModel not found: '{path}' does not exist")
+    if not os.path.isdir(path) or not any(
+        os.path.exists(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt")
+    ):
+        raise InputError(f"'{path}' is not a SavedModel directory (no saved_model.pb inside)")
+    try:
+        loaded = tf.saved_model.load(path, tags=tags)
+    except Exception as e:  # corrupt protobuf, wrong tags, missing variables...
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"cannot read SavedModel at '{path}': {first}") from None
+    available = list(loaded.signatures.keys())
+    if not available:
+        raise InputError(f"SavedModel at '{path}' has no signatures; save it with signatures=... or export()")
+    keys = list(signature_keys) if signature_keys else sorted(available, key=lambda k: (k != "serving_default", k))
+    missing = [k for k in keys if k not in loaded.signatures]
+    if missing:
+        raise InputError(
+            f"signature key(s) {', '.join(map(repr, missing))} not in SavedModel '{path}'; "
+            f"available: {', '.join(map(repr, available))}"
+        )
+    entries = []
+    for key in keys:
+        cf = loaded.signatures[key]
+        in_names = sorted(cf.structured_input_signature[1].keys())
+        out_names = _flat_output_names(cf.structured_outputs)
+        entries.append((key, cf, in_names, out_names))
+    return entries, loaded
+
+
+def concrete_function_entries(funcs) -> list:
+    funcs = list(funcs)
+    if not funcs:
+        raise InputError("no concrete functions given")
+    entries = []
+    for i, cf in enumerate(funcs):
+        if not hasattr(cf, "graph") or not hasattr(cf, "structured_outputs"):
+            raise InputError(
+                f"argument {i} is a {type(cf).__name__}, not a ConcreteFunction "
+                "(call .get_concrete_function(...) on your tf.function)"
+            )
+        key = "serving_default" if len(funcs) == 1 else getattr(cf, "name", f"fn_{i}")
+        if isinstance(key, bytes):
+            key = key.decode()
+        captured = {id(t) for t in cf.graph.internal_captures}
+        in_names = [t.op.name for t in cf.graph.inputs if id(t) not in captured]
+        entries.append((key, cf, in_names, _flat_output_names(cf.structured_outputs)))
+    return entries

@@ -1,0 +1,267 @@
+"""Import a traced TensorFlow graph (and its function library) into the fuselite IR.
+
+Function boundaries survive: calls (``PartitionedCall``, ``While`` bodies, ``If``
+branches...) keep referring to functions that are imported as separate
+:class:`~fuselite.ir.Function` objects, with all their attributes (``_implements``,
+``api_implements``...) in ``Function.attrs``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from fuselite.errors import ConversionError, InputError
+from fuselite.ir import Function, Module, Value
+
+_LIBRARY_MARKERS = (os.sep + "tensorflow" + os.sep, os.sep + "keras" + os.sep, os.sep + "tf_keras" + os.sep,
+                    os.sep + "fuselite" + os.sep, "site-packages", "<frozen", os.sep + "absl" + os.sep)
+_ALIAS_OPS = {"Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureShape", "CheckNumerics"}
+_DROP_OPS = {"NoOp", "Assert", "Print", "PrintV2"}
+
+
+def tf_dtype_to_ir(dt) -> Any:
+    """tf.DType -> numpy dtype, or 'resource' / 'variant' / 'string'."""
+    import tensorflow as tf
+
+    dt = tf.as_dtype(dt)
+    if dt == tf.resource:
+        return "resource"
+    if dt == tf.variant:
+        return "variant"
+    if dt == tf.string:
+        return "string"
+    return np.dtype(dt.as_numpy_dtype)
+
+
+def tf_shape_to_ir(shape) -> tuple | None:
+    if shape.rank is None:
+        return None
+    return tuple(shape.as_list())
+
+
+def user_location(tf_op) -> str | None:
+    """The innermost frame of the op's creation traceback that is the user's own code."""
+    try:
+        frames = tf_op.traceback
+    except Exception:  # ops loaded from a SavedModel have no traceback
+        return None
+    if not frames:
+        return None
+    for frame in reversed(list(frames)):
+        fname = frame.filename
+        if not any(m in fname for m in _LIBRARY_MARKERS):
+            return f"{fname}:{frame.lineno}"
+    return None
+
+
+def _decode_attr(tf_op, key: str, attr_value) -> Any:
+    import tensorflow as tf
+    from tensorflow.python.framework import tensor_util
+
+    which = attr_value.WhichOneof("value")
+    if which == "list":
+        lst = attr_value.list
+        if lst.type:
+            return [tf_dtype_to_ir(tf.dtypes.as_dtype(t)) for t in lst.type]
+        if lst.shape:
+            return [tf_shape_to_ir(tf.TensorShape(s)) for s in lst.shape]
+        if lst.func:
+            return [f.name for f in lst.func]
+        if lst.s:
+            return [s.decode(errors="replace") for s in lst.s]
+        if lst.i:
+            return list(lst.i)
+        if lst.f:
+            return list(lst.f)
+        if lst.b:
+            return list(lst.b)
+        return []
+    if which == "type":
+        return tf_dtype_to_ir(tf.dtypes.as_dtype(attr_value.type))
+    if which == "shape":
+        return tf_shape_to_ir(tf.TensorShape(attr_value.shape))
+    if which == "func":
+        return attr_value.func.name
+    if which == "tensor":
+        return tensor_util.MakeNdarray(attr_value.tensor)
+    if which == "s":
+        return attr_value.s.decode(errors="replace")
+    if which in ("i", "f", "b"):
+        return getattr(attr_value, which)
+    return None
+
+
+def decode_attrs(node_def, tf_op=None) -> dict[str, Any]:
+    out = {}
+    for k, v in node_def.attr.items():
+        out[k] = _decode_attr(tf_op, k, v)
+        if v.WhichOneof("value") == "func":
+            out[k + "._attrs"] = {ak: _decode_attr(None, ak, av) for ak, av in v.func.attr.items()}
+    return out
+
+
+class GraphImporter:
+    """Imports one top-level graph plus every function it reaches into a :class:`Module`."""
+
+    def __init__(self, module: Module, library: dict[str, Any]):
+        self.module = module
+        self.library = library  # function name -> FunctionDef
+        self._imported: dict[tuple, str] = {}
+
+    # -- entry points ----------------------------------------------------------
+    def import_concrete_function(self, cf, name: str, input_names=None, output_names=None) -> Function:
+        """Import a ConcreteFunction as an entry function named ``name``."""
+        graph = cf.graph
+        fn = Function(self.module_unique(name))
+        captures = {id(internal): external for external, internal in graph.captures}
+        var_names = {}
+        for var in getattr(graph, "variables", []):
+            try:
+                var_names[id(var.handle)] = var.name.split(":")[0]
+            except Exception:
+                pass
+        env: dict[str, Value] = {}
+        user_inputs = []
+        for t in graph.inputs:
+            ext = captures.get(id(t))
+            if ext is None:
+                user_inputs.append(t)
+                continue
+            env[t.name] = self._capture_value(fn, t, ext, var_names)
+        names = list(input_names) if input_names else [t.op.name for t in user_inputs]
+        for t, nm in zip(user_inputs, names):
+            env[t.name] = fn.add_input(nm, tf_dtype_to_ir(t.dtype), tf_shape_to_ir(t.shape))
+        fn.input_names = names
+        self._import_ops(fn, graph.get_operations(), env)
+        fn.outputs = [env[t.name] for t in graph.outputs]
+        fn.output_names = list(output_names) if output_names else [f"output_{i}" for i in range(len(fn.outputs))]
+        self.module.add(fn)
+        return fn
+
+    def module_unique(self, name: str) -> str:
+        base, i = name, 1
+        while name in self.module.functions:
+            name = f"{base}_{i}"
+            i += 1
+        return name
+
+    def function(self, fname: str, arg_shapes: list) -> str:
+        """Import library function ``fname`` for the given argument shapes; return its IR name."""
+        key = (fname, tuple(tuple(s) if s is not None else None for s in arg_shapes))
+        if key in self._imported:
+            return self._imported[key]
+        fdef = self.library.get(fname)
+        if fdef is None:
+            raise ConversionError(f"function '{fname}' is referenced but not in the function library")
+        from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
+
+        shapes = [list(s) if s is not None else None for s in arg_shapes]
+        graph = function_def_to_graph(fdef, input_shapes=shapes)
+        ir_name = self.module_unique(fname)
+        self._imported[key] = ir_name
+        fn = Function(ir_name)
+        fn.attrs = decode_attrs(fdef)
+        env: dict[str, Value] = {}
+        for t, arg in zip(graph.inputs, fdef.signature.input_arg):
+            env[t.name] = fn.add_input(arg.name, tf_dtype_to_ir(t.dtype), tf_shape_to_ir(t.shape))
+        fn.input_names = [a.name for a in fdef.signature.input_arg]
+        self.module.add(fn)  # before the body: recursion-safe
+        self._import_ops(fn, graph.get_operations(), env)
+        fn.outputs = [env[t.name] for t in graph.outputs]
+        fn.output_names = [a.name for a in fdef.signature.output_arg]
+        return ir_name
+
+    # -- internals -------------------------------------------------------------
+    def _capture_value(self, fn: Function, internal, external, var_names) -> Value:
+        dtype = tf_dtype_to_ir(internal.dtype)
+        if dtype == "resource":
+            v = Value(fn.unique_name(internal.op.name), "resource", ())
+            v.meta["handle"] = external
+            v.meta["variable"] = var_names.get(id(external)) or _handle_name(external) or internal.op.name
+            return v
+        try:
+            arr = np.asarray(external.numpy())
+        except Exception as e:  # a symbolic capture we cannot evaluate
+            raise ConversionError(f"captured tensor '{internal.op.name}' is not a constant: {e}") from None
+        return fn.const(arr, internal.op.name)
+
+    def _import_ops(self, fn: Function, tf_ops, env: dict[str, Value]) -> None:
+        from tensorflow.python.framework import tensor_util
+
+        for tf_op in tf_ops:
+            t = tf_op.type
+            if t == "Placeholder" and tf_op.outputs[0].name in env:
+                continue
+            if t == "Placeholder":
+                raise InputError(f"unbound placeholder '{tf_op.name}' in function '{fn.name}'")
+            if t == "Const":
+                arr = tensor_util.MakeNdarray(tf_op.node_def.attr["value"].tensor)
+                if arr.dtype == object:
+                    arr = arr.astype(bytes)
+                env[tf_op.outputs[0].name] = fn.const(arr, tf_op.name)
+                continue
+            if t in _DROP_OPS:
+                continue
+            inputs = [env[x.name] for x in tf_op.inputs]
+            if t in _ALIAS_OPS:
+                env[tf_op.outputs[0].name] = inputs[0]
+                continue
+            if t == "IdentityN":
+                for o, v in zip(tf_op.outputs, inputs):
+                    env[o.name] = v
+                continue
+            outs = [(tf_dtype_to_ir(o.dtype), tf_shape_to_ir(o.shape)) for o in tf_op.outputs]
+            attrs = decode_attrs(tf_op.node_def, tf_op)
+            attrs["_node_def"] = tf_op.node_def
+            attrs["_stateful"] = tf_op.op_def.is_stateful
+            op = fn.add_op("tf." + t, inputs, outs, attrs, name=tf_op.name, location=user_location(tf_op))
+            for o, v in zip(tf_op.outputs, op.outputs):
+                env[o.name] = v
+            self._import_callees(op)
+
+    def _import_callees(self, op) -> None:
+        """Import the functions an op refers to; record their IR names in attrs."""
+        kind = op.kind
+        if kind in ("PartitionedCall", "StatefulPartitionedCall"):
+            op.attrs["f"] = self.function(op.attrs["f"], [v.shape for v in op.inputs])
+        elif kind in ("While", "StatelessWhile"):
+            shapes = op.attrs.get("output_shapes") or [v.shape for v in op.inputs]
+            if len(shapes) != len(op.inputs):
+                shapes = [v.shape for v in op.inputs]
+            op.attrs["cond"] = self.function(op.attrs["cond"], shapes)
+            op.attrs["body"] = self.function(op.attrs["body"], shapes)
+        elif kind in ("If", "StatelessIf"):
+            shapes = [v.shape for v in op.inputs[1:]]
+            op.attrs["then_branch"] = self.function(op.attrs["then_branch"], shapes)
+            op.attrs["else_branch"] = self.function(op.attrs["else_branch"], shapes)
+
+
+def _handle_name(handle) -> str | None:
+    try:
+        text = str(handle)
+        start = text.index('name="') + 6
+        return text[start : text.index('"', start)]
+    except ValueError:
+        return None
+
+
+def library_of(graph) -> dict[str, Any]:
+    """All FunctionDefs reachable from ``graph`` (GraphDef.library is flattened)."""
+    gdef = graph.as_graph_def()
+    return {f.signature.name: f for f in gdef.library.function}
+
+
+def import_concrete_functions(entries) -> Module:
+    """Import ``[(signature_key, concrete_function, input_names, output_names), ...]``."""
+    module = Module()
+    library: dict[str, Any] = {}
+    for _, cf, _, _ in entries:
+        library.update(library_of(cf.graph))
+    importer = GraphImporter(module, library)
+    for key, cf, in_names, out_names in entries:
+        fn = importer.import_concrete_function(cf, key, in_names, out_names)
+        module.signatures[key] = fn.name
+    return module

@@ -1,0 +1,230 @@
+"""The fuselite graph IR: a small, readable SSA graph in the spirit of torch.fx.
+
+A :class:`Module` holds named :class:`Function` objects. A function is an ordered
+list of :class:`Op` nodes; each op consumes and produces :class:`Value` objects.
+Ops carry a dialect-qualified type (``tf.MatMul`` straight from TensorFlow,
+``tfl.FULLY_CONNECTED`` after lowering) and a plain-dict ``attrs``.
+
+Example::
+
+    fn = Function("main")
+    x = fn.add_input("x", np.float32, (None, 4))
+    (y,) = fn.add_op("tfl.RELU", [x], [(np.float32, (None, 4))]).outputs
+    fn.outputs = [y]
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Shape = tuple[int | None, ...] | None  # None: unknown rank; None dim: unknown size
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Value:
+    """One SSA value: a tensor with a dtype, a (possibly partial) shape, maybe a constant.
+
+    ``dtype`` is a numpy dtype, or the strings ``"resource"`` / ``"variant"``.
+    ``const`` holds the numpy value when the value is a compile-time constant.
+    ``producer`` is the op that defines it (``None`` for function inputs).
+    """
+
+    name: str
+    dtype: Any
+    shape: Shape
+    const: np.ndarray | None = None
+    producer: Op | None = None
+    index: int = 0
+    meta: dict = field(default_factory=dict)
+    uid: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def static_shape(self) -> bool:
+        return self.shape is not None and all(d is not None for d in self.shape)
+
+    def __repr__(self) -> str:
+        s = "?" if self.shape is None else "x".join("?" if d is None else str(d) for d in self.shape)
+        c = " const" if self.is_const else ""
+        return f"%{self.name}:{_dtype_name(self.dtype)}[{s}]{c}"
+
+
+def _dtype_name(dt) -> str:
+    return dt if isinstance(dt, str) else np.dtype(dt).name
+
+
+@dataclass(eq=False)
+class Op:
+    """One operation. ``location`` is the user's source line (``file:line``) if known."""
+
+    type: str
+    inputs: list[Value | None]
+    outputs: list[Value]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    location: str | None = None
+
+    @property
+    def dialect(self) -> str:
+        return self.type.split(".", 1)[0]
+
+    @property
+    def kind(self) -> str:
+        return self.type.split(".", 1)[1]
+
+    def describe(self) -> str:
+        where = f" (at {self.location})" if self.location else ""
+        return f"{self.kind} '{self.name}'{where}"
+
+    def __repr__(self) -> str:
+        outs = ", ".join(map(repr, self.outputs))
+        ins = ", ".join("<none>" if v is None else f"%{v.name}" for v in self.inputs)
+        attrs = {k: v for k, v in self.attrs.items() if not k.startswith("_")}
+        return f"{outs} = {self.type}({ins}) {attrs if attrs else ''}".rstrip()
+
+
+class Function:
+    """An ordered list of ops with inputs and outputs (a TFLite subgraph after export)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.inputs: list[Value] = []
+        self.outputs: list[Value] = []
+        self.ops: list[Op] = []
+        self.attrs: dict[str, Any] = {}
+        self.input_names: list[str] = []
+        self.output_names: list[str] = []
+        self._names: set[str] = set()
+
+    # -- construction ---------------------------------------------------------
+    def unique_name(self, base: str) -> str:
+        name, i = base, 1
+        while name in self._names:
+            name = f"{base}_{i}"
+            i += 1
+        self._names.add(name)
+        return name
+
+    def add_input(self, name: str, dtype, shape: Shape) -> Value:
+        v = Value(self.unique_name(name), dtype, shape)
+        self.inputs.append(v)
+        return v
+
+    def const(self, array, name: str = "const", dtype=None) -> Value:
+        """A constant value (not an op: constants live on values)."""
+        arr = np.asarray(array, dtype=dtype)
+        return Value(self.unique_name(name), arr.dtype, tuple(arr.shape), const=arr)
+
+    def make_op(
+        self,
+        type: str,
+        inputs: Sequence[Value | None],
+        outputs: Sequence[tuple[Any, Shape]],
+        attrs: dict | None = None,
+        name: str = "",
+        location: str | None = None,
+    ) -> Op:
+        """Create an op (not yet placed) with fresh output values."""
+        base = name or type.split(".")[-1].lower()
+        op = Op(type, list(inputs), [], dict(attrs or {}), base, location)
+        for i, (dt, shape) in enumerate(outputs):
+            vname = self.unique_name(base if i == 0 else f"{base}:{i}")
+            op.outputs.append(Value(vname, dt, shape, producer=op, index=i))
+        return op
+
+    def add_op(self, *args, **kwargs) -> Op:
+        op = self.make_op(*args, **kwargs)
+        self.ops.append(op)
+        return op
+
+    # -- queries and rewrites -------------------------------------------------
+    def users(self) -> dict[int, list[Op]]:
+        """Map value uid -> ops that consume it."""
+        out: dict[int, list[Op]] = {}
+        for op in self.ops:
+            for v in op.inputs:
+                if v is not None:
+                    out.setdefault(v.uid, []).append(op)
+        return out
+
+    def replace_uses(self, old: Value, new: Value) -> None:
+        """Point every use of ``old`` (ops and function outputs) at ``new``."""
+        for op in self.ops:
+            op.inputs = [new if v is old else v for v in op.inputs]
+        self.outputs = [new if v is old else v for v in self.outputs]
+
+    def replace_op(self, op: Op, new_ops: Iterable[Op], new_outputs: Sequence[Value]) -> None:
+        """Replace ``op`` by ``new_ops`` (placed where it was); rewire its outputs."""
+        i = self.ops.index(op)
+        self.ops[i : i + 1] = list(new_ops)
+        mapping = {o.uid: n for o, n in zip(op.outputs, new_outputs)}
+        for other in self.ops:
+            other.inputs = [mapping.get(v.uid, v) if v is not None else None for v in other.inputs]
+        self.outputs = [mapping.get(v.uid, v) for v in self.outputs]
+
+    def topo_sort(self) -> None:
+        """Order ops so that every value is defined before it is used."""
+        placed: set[int] = {v.uid for v in self.inputs}
+        remaining = list(self.ops)
+        ordered: list[Op] = []
+        while remaining:
+            progressed = []
+            for op in remaining:
+                if all(v is None or v.is_const or v.producer is None or v.uid in placed for v in op.inputs):
+                    ordered.append(op)
+                    placed.update(o.uid for o in op.outputs)
+                else:
+                    progressed.append(op)
+            if len(progressed) == len(remaining):
+                names = ", ".join(op.name for op in progressed[:5])
+                raise RuntimeError(f"cycle or dangling input in function {self.name}: {names}")
+            remaining = progressed
+        self.ops = ordered
+
+    def op_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for op in self.ops:
+            counts[op.kind] = counts.get(op.kind, 0) + 1
+        return counts
+
+    def __str__(self) -> str:
+        lines = [f"func @{self.name}({', '.join(map(repr, self.inputs))}) {{"]
+        lines += [f"  {op!r}" for op in self.ops]
+        lines.append(f"  return {', '.join(f'%{v.name}' for v in self.outputs)}")
+        lines.append("}")
+        return "\n".join(lines)
+
+
+class Module:
+    """A set of functions plus the entry points (signatures) of the program.
+
+    ``signatures`` maps a signature key to the name of its entry function.
+    """
+
+    def __init__(self):
+        self.functions: dict[str, Function] = {}
+        self.signatures: dict[str, str] = {}
+
+    def add(self, fn: Function) -> Function:
+        self.functions[fn.name] = fn
+        return fn
+
+    def entry_functions(self) -> list[Function]:
+        return [self.functions[n] for n in self.signatures.values()]
+
+    def __str__(self) -> str:
+        return "\n\n".join(str(f) for f in self.functions.values())

@@ -1,0 +1,183 @@
+"""Shape and data-movement ops: reshape, transpose, concat, split, slice, pad, gather..."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.lower.registry import lowering
+
+
+@lowering("Reshape")
+def lower_reshape(ctx):
+    x, shape = ctx.input(0), ctx.int32_input(1)
+    shape = ctx.cast(shape, np.int32)
+    return [ctx.emit("RESHAPE", [x, shape])]
+
+
+@lowering("Transpose")
+def lower_transpose(ctx):
+    return [ctx.emit("TRANSPOSE", [ctx.input(0), ctx.cast(ctx.input(1), np.int32)])]
+
+
+@lowering("ConcatV2")
+def lower_concat(ctx):
+    *values, axis = ctx.inputs
+    axis = int(ctx.const_input(len(ctx.inputs) - 1, "axis"))
+    if len(values) == 1:
+        return [values[0]]
+    return [ctx.emit("CONCATENATION", values, {"axis": axis, "fused_activation_function": "NONE"})]
+
+
+@lowering("Split")
+def lower_split(ctx):
+    n = int(ctx.attr("num_split"))
+    outs = ctx.emit("SPLIT", [ctx.cast(ctx.input(0), np.int32), ctx.input(1)], {"num_splits": n},
+                    out_specs=[(o.dtype, o.shape) for o in ctx.op.outputs])
+    return outs if isinstance(outs, list) else [outs]
+
+
+@lowering("SplitV")
+def lower_split_v(ctx):
+    n = int(ctx.attr("num_split"))
+    outs = ctx.emit("SPLIT_V", [ctx.input(0), ctx.cast(ctx.input(1), np.int32), ctx.cast(ctx.input(2), np.int32)],
+                    {"num_splits": n}, out_specs=[(o.dtype, o.shape) for o in ctx.op.outputs])
+    return outs if isinstance(outs, list) else [outs]
+
+
+@lowering("Slice")
+def lower_slice(ctx):
+    return [ctx.emit("SLICE", [ctx.input(0), ctx.int32_input(1), ctx.int32_input(2)])]
+
+
+@lowering("StridedSlice")
+def lower_strided_slice(ctx):
+    opts = {k: int(ctx.attr(k, 0)) for k in
+            ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
+    opts["offset"] = False
+    return [ctx.emit("STRIDED_SLICE", [ctx.input(0), ctx.int32_input(1), ctx.int32_input(2), ctx.int32_input(3)], opts)]
+
+
+@lowering("Pad")
+def lower_pad(ctx):
+    return [ctx.emit("PAD", [ctx.input(0), ctx.int32_input(1)])]
+
+
+@lowering("PadV2")
+def lower_pad_v2(ctx):
+    return [ctx.emit("PADV2", [ctx.input(0), ctx.int32_input(1), ctx.input(2)])]
+
+
+@lowering("MirrorPad")
+def lower_mirror_pad(ctx):
+    mode = ctx.attr("mode", "REFLECT")
+    return [ctx.emit("MIRROR_PAD", [ctx.input(0), ctx.int32_input(1)], {"mode": mode})]
+
+
+@lowering("Squeeze")
+def lower_squeeze(ctx):
+    return [ctx.emit("SQUEEZE", [ctx.input(0)], {"squeeze_dims": [int(d) for d in ctx.attr("squeeze_dims", [])]})]
+
+
+@lowering("ExpandDims")
+def lower_expand_dims(ctx):
+    return [ctx.emit("EXPAND_DIMS", [ctx.input(0), ctx.cast(ctx.input(1), np.int32)])]
+
+
+@lowering("Pack")
+def lower_pack(ctx):
+    return [ctx.emit("PACK", list(ctx.inputs), {"values_count": len(ctx.inputs), "axis": int(ctx.attr("axis", 0))})]
+
+
+@lowering("Unpack")
+def lower_unpack(ctx):
+    n = int(ctx.attr("num"))
+    outs = ctx.emit("UNPACK", [ctx.input(0)], {"num": n, "axis": int(ctx.attr("axis", 0))},
+                    out_specs=[(o.dtype, o.shape) for o in ctx.op.outputs])
+    return outs if isinstance(outs, list) else [outs]
+
+
+@lowering("GatherV2", "Gather")
+def lower_gather(ctx):
+    params, indices = ctx.input(0), ctx.input(1)
+    axis = int(ctx.const_input(2, "axis")) if len(ctx.inputs) > 2 else 0
+    return [ctx.emit("GATHER", [params, ctx.int32_input(1) if indices.is_const else indices],
+                     {"axis": axis, "batch_dims": int(ctx.attr("batch_dims", 0))})]
+
+
+@lowering("GatherNd")
+def lower_gather_nd(ctx):
+    return [ctx.emit("GATHER_ND", [ctx.input(0), ctx.input(1)])]
+
+
+@lowering("Cast")
+def lower_cast(ctx):
+    x = ctx.input(0)
+    if np.dtype(x.dtype) == np.dtype(ctx.out(0).dtype):
+        return [x]
+    return [ctx.emit("CAST", [x])]
+
+
+@lowering("Fill")
+def lower_fill(ctx):
+    return [ctx.emit("FILL", [ctx.cast(ctx.input(0), np.int32), ctx.input(1)])]
+
+
+@lowering("Tile")
+def lower_tile(ctx):
+    return [ctx.emit("TILE", [ctx.input(0), ctx.cast(ctx.input(1), np.int32)])]
+
+
+@lowering("BroadcastTo")
+def lower_broadcast_to(ctx):
+    return [ctx.emit("BROADCAST_TO", [ctx.input(0), ctx.cast(ctx.input(1), np.int32)])]
+
+
+@lowering("Range")
+def lower_range(ctx):
+    return [ctx.emit("RANGE", list(ctx.inputs))]
+
+
+@lowering("Select")
+def lower_select(ctx):
+    return [ctx.emit("SELECT", list(ctx.inputs))]
+
+
+@lowering("SelectV2")
+def lower_select_v2(ctx):
+    return [ctx.emit("SELECT_V2", list(ctx.inputs))]
+
+
+@lowering("Shape")
+def lower_shape(ctx):
+    return [ctx.emit("SHAPE", [ctx.input(0)], {"out_type": ctx.out(0).dtype})]
+
+
+@lowering("Rank")
+def lower_rank(ctx):
+    return [ctx.emit("RANK", [ctx.input(0)])]
+
+
+@lowering("ReverseV2")
+def lower_reverse(ctx):
+    return [ctx.emit("REVERSE_V2", [ctx.input(0), ctx.int32_input(1)])]
+
+
+@lowering("OneHot")
+def lower_one_hot(ctx):
+    return [ctx.emit("ONE_HOT", list(ctx.inputs), {"axis": int(ctx.attr("axis", -1))})]
+
+
+@lowering("TopKV2")
+def lower_top_k(ctx):
+    outs = ctx.emit("TOPK_V2", [ctx.input(0), ctx.cast(ctx.input(1), np.int32)],
+                    out_specs=[(o.dtype, o.shape) for o in ctx.op.outputs])
+    return outs
+
+
+@lowering("Einsum")
+def lower_einsum(ctx):
+    from fuselite.lower.einsum import lower_two_operand_einsum
+
+    if len(ctx.inputs) != 2:
+        ctx.fail("only two-operand einsum equations are supported")
+    return [lower_two_operand_einsum(ctx, ctx.attr("equation"), ctx.input(0), ctx.input(1))]

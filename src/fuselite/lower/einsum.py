@@ -1,0 +1,87 @@
+"""Two-operand ``Einsum`` as transposes/reshapes around BATCH_MATMUL or FULLY_CONNECTED.
+
+Letters are classified as batch (in both operands and the output), contracted (both
+operands, not the output) or free (one operand and the output). Transposes and
+reshapes of a constant operand fold away at conversion time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.lower.nn import fully_connected
+
+
+def _prod(dims):
+    if any(d is None for d in dims):
+        return None
+    return int(np.prod(dims)) if dims else 1
+
+
+def _reshape_dims(dims):
+    out = [-1 if d is None else int(d) for d in dims]
+    if out.count(-1) > 1:
+        return None
+    return out
+
+
+def lower_two_operand_einsum(ctx, equation: str, a, b):
+    eq = equation.replace(" ", "")
+    if "..." in eq:
+        ctx.fail(f"einsum '{equation}' with an ellipsis is not supported")
+    lhs, out = eq.split("->")
+    ta, tb = lhs.split(",")
+    if a.shape is None or b.shape is None:
+        ctx.fail("einsum operands need a known rank")
+    dim = {}
+    for term, v in ((ta, a), (tb, b)):
+        for letter, d in zip(term, v.shape):
+            if dim.get(letter) is None:
+                dim[letter] = d
+    batch = [c for c in out if c in ta and c in tb]
+    contract = [c for c in ta if c in tb and c not in out]
+    a_free = [c for c in ta if c not in tb]
+    b_free = [c for c in tb if c not in ta]
+    if any(c not in out for c in a_free + b_free) or len(set(ta)) != len(ta) or len(set(tb)) != len(tb):
+        ctx.fail(f"einsum '{equation}' sums over a single operand or repeats a letter; not supported")
+
+    def arrange(v, term, order):
+        perm = [term.index(c) for c in order]
+        return v if perm == list(range(len(perm))) else ctx.transpose(v, perm)
+
+    def group_reshape(v, groups):
+        dims = [d for g in groups for d in ([dim[c] for c in g] if isinstance(g, list) else [dim[g]])]
+        target = [(_prod([dim[c] for c in g]) if isinstance(g, list) else dim[g]) for g in groups]
+        if list(v.shape) == target and len(dims) == len(target):
+            return v
+        t = _reshape_dims(target)
+        if t is None:
+            ctx.fail(f"einsum '{equation}' needs more than one dynamic dimension in a reshape")
+        return ctx.reshape(v, t)
+
+    M, K, N = _prod([dim[c] for c in a_free]), _prod([dim[c] for c in contract]), _prod([dim[c] for c in b_free])
+    if not batch and b.is_const and a.dtype == np.float32 and K is not None and N is not None:
+        # [a_free..., K] x [K, N] as FULLY_CONNECTED keeping the leading dims
+        a2 = arrange(a, ta, a_free + contract)
+        a2 = group_reshape(a2, a_free + [contract])
+        w = arrange(b, tb, b_free + contract).const.reshape(N, K)
+        y = fully_connected(ctx, a2, ctx.const(np.ascontiguousarray(w)), keep_num_dims=len(a_free) > 1,
+                            out=None)
+        y.shape = tuple(dim[c] for c in a_free) + (N,)
+    else:
+        a_order = batch + a_free + contract
+        b_order = batch + b_free + contract  # adj_y: BATCH_MATMUL contracts the last dims
+        a2 = group_reshape(arrange(a, ta, a_order), batch + [a_free, contract])
+        b2 = group_reshape(arrange(b, tb, b_order), batch + [b_free, contract])
+        shape = tuple(dim[c] for c in batch) + (M, N)
+        y = ctx.emit("BATCH_MATMUL", [a2, b2], {"adj_x": False, "adj_y": True, "asymmetric_quantize_inputs": False},
+                     dtype=a.dtype, shape=shape)
+    produced = batch + a_free + b_free
+    full = tuple(dim[c] for c in produced)
+    if tuple(y.shape) != full:
+        t = _reshape_dims(full)
+        if t is None:
+            ctx.fail(f"einsum '{equation}' needs more than one dynamic dimension in a reshape")
+        y = ctx.reshape(y, t)
+        y.shape = full
+    return arrange(y, "".join(produced), list(out))

@@ -1,0 +1,127 @@
+"""Elementwise math, activations, comparisons and reductions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.lower.registry import lowering
+
+_BINARY = {
+    "Add": "ADD", "AddV2": "ADD", "BiasAdd": "ADD", "Sub": "SUB", "Mul": "MUL", "RealDiv": "DIV",
+    "Div": "DIV", "FloorDiv": "FLOOR_DIV", "FloorMod": "FLOOR_MOD", "Maximum": "MAXIMUM",
+    "Minimum": "MINIMUM", "Pow": "POW", "SquaredDifference": "SQUARED_DIFFERENCE",
+    "Less": "LESS", "LessEqual": "LESS_EQUAL", "Greater": "GREATER", "GreaterEqual": "GREATER_EQUAL",
+    "Equal": "EQUAL", "NotEqual": "NOT_EQUAL", "LogicalAnd": "LOGICAL_AND", "LogicalOr": "LOGICAL_OR",
+    "Atan2": "ATAN2",
+}
+_UNARY = {
+    "Relu": "RELU", "Relu6": "RELU6", "Elu": "ELU", "Sigmoid": "LOGISTIC", "Tanh": "TANH",
+    "Exp": "EXP", "Log": "LOG", "Sqrt": "SQRT", "Rsqrt": "RSQRT", "Square": "SQUARE", "Neg": "NEG",
+    "Abs": "ABS", "Floor": "FLOOR", "Ceil": "CEIL", "Round": "ROUND", "Sin": "SIN", "Cos": "COS",
+    "Sign": "SIGN", "LogicalNot": "LOGICAL_NOT", "ZerosLike": "ZEROS_LIKE", "OnesLike": "ONES_LIKE",
+    "LogSoftmax": "LOG_SOFTMAX",
+}
+_OPTIONS = {"ADD", "SUB", "MUL", "DIV"}  # ops that carry fused_activation_function
+
+
+def _binary_rule(tfl: str):
+    def rule(ctx):
+        a, b = ctx.input(0), ctx.input(1)
+        if ctx.op.kind == "BiasAdd" and ctx.attr("data_format", "NHWC") not in ("NHWC", "N...C"):
+            ctx.fail("BiasAdd with data_format NCHW is not supported (LiteRT is channels-last)")
+        opts = {"fused_activation_function": "NONE"} if tfl in _OPTIONS else {}
+        return [ctx.emit(tfl, [a, b], opts)]
+
+    rule.__name__ = f"lower_{tfl.lower()}"
+    return rule
+
+
+def _unary_rule(tfl: str):
+    def rule(ctx):
+        return [ctx.emit(tfl, [ctx.input(0)])]
+
+    rule.__name__ = f"lower_{tfl.lower()}"
+    return rule
+
+
+for _tf, _tfl in _BINARY.items():
+    lowering(_tf)(_binary_rule(_tfl))
+for _tf, _tfl in _UNARY.items():
+    lowering(_tf)(_unary_rule(_tfl))
+
+
+@lowering("Softmax")
+def lower_softmax(ctx):
+    return [ctx.emit("SOFTMAX", [ctx.input(0)], {"beta": 1.0})]
+
+
+@lowering("LeakyRelu")
+def lower_leaky_relu(ctx):
+    return [ctx.emit("LEAKY_RELU", [ctx.input(0)], {"alpha": float(ctx.attr("alpha", 0.2))})]
+
+
+@lowering("Selu")
+def lower_selu(ctx):
+    # selu(x) = scale * (relu(x) + alpha * elu(min(x, 0)))
+    x = ctx.input(0)
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    zero = ctx.const(np.zeros((), x.dtype))
+    neg = ctx.emit("ELU", [ctx.emit("MINIMUM", [x, zero])])
+    neg = ctx.emit("MUL", [neg, ctx.const(np.array(alpha * scale, x.dtype))], {"fused_activation_function": "NONE"})
+    pos = ctx.emit("MUL", [ctx.emit("RELU", [x]), ctx.const(np.array(scale, x.dtype))],
+                   {"fused_activation_function": "NONE"})
+    return [ctx.emit("ADD", [pos, neg], {"fused_activation_function": "NONE"})]
+
+
+@lowering("Gelu")
+def lower_gelu(ctx):
+    return [ctx.emit("GELU", [ctx.input(0)], {"approximate": bool(ctx.attr("approximate", False))})]
+
+
+@lowering("Reciprocal", "Inv")
+def lower_reciprocal(ctx):
+    x = ctx.input(0)
+    return [ctx.emit("DIV", [ctx.const(np.ones((), x.dtype)), x], {"fused_activation_function": "NONE"})]
+
+
+@lowering("AddN")
+def lower_add_n(ctx):
+    if len(ctx.inputs) == 1:
+        return [ctx.input(0)]
+    return [ctx.emit("ADD_N", list(ctx.inputs))]
+
+
+@lowering("ClipByValue")
+def lower_clip_by_value(ctx):
+    x, lo, hi = ctx.inputs
+    return [ctx.emit("MAXIMUM", [ctx.emit("MINIMUM", [x, hi]), lo])]
+
+
+_REDUCE = {"Mean": "MEAN", "Sum": "SUM", "Max": "REDUCE_MAX", "Min": "REDUCE_MIN", "Prod": "REDUCE_PROD",
+           "Any": "REDUCE_ANY", "All": "REDUCE_ALL"}
+
+
+def _reduce_rule(tfl: str):
+    def rule(ctx):
+        axes = ctx.int32_input(1)
+        return [ctx.emit(tfl, [ctx.input(0), axes], {"keep_dims": bool(ctx.attr("keep_dims", False))})]
+
+    rule.__name__ = f"lower_{tfl.lower()}"
+    return rule
+
+
+for _tf, _tfl in _REDUCE.items():
+    lowering(_tf)(_reduce_rule(_tfl))
+
+
+@lowering("ArgMax", "ArgMin")
+def lower_arg_max(ctx):
+    kind = "ARG_MAX" if ctx.op.kind == "ArgMax" else "ARG_MIN"
+    out_type = ctx.out(0).dtype
+    return [ctx.emit(kind, [ctx.input(0), ctx.int32_input(1)], {"output_type": out_type})]
+
+
+@lowering("Cumsum")
+def lower_cumsum(ctx):
+    return [ctx.emit("CUMSUM", [ctx.input(0), ctx.int32_input(1)],
+                     {"exclusive": bool(ctx.attr("exclusive")), "reverse": bool(ctx.attr("reverse"))})]

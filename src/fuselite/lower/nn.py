@@ -1,0 +1,158 @@
+"""Neural-network ops: matmul, convolutions, pooling, batch norm, resize, einsum."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.lower.registry import lowering
+
+NONE = {"fused_activation_function": "NONE"}
+
+
+def _padding(ctx):
+    pad = ctx.attr("padding", "VALID")
+    if pad not in ("SAME", "VALID"):
+        ctx.fail(f"padding '{pad}' is not supported (only SAME and VALID)")
+    return pad
+
+
+def _nhwc(ctx):
+    if ctx.attr("data_format", "NHWC") != "NHWC":
+        ctx.fail(f"data_format {ctx.attr('data_format')} is not supported (LiteRT is channels-last)")
+
+
+def fully_connected(ctx, x, weights_nk, bias=None, keep_num_dims=False, out=None):
+    """FULLY_CONNECTED with weights laid out [N, K]; bias optional (fused later)."""
+    if bias is None:
+        bias = ctx.const(np.zeros(weights_nk.shape[0], dtype=x.dtype))
+    opts = {"fused_activation_function": "NONE", "weights_format": "DEFAULT",
+            "keep_num_dims": keep_num_dims, "asymmetric_quantize_inputs": False}
+    if out is None:
+        return ctx.emit("FULLY_CONNECTED", [x, weights_nk, bias], opts)
+    return ctx.emit("FULLY_CONNECTED", [x, weights_nk, bias], opts, like=out)
+
+
+@lowering("MatMul")
+def lower_matmul(ctx):
+    a, b = ctx.input(0), ctx.input(1)
+    ta, tb = bool(ctx.attr("transpose_a")), bool(ctx.attr("transpose_b"))
+    if b.is_const and a.dtype == np.float32:
+        if ta:
+            a = ctx.transpose(a, [1, 0])
+        w = b.const if tb else b.const.T
+        return [fully_connected(ctx, a, ctx.const(np.ascontiguousarray(w)))]
+    return [ctx.emit("BATCH_MATMUL", [a, b], {"adj_x": ta, "adj_y": tb, "asymmetric_quantize_inputs": False})]
+
+
+@lowering("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+def lower_batch_matmul(ctx):
+    a, b = ctx.input(0), ctx.input(1)
+    adj_x, adj_y = bool(ctx.attr("adj_x")), bool(ctx.attr("adj_y"))
+    if b.is_const and b.rank == 2 and not adj_x and a.rank is not None and a.rank >= 2 and a.dtype == np.float32:
+        w = b.const if adj_y else b.const.T
+        return [fully_connected(ctx, a, ctx.const(np.ascontiguousarray(w)), keep_num_dims=a.rank > 2)]
+    return [ctx.emit("BATCH_MATMUL", [a, b], {"adj_x": adj_x, "adj_y": adj_y, "asymmetric_quantize_inputs": False})]
+
+
+def _conv_options(ctx, with_dilation=True):
+    _nhwc(ctx)
+    strides = ctx.attr("strides", [1, 1, 1, 1])
+    opts = {"padding": _padding(ctx), "stride_h": int(strides[1]), "stride_w": int(strides[2]),
+            "fused_activation_function": "NONE"}
+    if with_dilation:
+        dil = ctx.attr("dilations", [1, 1, 1, 1])
+        opts.update(dilation_h_factor=int(dil[1]), dilation_w_factor=int(dil[2]))
+    return opts
+
+
+@lowering("Conv2D")
+def lower_conv2d(ctx):
+    x, w = ctx.input(0), ctx.input(1)
+    opts = _conv_options(ctx)
+    if not w.is_const:
+        ctx.fail("the filter must be constant (frozen weights)")
+    kh, kw, cin, cout = w.const.shape
+    if x.shape is not None and x.shape[-1] is not None and x.shape[-1] != cin:
+        ctx.fail(f"grouped convolution ({x.shape[-1]} input channels, filter expects {cin}) is not supported")
+    filt = ctx.transpose(w, [3, 0, 1, 2])
+    bias = ctx.const(np.zeros(cout, x.dtype))
+    return [ctx.emit("CONV_2D", [x, filt, bias], opts)]
+
+
+@lowering("DepthwiseConv2dNative")
+def lower_depthwise_conv2d(ctx):
+    x, w = ctx.input(0), ctx.input(1)
+    opts = _conv_options(ctx)
+    if not w.is_const:
+        ctx.fail("the filter must be constant (frozen weights)")
+    kh, kw, cin, mult = w.const.shape
+    filt = ctx.const(w.const.reshape(1, kh, kw, cin * mult))
+    opts["depth_multiplier"] = int(mult)
+    bias = ctx.const(np.zeros(cin * mult, x.dtype))
+    return [ctx.emit("DEPTHWISE_CONV_2D", [x, filt, bias], opts)]
+
+
+@lowering("Conv2DBackpropInput")
+def lower_conv2d_transpose(ctx):
+    out_shape, w, x = ctx.input(0), ctx.input(1), ctx.input(2)
+    opts = _conv_options(ctx, with_dilation=False)
+    if not w.is_const:
+        ctx.fail("the filter must be constant (frozen weights)")
+    if any(d != 1 for d in ctx.attr("dilations", [1, 1, 1, 1])):
+        ctx.fail("dilated transposed convolution is not supported")
+    # TF filter [H, W, out, in] -> LiteRT [out, H, W, in]
+    filt = ctx.transpose(w, [2, 0, 1, 3])
+    return [ctx.emit("TRANSPOSE_CONV", [ctx.cast(out_shape, np.int32), filt, x, None], opts)]
+
+
+def _pool(ctx, kind):
+    _nhwc(ctx)
+    k, s = ctx.attr("ksize"), ctx.attr("strides")
+    if k[0] != 1 or k[3] != 1 or s[0] != 1 or s[3] != 1:
+        ctx.fail("pooling over the batch or channel dimension is not supported")
+    opts = {"padding": _padding(ctx), "stride_h": int(s[1]), "stride_w": int(s[2]),
+            "filter_height": int(k[1]), "filter_width": int(k[2]), "fused_activation_function": "NONE"}
+    return [ctx.emit(kind, [ctx.input(0)], opts)]
+
+
+@lowering("MaxPool")
+def lower_max_pool(ctx):
+    return _pool(ctx, "MAX_POOL_2D")
+
+
+@lowering("AvgPool")
+def lower_avg_pool(ctx):
+    return _pool(ctx, "AVERAGE_POOL_2D")
+
+
+@lowering("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
+def lower_fused_batch_norm(ctx):
+    """Inference batch norm as a per-channel MUL + ADD (folded into a conv later)."""
+    _nhwc(ctx)
+    if ctx.attr("is_training", False):
+        ctx.fail("training-mode batch normalization cannot be converted")
+    x = ctx.input(0)
+    scale, offset, mean, var = (ctx.const_input(i, n) for i, n in
+                                ((1, "scale"), (2, "offset"), (3, "mean"), (4, "variance")))
+    eps = float(ctx.attr("epsilon", 1e-3))
+    mul = (scale / np.sqrt(var + eps)).astype(x.dtype)
+    add = (offset - mean * mul).astype(x.dtype)
+    y = ctx.emit("MUL", [x, ctx.const(mul)], dict(NONE))
+    y = ctx.emit("ADD", [y, ctx.const(add)], dict(NONE))
+    return [y] + [None] * (len(ctx.op.outputs) - 1)
+
+
+def _resize(ctx, kind):
+    size = ctx.cast(ctx.input(1), np.int32)
+    opts = {"align_corners": bool(ctx.attr("align_corners")), "half_pixel_centers": bool(ctx.attr("half_pixel_centers"))}
+    return [ctx.emit(kind, [ctx.input(0), size], opts)]
+
+
+@lowering("ResizeBilinear")
+def lower_resize_bilinear(ctx):
+    return _resize(ctx, "RESIZE_BILINEAR")
+
+
+@lowering("ResizeNearestNeighbor")
+def lower_resize_nearest(ctx):
+    return _resize(ctx, "RESIZE_NEAREST_NEIGHBOR")

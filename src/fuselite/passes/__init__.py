@@ -1,0 +1,1 @@
+"""IR -> IR passes. Each pass is a plain function taking a Module (and a Report)."""

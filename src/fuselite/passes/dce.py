@@ -1,0 +1,46 @@
+"""Dead-code elimination and removal of functions nothing refers to."""
+
+from __future__ import annotations
+
+from fuselite.ir import Function, Module
+
+# Ops that must stay even when their results are unused.
+_SIDE_EFFECTS = {"tf.AssignVariableOp", "tf.AssignAddVariableOp", "tf.AssignSubVariableOp",
+                 "tfl.ASSIGN_VARIABLE", "tfl.CALL_ONCE"}
+
+
+def dce_function(fn: Function) -> int:
+    live = {v.uid for v in fn.outputs}
+    kept = []
+    for op in reversed(fn.ops):
+        if op.type in _SIDE_EFFECTS or any(o.uid in live for o in op.outputs):
+            kept.append(op)
+            live.update(v.uid for v in op.inputs if v is not None)
+    removed = len(fn.ops) - len(kept)
+    fn.ops = kept[::-1]
+    return removed
+
+
+def referenced_functions(fn: Function) -> set[str]:
+    names = set()
+    for op in fn.ops:
+        for key, val in op.attrs.items():
+            if key in ("f", "cond", "body", "then_branch", "else_branch"):
+                names.add(val)
+    return names
+
+
+def dce(module: Module) -> int:
+    """Remove dead ops everywhere, then functions unreachable from the signatures."""
+    removed = sum(dce_function(fn) for fn in module.functions.values())
+    reachable, stack = set(), list(module.signatures.values())
+    while stack:
+        name = stack.pop()
+        if name in reachable:
+            continue
+        reachable.add(name)
+        stack.extend(referenced_functions(module.functions[name]))
+    for name in list(module.functions):
+        if name not in reachable:
+            del module.functions[name]
+    return removed

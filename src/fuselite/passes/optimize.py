@@ -1,0 +1,187 @@
+"""TFLite-level optimizations: fold weights transforms, fuse bias/batch-norm/activations.
+
+Every rewrite here keeps numerics exact up to float rounding of folded constants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.ir import Function, Module, Op
+
+_WEIGHTED = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
+_ACTIVATIONS = {"RELU": "RELU", "RELU6": "RELU6", "RELU_N1_TO_1": "RELU_N1_TO_1", "TANH": "TANH"}
+_ACT_HOSTS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL", "DIV",
+              "CONCATENATION", "MAX_POOL_2D", "AVERAGE_POOL_2D", "TRANSPOSE_CONV"}
+
+
+def _single_user(users, v) -> Op | None:
+    us = users.get(v.uid, [])
+    return us[0] if len(us) == 1 else None
+
+
+def _per_channel(v, channels: int) -> np.ndarray | None:
+    """The constant as a [channels] vector if it broadcasts only along the last axis."""
+    if v is None or not v.is_const:
+        return None
+    c = v.const
+    if c.size == 1:
+        return np.full(channels, c.reshape(()), dtype=c.dtype)
+    if c.shape[-1:] == (channels,) and c.size == channels:
+        return c.reshape(channels)
+    return None
+
+
+def _out_channels(op: Op) -> int:
+    w = op.inputs[1].const
+    return w.shape[_WEIGHTED[op.kind]]
+
+
+def _bias_index(op: Op) -> int:
+    return 3 if op.kind == "TRANSPOSE_CONV" else 2
+
+
+def _fold_into_weighted(fn: Function, module_outputs: set) -> bool:
+    """MUL/ADD by a per-channel constant after a conv/FC folds into its weights/bias."""
+    users = fn.users()
+    for op in fn.ops:
+        if op.kind not in _WEIGHTED or op.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        if not op.inputs[1].is_const:
+            continue
+        nxt = _single_user(users, op.outputs[0])
+        if nxt is None or op.outputs[0].uid in module_outputs or nxt.kind not in ("ADD", "MUL", "SUB"):
+            continue
+        if nxt.attrs.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        other = nxt.inputs[1] if nxt.inputs[0] is op.outputs[0] else nxt.inputs[0]
+        if nxt.kind == "SUB" and nxt.inputs[0] is not op.outputs[0]:
+            continue
+        if other is op.outputs[0]:
+            continue
+        ch = _out_channels(op)
+        vec = _per_channel(other, ch)
+        if vec is None or (other.rank or 0) > (op.outputs[0].rank or 0):
+            continue
+        bi = _bias_index(op)
+        bias_v = op.inputs[bi] if len(op.inputs) > bi else None
+        bias = bias_v.const if bias_v is not None and bias_v.is_const else np.zeros(ch, vec.dtype)
+        if bias_v is not None and not bias_v.is_const:
+            continue
+        if nxt.kind == "MUL":
+            w = op.inputs[1].const
+            axis = _WEIGHTED[op.kind]
+            shape = [1] * w.ndim
+            shape[axis] = ch
+            if op.kind == "DEPTHWISE_CONV_2D":
+                shape = [1, 1, 1, ch]
+            op.inputs[1] = fn.const((w * vec.reshape(shape)).astype(w.dtype), op.inputs[1].name)
+            bias = bias * vec
+        else:
+            bias = bias + vec if nxt.kind == "ADD" else bias - vec
+        new_bias = fn.const(bias.astype(op.outputs[0].dtype), f"{op.name}/bias")
+        if len(op.inputs) > bi:
+            op.inputs[bi] = new_bias
+        else:
+            op.inputs.append(new_bias)
+        op.outputs[0].shape = nxt.outputs[0].shape
+        fn.replace_uses(nxt.outputs[0], op.outputs[0])
+        fn.ops.remove(nxt)
+        return True
+    return False
+
+
+def _fuse_activations(fn: Function, module_outputs: set) -> bool:
+    users = fn.users()
+    changed = False
+    for op in list(fn.ops):
+        act = _ACTIVATIONS.get(op.kind)
+        if act is None:
+            continue
+        src = op.inputs[0].producer
+        if src is None or src not in fn.ops or src.kind not in _ACT_HOSTS:
+            continue
+        if src.attrs.get("fused_activation_function", "NONE") != "NONE" or "fused_activation_function" not in src.attrs:
+            continue
+        if act == "TANH" and src.kind not in ("ADD", "SUB", "MUL", "DIV", "FULLY_CONNECTED", "CONV_2D"):
+            continue
+        if _single_user(users, src.outputs[0]) is not op or src.outputs[0].uid in module_outputs:
+            continue
+        if not isinstance(src.outputs[0].dtype, str) and np.dtype(src.outputs[0].dtype) != np.float32:
+            continue
+        src.attrs["fused_activation_function"] = act
+        fn.replace_uses(op.outputs[0], src.outputs[0])
+        fn.ops.remove(op)
+        changed = True
+        users = fn.users()
+    return changed
+
+
+def _merge_reshape_fc(fn: Function) -> bool:
+    """RESHAPE(x -> [M, K]) ; FULLY_CONNECTED ; RESHAPE(-> x.shape[:-1] + [N]) => FC keep_num_dims."""
+    users = fn.users()
+    for fc in fn.ops:
+        if fc.kind != "FULLY_CONNECTED" or fc.attrs.get("keep_num_dims"):
+            continue
+        r1 = fc.inputs[0].producer
+        if r1 is None or r1.kind != "RESHAPE" or r1 not in fn.ops:
+            continue
+        x = r1.inputs[0]
+        r2 = _single_user(users, fc.outputs[0])
+        if r2 is None or r2.kind != "RESHAPE" or x.shape is None or x.rank < 3:
+            continue
+        n = fc.inputs[1].shape[0]
+        k = x.shape[-1]
+        if k is None or r1.outputs[0].shape is None or r1.outputs[0].shape[-1] != k or r1.outputs[0].rank != 2:
+            continue
+        if tuple(r2.outputs[0].shape or ()) != tuple(x.shape[:-1]) + (n,):
+            continue
+        fc.inputs[0] = x
+        fc.attrs["keep_num_dims"] = True
+        fc.outputs[0].shape = r2.outputs[0].shape
+        fn.replace_uses(r2.outputs[0], fc.outputs[0])
+        fn.ops.remove(r2)
+        return True
+    return False
+
+
+def _drop_noops(fn: Function, module_outputs: set) -> bool:
+    changed = False
+    for op in list(fn.ops):
+        x = op.inputs[0] if op.inputs else None
+        noop = False
+        if op.kind == "RESHAPE" and x is not None and x.static_shape and x.shape == op.outputs[0].shape:
+            noop = True
+        elif op.kind == "TRANSPOSE" and op.inputs[1].is_const and list(op.inputs[1].const) == list(
+                range(op.inputs[1].const.size)):
+            noop = True
+        if noop and op.outputs[0].uid not in module_outputs and x.uid not in {v.uid for v in fn.inputs}:
+            fn.replace_uses(op.outputs[0], x)
+            fn.ops.remove(op)
+            changed = True
+    return changed
+
+
+def optimize_function(fn: Function) -> None:
+    from fuselite.passes.dce import dce_function
+    from fuselite.passes.fold_tfl import fold_tfl_function
+
+    outs = {v.uid for v in fn.outputs}
+    for _ in range(1000):
+        fold_tfl_function(fn)
+        dce_function(fn)
+        if _drop_noops(fn, outs):
+            continue
+        if _merge_reshape_fc(fn):
+            dce_function(fn)
+            continue
+        if _fold_into_weighted(fn, outs):
+            continue
+        if _fuse_activations(fn, outs):
+            continue
+        break
+
+
+def optimize(module: Module) -> None:
+    for fn in module.functions.values():
+        optimize_function(fn)

@@ -1,0 +1,133 @@
+"""TensorLists (TensorArrays in Keras 3 RNN loops) become dense ``[N, *element]`` tensors.
+
+``Reserve`` becomes zeros, ``FromTensor``/``Stack`` are the tensor itself, ``GetItem``
+is a GATHER and ``SetItem`` a DYNAMIC_UPDATE_SLICE. ``While`` loops that carry a list
+carry the dense tensor instead. Element shapes must be static: when they depend on an
+unknown batch size, :class:`NeedsStaticBatch` asks the converter to retrace with a
+fixed batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.errors import ConversionError
+from fuselite.ir import Function, Module, Value
+
+_WHILE = ("tf.While", "tf.StatelessWhile")
+
+
+class NeedsStaticBatch(ConversionError):
+    """A tensor list's element shape is only known once the batch size is fixed."""
+
+
+def _element_shape(op, arg: int) -> tuple | None:
+    v = op.inputs[arg]
+    if not v.is_const:
+        return None
+    s = np.asarray(v.const).reshape(-1)
+    if v.const.ndim == 0 and int(v.const) == -1:
+        return None  # unknown rank
+    if any(int(d) < 0 for d in s):
+        return None
+    return tuple(int(d) for d in s)
+
+
+def _rewrite_function(fn: Function, module: Module) -> bool:
+    """Rewrite list ops whose list operand is already dense. Returns True if anything changed."""
+    changed = False
+    new_ops = []
+    for op in fn.ops:
+        k = op.kind if op.dialect == "tf" else None
+        out = op.outputs[0] if op.outputs else None
+        if k == "TensorListReserve":
+            elem = _element_shape(op, 0) or _infer_element_shape(fn, module, out)
+            n = op.inputs[1]
+            if elem is None or not n.is_const:
+                raise NeedsStaticBatch(f"tensor list {op.describe()} has a dynamic element shape or length")
+            dense = fn.const(np.zeros((int(n.const),) + elem, dtype=op.attrs["element_dtype"]), op.name)
+            fn.replace_uses(out, dense)
+            changed = True
+            continue
+        if k == "TensorListFromTensor":
+            fn.replace_uses(out, op.inputs[0])
+            changed = True
+            continue
+        if k in ("TensorListStack", "TensorListGetItem", "TensorListSetItem", "TensorListLength",
+                 "TensorListElementShape") and op.inputs[0].dtype != "variant":
+            lst = op.inputs[0]
+            if k == "TensorListStack":
+                fn.replace_uses(out, lst)
+            elif k == "TensorListLength":
+                fn.replace_uses(out, fn.const(np.array(lst.shape[0], np.int32), op.name))
+            elif k == "TensorListElementShape":
+                fn.replace_uses(out, fn.const(np.array(lst.shape[1:], out.dtype), op.name))
+            elif k == "TensorListGetItem":
+                g = fn.make_op("tfl.GATHER", [lst, op.inputs[1]], [(lst.dtype, lst.shape[1:])],
+                               {"axis": 0, "batch_dims": 0}, name=op.name, location=op.location)
+                new_ops.append(g)
+                fn.replace_uses(out, g.outputs[0])
+            else:  # SetItem
+                idx, item = op.inputs[1], op.inputs[2]
+                rank = len(lst.shape)
+                shape = fn.const(np.array((1,) + tuple(lst.shape[1:]), np.int32), op.name + "/shape")
+                r = fn.make_op("tfl.RESHAPE", [item, shape], [(lst.dtype, (1,) + tuple(lst.shape[1:]))],
+                               name=op.name + "/reshape", location=op.location)
+                zeros = [fn.const(np.array(0, np.int32), op.name + "/zero") for _ in range(rank - 1)]
+                p = fn.make_op("tfl.PACK", [idx] + zeros, [(np.dtype(np.int32), (rank,))],
+                               {"values_count": rank, "axis": 0}, name=op.name + "/start", location=op.location)
+                u = fn.make_op("tfl.DYNAMIC_UPDATE_SLICE", [lst, r.outputs[0], p.outputs[0]],
+                               [(lst.dtype, lst.shape)], name=op.name, location=op.location)
+                new_ops += [r, p, u]
+                fn.replace_uses(out, u.outputs[0])
+            changed = True
+            continue
+        if op.type in _WHILE:
+            changed |= _propagate_into_loop(op, module)
+        new_ops.append(op)
+    fn.ops = new_ops
+    return changed
+
+
+def _propagate_into_loop(op, module: Module) -> bool:
+    body, cond = module.functions[op.attrs["body"]], module.functions[op.attrs["cond"]]
+    changed = False
+    for i, v in enumerate(op.inputs):
+        if v.dtype == "variant" or body.inputs[i].dtype != "variant":
+            continue
+        for sub in (body, cond):
+            sub.inputs[i].dtype, sub.inputs[i].shape = v.dtype, v.shape
+        op.outputs[i].dtype, op.outputs[i].shape = v.dtype, v.shape
+        changed = True
+    return changed
+
+
+def _infer_element_shape(fn: Function, module: Module, lst: Value) -> tuple | None:
+    """Element shape from the items a loop body stores into the list."""
+    for op in fn.ops:
+        if op.type in _WHILE and lst in op.inputs:
+            i = op.inputs.index(lst)
+            body = module.functions[op.attrs["body"]]
+            for bop in body.ops:
+                if bop.kind == "TensorListSetItem" and bop.inputs[0] is body.inputs[i]:
+                    item = bop.inputs[2]
+                    if item.static_shape:
+                        return tuple(item.shape)
+        if op.kind == "TensorListSetItem" and op.inputs[0] is lst and op.inputs[2].static_shape:
+            return tuple(op.inputs[2].shape)
+    return None
+
+
+def has_tensor_lists(module: Module) -> bool:
+    return any(op.kind.startswith("TensorList") for fn in module.functions.values() for op in fn.ops)
+
+
+def lower_tensor_lists(module: Module, report=None) -> None:
+    if not has_tensor_lists(module):
+        return
+    for _ in range(100):
+        changed = False
+        for fn in list(module.functions.values()):
+            changed |= _rewrite_function(fn, module)
+        if not changed:
+            break

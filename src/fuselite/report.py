@@ -1,0 +1,59 @@
+"""What happened during a conversion, for people (``str(report)``) and machines (JSON)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Report:
+    source: str = ""
+    signatures: list[str] = field(default_factory=list)
+    ops_before: dict[str, int] = field(default_factory=dict)
+    ops_after: dict[str, int] = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    frozen_variables: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    size_bytes: int = 0
+    subgraphs: int = 0
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.stage_seconds.values())
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["total_seconds"] = self.total_seconds
+        return d
+
+    def to_json(self, **kwargs) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def __str__(self) -> str:
+        lines = [f"fuselite conversion of {self.source}"]
+        if self.signatures:
+            lines.append(f"  signatures: {', '.join(self.signatures)} ({self.subgraphs} subgraph(s))")
+        lines.append(f"  size: {self.size_bytes:,} bytes, time: {self.total_seconds:.2f} s "
+                     f"({', '.join(f'{k} {v:.2f}' for k, v in self.stage_seconds.items())})")
+        n_before, n_after = sum(self.ops_before.values()), sum(self.ops_after.values())
+        lines.append(f"  TF ops: {n_before} -> LiteRT ops: {n_after}")
+        for kind, n in sorted(self.ops_after.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"    {kind:<28} {n}")
+        if self.frozen_variables:
+            n = sum(_size(v["shape"]) for v in self.frozen_variables)
+            lines.append(f"  frozen variables: {len(self.frozen_variables)} ({n:,} values)")
+        for w in self.warnings:
+            lines.append(f"  warning: {w}")
+        return "\n".join(lines)
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
