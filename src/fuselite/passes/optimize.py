@@ -130,9 +130,8 @@ def _merge_reshape_fc(fn: Function) -> bool:
         r2 = _single_user(users, fc.outputs[0])
         if r2 is None or r2.kind != "RESHAPE" or x.shape is None or x.rank < 3:
             continue
-        n = fc.inputs[1].shape[0]
-        k = x.shape[-1]
-        if k is None or r1.outputs[0].shape is None or r1.outputs[0].shape[-1] != k or r1.outputs[0].rank != 2:
+        n, k = fc.inputs[1].shape
+        if x.shape[-1] != k or r1.outputs[0].rank != 2 or r1.outputs[0].shape[-1] not in (k, None):
             continue
         if tuple(r2.outputs[0].shape or ()) != tuple(x.shape[:-1]) + (n,):
             continue

@@ -57,6 +57,16 @@ def freeze_variables(module: Module) -> list[dict]:
                 name = src.meta["variable"]
                 frozen[name] = {"name": name, "shape": list(arr.shape), "dtype": arr.dtype.name}
                 continue
+            if op.kind == "ResourceGather" and src is not None and "handle" in src.meta:
+                # tf-keras Embedding gathers straight from the variable
+                arr = cache.get(src.uid)
+                if arr is None:
+                    arr = cache[src.uid] = _read_variable(src.meta["handle"], op.attrs["dtype"])
+                name = src.meta["variable"]
+                frozen[name] = {"name": name, "shape": list(arr.shape), "dtype": arr.dtype.name}
+                op.type = "tf.GatherV2"
+                op.inputs = [fn.const(arr, name), op.inputs[1], fn.const(np.array(0, np.int32), "axis")]
+                op.attrs = {"batch_dims": op.attrs.get("batch_dims", 0)}
             kept.append(op)
         fn.ops = kept
     return sorted(frozen.values(), key=lambda d: d["name"])

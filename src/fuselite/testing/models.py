@@ -1,0 +1,143 @@
+"""Small reference models, built in-process with random weights (no downloads).
+
+Every builder takes the Keras flavour to use (``keras`` for Keras 3, ``tf_keras`` for
+tf-keras) so the same architecture is exercised through both. Weights are seeded.
+
+Example::
+
+    import keras
+    model = build("mlp", keras)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def keras3():
+    import keras
+
+    return keras
+
+
+def tf_keras():
+    import tf_keras
+
+    return tf_keras
+
+
+def mlp(k):
+    L = k.layers
+    i = k.Input((32,), name="features")
+    x = L.Dense(64, activation="relu")(i)
+    x = L.Dense(64, activation="gelu" if _has_gelu(k) else "tanh")(x)
+    x = L.Dense(10, activation="softmax")(x)
+    return k.Model(i, x, name="mlp")
+
+
+def cnn(k):
+    """Conv + BatchNorm + depthwise conv + pooling."""
+    L = k.layers
+    i = k.Input((32, 32, 3), name="image")
+    x = L.Conv2D(16, 3, padding="same", use_bias=False)(i)
+    x = L.BatchNormalization()(x)
+    x = L.ReLU()(x)
+    x = L.DepthwiseConv2D(3, padding="same")(x)
+    x = L.BatchNormalization()(x)
+    x = L.ReLU(6.0)(x)
+    x = L.MaxPooling2D(2)(x)
+    x = L.Conv2D(32, 3, strides=2, padding="valid", activation="relu")(x)
+    x = L.AveragePooling2D(2)(x)
+    x = L.Flatten()(x)
+    x = L.Dense(10)(x)
+    return k.Model(i, x, name="cnn")
+
+
+def mobilenet_v2(k):
+    return k.applications.MobileNetV2(alpha=0.35, input_shape=(96, 96, 3), weights=None, classes=10)
+
+
+def resnet_block(k):
+    L = k.layers
+    i = k.Input((16, 16, 8), name="image")
+    x = L.Conv2D(8, 3, padding="same")(i)
+    x = L.BatchNormalization()(x)
+    x = L.Activation("relu")(x)
+    x = L.Conv2D(8, 3, padding="same")(x)
+    x = L.BatchNormalization()(x)
+    x = L.Add()([x, i])
+    x = L.Activation("relu")(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dense(4)(x)
+    return k.Model(i, x, name="resnet_block")
+
+
+def transformer_block(k):
+    L = k.layers
+    i = k.Input((16, 32), name="tokens")
+    a = L.MultiHeadAttention(num_heads=4, key_dim=8)(i, i)
+    x = L.LayerNormalization(epsilon=1e-6)(L.Add()([i, a]))
+    f = L.Dense(64, activation="relu")(x)
+    f = L.Dense(32)(f)
+    x = L.LayerNormalization(epsilon=1e-6)(L.Add()([x, f]))
+    return k.Model(i, x, name="transformer_block")
+
+
+def text_model(k):
+    L = k.layers
+    i = k.Input((20,), dtype="int32", name="token_ids")
+    x = L.Embedding(1000, 16)(i)
+    x = L.GlobalAveragePooling1D()(x)
+    x = L.Dense(16, activation="relu")(x)
+    x = L.Dense(1, activation="sigmoid")(x)
+    return k.Model(i, x, name="text_model")
+
+
+BUILDERS = {
+    "mlp": mlp, "cnn": cnn, "mobilenet_v2": mobilenet_v2, "resnet_block": resnet_block,
+    "transformer_block": transformer_block, "text_model": text_model,
+}
+# max abs error allowed against TF eager (issue acceptance)
+TOLERANCE = {"mobilenet_v2": 1e-4, "transformer_block": 1e-4}
+
+
+def _has_gelu(k) -> bool:
+    try:
+        k.activations.get("gelu")
+        return True
+    except Exception:
+        return False
+
+
+def build(name: str, k, seed: int = 0):
+    """Build model ``name`` with Keras flavour ``k``, seeded and with non-trivial BN stats."""
+    k.utils.set_random_seed(seed)
+    model = BUILDERS[name](k)
+    _randomize_batchnorm(model, seed)
+    return model
+
+
+def _randomize_batchnorm(model, seed: int) -> None:
+    """Give BatchNorm layers non-identity statistics so that folding is really tested."""
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if type(layer).__name__ == "BatchNormalization":
+            weights = layer.get_weights()
+            new = []
+            for w in weights:
+                new.append(rng.uniform(0.5, 1.5, w.shape).astype(w.dtype))
+            layer.set_weights(new)
+
+
+def sample_inputs(model, batch: int = 1, seed: int = 0) -> list[np.ndarray]:
+    """Random inputs matching the model's input specs."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in model.inputs:
+        shape = [batch if d is None else d for d in t.shape]
+        dtype = np.dtype(str(t.dtype).replace("<dtype: '", "").replace("'>", ""))
+        if dtype.kind in "iu":
+            out.append(rng.integers(0, 1000, shape).astype(dtype))
+        else:
+            out.append(rng.standard_normal(shape).astype(dtype))
+    return out
