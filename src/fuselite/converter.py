@@ -25,6 +25,7 @@ from fuselite.passes.fold_tf import fold_tf
 from fuselite.passes.inline import inline_calls
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
+from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.variables import freeze_variables
 from fuselite.report import Report
@@ -84,6 +85,9 @@ class Converter:
             report.frozen_variables = freeze_variables(module)
         with self._stage("fold"):
             fold_tf(module)
+            for _ in range(4):  # shapes and folded constants feed each other
+                if not refine_shapes(module) or not fold_tf(module):
+                    break
             specialize_loop_invariants(module)
             rewrite_tf_patterns(module)
             lower_tensor_lists(module, report)

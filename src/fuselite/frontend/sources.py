@@ -70,7 +70,10 @@ def saved_model_entries(path, signature_keys=None, tags=None) -> tuple[list, obj
     available = list(loaded.signatures.keys())
     if not available:
         raise InputError(f"SavedModel at '{path}' has no signatures; save it with signatures=... or export()")
-    keys = list(signature_keys) if signature_keys else sorted(available, key=lambda k: (k != "serving_default", k))
+    if signature_keys:
+        keys = list(signature_keys)
+    else:  # like tf.lite.TFLiteConverter: the default signature, else all of them
+        keys = ["serving_default"] if "serving_default" in available else sorted(available)
     missing = [k for k in keys if k not in loaded.signatures]
     if missing:
         raise InputError(

@@ -36,6 +36,18 @@ def tf_dtype_to_ir(dt) -> Any:
     return np.dtype(dt.as_numpy_dtype)
 
 
+def tf_dtype_for(dtype):
+    """IR dtype -> tf.DType (None for dtypes TF graphs cannot hold)."""
+    import tensorflow as tf
+
+    if isinstance(dtype, str):
+        return {"resource": tf.resource, "variant": tf.variant, "string": tf.string}.get(dtype)
+    try:
+        return tf.as_dtype(np.dtype(dtype))
+    except TypeError:
+        return None
+
+
 def tf_shape_to_ir(shape) -> tuple | None:
     if shape.rank is None:
         return None
@@ -156,9 +168,10 @@ class GraphImporter:
         fdef = self.library.get(fname)
         if fdef is None:
             raise ConversionError(f"function '{fname}' is referenced but not in the function library")
+        import tensorflow as tf
         from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
 
-        shapes = [list(s) if s is not None else None for s in arg_shapes]
+        shapes = [tf.TensorShape(list(s) if s is not None else None) for s in arg_shapes]
         graph = function_def_to_graph(fdef, input_shapes=shapes)
         ir_name = self.module_unique(fname)
         self._imported[key] = ir_name

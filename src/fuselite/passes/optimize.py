@@ -144,6 +144,70 @@ def _merge_reshape_fc(fn: Function) -> bool:
     return False
 
 
+def _partial_values(fn: Function) -> dict[int, list]:
+    """Element-wise known values of small int tensors computed from shapes (None = unknown).
+
+    ``SHAPE(x)`` of a (None, 16, 32) tensor is [None, 16, 32]; GATHER, STRIDED_SLICE
+    (plain 1-D), PACK, CONCATENATION and REDUCE_PROD propagate what is known.
+    """
+    vals: dict[int, list] = {}
+
+    def get(v):
+        if v is None:
+            return None
+        if v.is_const and v.const.dtype.kind in "iu" and v.const.ndim <= 1:
+            return [int(x) for x in v.const.reshape(-1)]
+        return vals.get(v.uid)
+
+    for op in fn.ops:
+        k, out = op.kind, op.outputs[0] if op.outputs else None
+        res = None
+        if k == "SHAPE" and op.inputs[0].shape is not None:
+            res = list(op.inputs[0].shape)
+        elif k == "GATHER" and op.attrs.get("axis", 0) == 0:
+            src, idx = get(op.inputs[0]), get(op.inputs[1])
+            if src is not None and idx is not None and all(-len(src) <= i < len(src) for i in idx):
+                res = [src[i] for i in idx]
+        elif k in ("PACK", "CONCATENATION") and op.attrs.get("axis", 0) == 0:
+            parts = [get(v) for v in op.inputs]
+            if all(p is not None for p in parts):
+                res = [x for p in parts for x in p]
+        elif k == "REDUCE_PROD":
+            src = get(op.inputs[0])
+            if src is not None and None not in src:
+                res = [int(np.prod(src))]
+        elif k == "STRIDED_SLICE" and not any(op.attrs.get(m) for m in ("ellipsis_mask", "new_axis_mask")):
+            src, b, e, st = (get(v) for v in op.inputs)
+            if src is not None and b is not None and e is not None and st is not None and len(b) == 1:
+                begin = 0 if op.attrs.get("begin_mask") else b[0]
+                end = len(src) if op.attrs.get("end_mask") else e[0]
+                res = src[begin:end:st[0]] if not op.attrs.get("shrink_axis_mask") else [src[b[0]]]
+        if res is not None and out is not None:
+            vals[out.uid] = res
+    return vals
+
+
+def _static_reshapes(fn: Function) -> bool:
+    """RESHAPE to a runtime-computed shape that is known but for one dim -> constant shape."""
+    changed = False
+    partial = None
+    for op in fn.ops:
+        if op.kind != "RESHAPE" or len(op.inputs) < 2 or op.inputs[1] is None or op.inputs[1].is_const:
+            continue
+        out = op.outputs[0].shape
+        if out is None or sum(d is None for d in out) > 1:
+            if partial is None:
+                partial = _partial_values(fn)
+            known = partial.get(op.inputs[1].uid)
+            if known is None or sum(d is None for d in known) > 1:
+                continue
+            out = tuple(known)
+        op.inputs[1] = fn.const(np.array([-1 if d is None else d for d in out], np.int32), f"{op.name}/shape")
+        op.outputs[0].shape = tuple(out)
+        changed = True
+    return changed
+
+
 def _drop_noops(fn: Function, module_outputs: set) -> bool:
     changed = False
     for op in list(fn.ops):
@@ -169,7 +233,7 @@ def optimize_function(fn: Function) -> None:
     for _ in range(1000):
         fold_tfl_function(fn)
         dce_function(fn)
-        if _drop_noops(fn, outs):
+        if _static_reshapes(fn) or _drop_noops(fn, outs):
             continue
         if _merge_reshape_fc(fn):
             dce_function(fn)
