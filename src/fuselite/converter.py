@@ -26,7 +26,7 @@ from fuselite.passes.inline import inline_calls
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.shapes import refine_shapes
-from fuselite.passes.tensor_lists import lower_tensor_lists
+from fuselite.passes.tensor_lists import NeedsStaticBatch, lower_tensor_lists
 from fuselite.passes.variables import freeze_variables
 from fuselite.report import Report
 
@@ -34,9 +34,12 @@ from fuselite.report import Report
 class Converter:
     """Converts a TensorFlow program to a LiteRT flatbuffer. Build it with a ``from_*`` method."""
 
-    def __init__(self, trace, source: str, keep_alive=None):
+    def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None):
         self._trace = trace  # () -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+            raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.batch_size = batch_size
         self.report = Report(source=source)
         self.module = None
 
@@ -46,20 +49,19 @@ class Converter:
         """A Keras 3 or tf-keras model (functional, sequential or subclassed and built)."""
         if not hasattr(model, "inputs") or not callable(model):
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
-        return cls(lambda: frontend.keras_entries(model, batch_size), f"Keras model '{model.name}'", model)
+        return cls(lambda: frontend.keras_entries(model), f"Keras model '{model.name}'", model, batch_size)
 
     @classmethod
-    def from_saved_model(cls, path, signature_keys=None, tags=None) -> Converter:
+    def from_saved_model(cls, path, signature_keys=None, tags=None, batch_size: int | None = None) -> Converter:
         """A SavedModel directory (``tf.saved_model.save`` or Keras ``model.export()``)."""
         entries, loaded = frontend.saved_model_entries(path, signature_keys, tags)
-        conv = cls(lambda: entries, f"SavedModel '{os.fspath(path)}'", loaded)
-        return conv
+        return cls(lambda: entries, f"SavedModel '{os.fspath(path)}'", loaded, batch_size)
 
     @classmethod
-    def from_concrete_functions(cls, funcs, trackable_obj=None) -> Converter:
+    def from_concrete_functions(cls, funcs, trackable_obj=None, batch_size: int | None = None) -> Converter:
         """``tf.function(...).get_concrete_function(...)`` results (one signature each)."""
         entries = frontend.concrete_function_entries(funcs)
-        return cls(lambda: entries, f"{len(entries)} concrete function(s)", trackable_obj)
+        return cls(lambda: entries, f"{len(entries)} concrete function(s)", trackable_obj, batch_size)
 
     # -- conversion ----------------------------------------------------------------
     @contextmanager
@@ -69,12 +71,28 @@ class Converter:
         self.report.stage_seconds[name] = self.report.stage_seconds.get(name, 0.0) + time.perf_counter() - t0
 
     def convert(self) -> bytes:
-        """Run the pipeline; return the ``.tflite`` bytes. Raises :class:`ConversionError`."""
+        """Run the pipeline; return the ``.tflite`` bytes. Raises :class:`ConversionError`.
+
+        A model whose loops need static shapes (tensor lists whose element shape
+        depends on the batch) is converted with batch size 1 unless ``batch_size``
+        was given; the report says so.
+        """
+        self.report.stage_seconds.clear()
+        self.report.warnings.clear()
+        try:
+            return self._convert(self.batch_size)
+        except NeedsStaticBatch as e:
+            if self.batch_size is not None:
+                raise
+            self.report.warn(f"converted with a fixed batch size of 1: {e} "
+                             "(pass batch_size=N to choose another)")
+            return self._convert(1)
+
+    def _convert(self, batch_size: int | None) -> bytes:
         report = self.report
-        report.stage_seconds.clear()
         with self._stage("import"):
             entries = self._trace()
-            module = frontend.import_concrete_functions(entries)
+            module = frontend.import_concrete_functions(entries, batch_size)
             report.signatures = list(module.signatures)
             report.ops_before = _count(module)
         with self._stage("inline"):

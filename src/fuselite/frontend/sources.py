@@ -19,7 +19,7 @@ def _flat_output_names(structured, prefix="output"):
     return [f"{prefix}_{i}" for i in range(len(flat))]
 
 
-def keras_entries(model, batch_size: int | None = None) -> list:
+def keras_entries(model) -> list:
     """Trace a Keras 3 or tf-keras model in inference mode."""
     import tensorflow as tf
 
@@ -32,8 +32,6 @@ def keras_entries(model, batch_size: int | None = None) -> list:
     specs, names = [], []
     for i, t in enumerate(inputs):
         shape = list(t.shape)
-        if batch_size is not None and shape and shape[0] is None:
-            shape[0] = batch_size
         name = getattr(t, "name", None) or f"input_{i}"
         name = name.split(":")[0]
         specs.append(tf.TensorSpec(shape, tf.as_dtype(t.dtype), name=name))

@@ -56,6 +56,8 @@ def tf_shape_to_ir(shape) -> tuple | None:
 
 def user_location(tf_op) -> str | None:
     """The innermost frame of the op's creation traceback that is the user's own code."""
+    if hasattr(tf_op, "_fuselite_location"):
+        return tf_op._fuselite_location
     try:
         frames = tf_op.traceback
     except Exception:  # ops loaded from a SavedModel have no traceback
@@ -124,11 +126,18 @@ class GraphImporter:
         self._imported: dict[tuple, str] = {}
 
     # -- entry points ----------------------------------------------------------
-    def import_concrete_function(self, cf, name: str, input_names=None, output_names=None) -> Function:
-        """Import a ConcreteFunction as an entry function named ``name``."""
+    def import_concrete_function(self, cf, name: str, input_names=None, output_names=None,
+                                 batch_size: int | None = None) -> Function:
+        """Import a ConcreteFunction as an entry function named ``name``.
+
+        With ``batch_size``, unknown leading input dimensions are fixed to it and the
+        function is re-derived from its FunctionDef so that every shape is static.
+        """
         graph = cf.graph
         fn = Function(self.module_unique(name))
         captures = {id(internal): external for external, internal in graph.captures}
+        if batch_size is not None:
+            graph, captures = _static_batch_graph(cf, batch_size)
         var_names = {}
         for var in getattr(graph, "variables", []):
             try:
@@ -168,11 +177,7 @@ class GraphImporter:
         fdef = self.library.get(fname)
         if fdef is None:
             raise ConversionError(f"function '{fname}' is referenced but not in the function library")
-        import tensorflow as tf
-        from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
-
-        shapes = [tf.TensorShape(list(s) if s is not None else None) for s in arg_shapes]
-        graph = function_def_to_graph(fdef, input_shapes=shapes)
+        graph = graph_from_function_def(fdef, arg_shapes)
         ir_name = self.module_unique(fname)
         self._imported[key] = ir_name
         fn = Function(ir_name)
@@ -241,15 +246,57 @@ class GraphImporter:
         if kind in ("PartitionedCall", "StatefulPartitionedCall"):
             op.attrs["f"] = self.function(op.attrs["f"], [v.shape for v in op.inputs])
         elif kind in ("While", "StatelessWhile"):
-            shapes = op.attrs.get("output_shapes") or [v.shape for v in op.inputs]
-            if len(shapes) != len(op.inputs):
-                shapes = [v.shape for v in op.inputs]
+            # Loop variables keep their entry shapes if the body preserves them (a fixpoint);
+            # otherwise use the loop's declared shape invariants.
+            shapes = [v.shape for v in op.inputs]
+            body = self.module.functions[self.function(op.attrs["body"], shapes)]
+            if [o.shape for o in body.outputs] != shapes:
+                declared = op.attrs.get("output_shapes") or []
+                shapes = declared if len(declared) == len(op.inputs) else [None] * len(op.inputs)
             op.attrs["cond"] = self.function(op.attrs["cond"], shapes)
             op.attrs["body"] = self.function(op.attrs["body"], shapes)
+            for o, s in zip(op.outputs, shapes):
+                o.shape = s
         elif kind in ("If", "StatelessIf"):
             shapes = [v.shape for v in op.inputs[1:]]
             op.attrs["then_branch"] = self.function(op.attrs["then_branch"], shapes)
             op.attrs["else_branch"] = self.function(op.attrs["else_branch"], shapes)
+
+
+def graph_from_function_def(fdef, arg_shapes: list):
+    """A FuncGraph for ``fdef`` whose arguments have ``arg_shapes`` (TF shape inference runs).
+
+    The shapes recorded on the FunctionDef's arguments (``_output_shapes``) are
+    replaced by the call site's, which are often more specific.
+    """
+    import tensorflow as tf
+    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
+
+    fdef_copy = type(fdef)()
+    fdef_copy.CopyFrom(fdef)
+    for i in range(len(fdef_copy.signature.input_arg)):
+        if i in fdef_copy.arg_attr and "_output_shapes" in fdef_copy.arg_attr[i].attr:
+            del fdef_copy.arg_attr[i].attr["_output_shapes"]
+    shapes = [tf.TensorShape(list(s) if s is not None else None) for s in arg_shapes]
+    return function_def_to_graph(fdef_copy, input_shapes=shapes)
+
+
+def _static_batch_graph(cf, batch_size: int):
+    """``cf``'s FunctionDef as a graph whose unknown batch dimensions are ``batch_size``."""
+    internal = {id(t) for t in cf.graph.internal_captures}
+    shapes = []
+    for t in cf.graph.inputs:
+        dims = t.shape.as_list() if t.shape.rank is not None else None
+        if id(t) not in internal and dims and dims[0] is None:
+            dims[0] = batch_size
+        shapes.append(dims)
+    graph = graph_from_function_def(cf.function_def, shapes)
+    n_user = len(cf.graph.inputs) - len(cf.graph.internal_captures)
+    captures = {id(t): ext for t, ext in zip(graph.inputs[n_user:], cf.captured_inputs)}
+    locations = {op.name: user_location(op) for op in cf.graph.get_operations()}
+    for op in graph.get_operations():
+        op._fuselite_location = locations.get(op.name)
+    return graph, captures
 
 
 def _handle_name(handle) -> str | None:
@@ -267,7 +314,7 @@ def library_of(graph) -> dict[str, Any]:
     return {f.signature.name: f for f in gdef.library.function}
 
 
-def import_concrete_functions(entries) -> Module:
+def import_concrete_functions(entries, batch_size: int | None = None) -> Module:
     """Import ``[(signature_key, concrete_function, input_names, output_names), ...]``."""
     module = Module()
     library: dict[str, Any] = {}
@@ -275,6 +322,6 @@ def import_concrete_functions(entries) -> Module:
         library.update(library_of(cf.graph))
     importer = GraphImporter(module, library)
     for key, cf, in_names, out_names in entries:
-        fn = importer.import_concrete_function(cf, key, in_names, out_names)
+        fn = importer.import_concrete_function(cf, key, in_names, out_names, batch_size)
         module.signatures[key] = fn.name
     return module

@@ -27,6 +27,8 @@ def referenced_functions(fn: Function) -> set[str]:
         for key, val in op.attrs.items():
             if key in ("f", "cond", "body", "then_branch", "else_branch"):
                 names.add(val)
+            elif key.endswith("_subgraph_index") and isinstance(val, str):
+                names.add(val.lstrip("@"))
     return names
 
 

@@ -89,6 +89,37 @@ def refine_function(fn: Function) -> int:
     return refined
 
 
+def _specialize_loop_shapes(module: Module, op) -> int:
+    """Give a While body its entry shapes if the body then preserves them (a fixpoint)."""
+    body, cond = module.functions[op.attrs["body"]], module.functions[op.attrs["cond"]]
+    if len(body.inputs) != len(op.inputs):
+        return 0
+    new = [_merge(b.shape, v.shape) for b, v in zip(body.inputs, op.inputs)]
+    if new == [b.shape for b in body.inputs]:
+        return 0
+    saved = {v.uid: (v, v.shape) for f in (body, cond) for v in f.inputs + [o for x in f.ops for o in x.outputs]}
+    for f in (body, cond):
+        for v, s in zip(f.inputs, new):
+            v.shape = s
+    refine_function(body)
+    refine_function(cond)
+    if [o.shape for o in body.outputs] != new:
+        for v, s in saved.values():
+            v.shape = s
+        return 0
+    for o, s in zip(op.outputs, new):
+        o.shape = s
+    return 1
+
+
 def refine_shapes(module: Module) -> int:
-    return sum(refine_function(fn) for fn in module.functions.values())
+    """Refine every function, entry functions first, pushing shapes into loop bodies."""
+    total = 0
+    for fn in list(module.functions.values()):
+        total += refine_function(fn)
+        for op in fn.ops:
+            if op.kind in ("While", "StatelessWhile") and op.dialect == "tf":
+                if _specialize_loop_shapes(module, op):
+                    total += 1 + refine_function(fn)
+    return total
 

@@ -44,7 +44,8 @@ def _rewrite_function(fn: Function, module: Module) -> bool:
             elem = _element_shape(op, 0) or _infer_element_shape(fn, module, out)
             n = op.inputs[1]
             if elem is None or not n.is_const:
-                raise NeedsStaticBatch(f"tensor list {op.describe()} has a dynamic element shape or length")
+                new_ops.append(op)  # retried once the loop body's shapes are known
+                continue
             dense = fn.const(np.zeros((int(n.const),) + elem, dtype=op.attrs["element_dtype"]), op.name)
             fn.replace_uses(out, dense)
             changed = True
@@ -123,11 +124,19 @@ def has_tensor_lists(module: Module) -> bool:
 
 
 def lower_tensor_lists(module: Module, report=None) -> None:
+    from fuselite.passes.shapes import refine_shapes
+
     if not has_tensor_lists(module):
         return
     for _ in range(100):
         changed = False
         for fn in list(module.functions.values()):
             changed |= _rewrite_function(fn, module)
-        if not changed:
+        if changed:
+            refine_shapes(module)
+        else:
             break
+    for fn in module.functions.values():
+        for op in fn.ops:
+            if op.kind == "TensorListReserve":
+                raise NeedsStaticBatch(f"tensor list {op.describe()} has a dynamic element shape or length")
