@@ -217,6 +217,7 @@ CASES = [
     C("sigmoid", lambda x: tf.sigmoid(x), F(2, 8, lo=-6, hi=6)),
     C("tanh", lambda x: tf.tanh(x), F(2, 8, lo=-4, hi=4)),
     C("tanh_after_add", lambda x: tf.tanh(x + W(8)), F(2, 8)),
+    C("tanh_after_dense", lambda x: tf.tanh(tf.matmul(x, W(4, 3)) + W(3)), F(2, 4)),
     C("relu_after_add", lambda x, y: tf.nn.relu(x + y), F(2, 8), F(8)),
     C("softmax", lambda x: tf.nn.softmax(x), F(2, 3, 8)),
     C("log_softmax", lambda x: tf.nn.log_softmax(x), F(2, 8)),
