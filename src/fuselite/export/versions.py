@@ -1,127 +1,239 @@
 """Operator versions: the lowest version of each builtin that expresses how it is used.
 
-Facts from LiteRT's op versioning (``tensorflow/lite/tools/versioning/op_version.cc``)
-and the runtime-version table (``runtime_version.cc``). Ops not listed use version 1.
+Rules follow ``GetBuiltinOperatorVersion`` in ``tensorflow/lite/tools/versioning/op_version.cc``
+(now ``tensorflow/compiler/mlir/lite/tools/versioning/op_version.cc``) and the runtime
+table of ``runtime_version.cc``; they were cross-checked against the TF 2.21 converter.
+
+Like ``GetOpSignature`` (``op_signature.cc``), a rule sees each tensor as this exporter
+writes it: unknown dims are written as 1 in ``shape`` (so they never count as a
+broadcast), an unknown rank is written as rank 0, a missing optional input (``None``,
+written as -1) still counts as an input, and no tensor carries quantization parameters.
+Quantized/hybrid cases (int8 weights with float activations, per-channel scales) are
+left out: fuselite emits no quantized models. Ops not listed use version 1.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from fuselite.ir import Module, Op
+from fuselite.ir import Module, Op, Value
 
 
-def _dtype(v):
-    return None if v is None or isinstance(v.dtype, str) else np.dtype(v.dtype)
+# -- how op_signature.cc sees a tensor ---------------------------------------------
+def _dtype(v: Value | None) -> str | None:
+    if v is None:
+        return None  # kTfLiteNoType
+    return v.dtype if isinstance(v.dtype, str) else np.dtype(v.dtype).name
 
 
-def _rank(v):
-    return v.rank if v is not None and v.rank is not None else 0
+def _dims(v: Value | None) -> tuple:
+    if v is None:
+        return ()
+    if v.is_const:
+        return tuple(v.const.shape)
+    return tuple(1 if d is None else int(d) for d in (v.shape or ()))
 
 
-def _fully_connected(op: Op) -> int:
-    if op.attrs.get("keep_num_dims"):
-        return 5
-    if len(op.inputs) > 2 and op.inputs[2] is None:
-        return 6
-    return 1
+def _at(values: list, i: int):
+    return values[i] if i < len(values) else None
 
 
-def _broadcast_binary(op: Op) -> int:
-    a, b = op.inputs[0], op.inputs[1]
-    dt = _dtype(a)
-    if dt == np.int64 and op.kind in ("ADD", "SUB", "MUL"):
-        return 4 if op.kind != "SUB" else 5
-    if max(_rank(a), _rank(b)) > 4:
-        return {"ADD": 3, "SUB": 3, "MUL": 4, "DIV": 2}.get(op.kind, 1)
-    if dt == np.int32 and op.kind == "DIV":
-        return 2
-    return 1
+# -- predicates used by the rule table ---------------------------------------------
+def _in(i: int, *dtypes: str):
+    return lambda op: _dtype(_at(op.inputs, i)) in dtypes
 
 
-def _strided_slice(op: Op) -> int:
-    if op.attrs.get("offset"):
-        return 8
-    if op.attrs.get("ellipsis_mask") or op.attrs.get("new_axis_mask"):
-        return 6  # ellipsis / new axis
-    if _rank(op.inputs[0]) > 4:
-        return 5
-    if _dtype(op.inputs[0]) == np.bool_:
-        return 3
-    return 1
+def _out(i: int, *dtypes: str):
+    return lambda op: _dtype(_at(op.outputs, i)) in dtypes
 
 
-def _by_dtype(versions: dict):
-    def rule(op: Op) -> int:
-        return versions.get(_dtype(op.inputs[0]), 1)
-
-    return rule
+def _both(*preds):
+    return lambda op: all(p(op) for p in preds)
 
 
-def _gather(op: Op) -> int:
-    if op.attrs.get("batch_dims"):
-        return 5
-    dt = _dtype(op.inputs[0])
-    if dt == np.bool_:
-        return 3
-    if dt == np.int64 or _dtype(op.inputs[1]) == np.int64:
-        return 1
-    return 1
+def _either(*preds):
+    return lambda op: any(p(op) for p in preds)
 
 
-def _transpose(op: Op) -> int:
-    if _rank(op.inputs[0]) > 5:
-        return 6
-    if _rank(op.inputs[0]) > 4:
-        return 4
-    if _dtype(op.inputs[0]) == np.bool_:
-        return 3
-    return 1
+def _rank_gt(i: int, n: int):
+    return lambda op: len(_dims(_at(op.inputs, i))) > n
 
 
-def _concat(op: Op) -> int:
-    return 3 if _dtype(op.inputs[0]) in (np.dtype(np.int64), np.dtype(np.bool_)) else 1
+def _attr(key: str, default=False):
+    return lambda op: bool(op.attrs.get(key, default))
 
 
-def _reducer(op: Op) -> int:
-    return 1
+def _broadcast_gt4(op: Op) -> bool:
+    """NeedBroadcastForBinaryInputs(op_sig) && GetInputMaxDims(op_sig) > 4."""
+    if len(op.inputs) < 2:
+        return False
+    return _dims(op.inputs[0]) != _dims(op.inputs[1]) and max(len(_dims(v)) for v in op.inputs) > 4
 
 
-_RULES = {
-    "FULLY_CONNECTED": _fully_connected,
-    "ADD": _broadcast_binary, "SUB": _broadcast_binary, "MUL": _broadcast_binary, "DIV": _broadcast_binary,
-    "STRIDED_SLICE": _strided_slice,
-    "GATHER": _gather,
-    "TRANSPOSE": _transpose,
-    "CONCATENATION": _concat,
-    "SELECT_V2": lambda op: 1,
-    "CAST": lambda op: 1,
-    "MEAN": _reducer,
-    "BATCH_MATMUL": lambda op: 4 if op.attrs.get("adj_x") or op.attrs.get("adj_y") else 1,
-    "SQUARED_DIFFERENCE": lambda op: 1,
-    "PACK": _by_dtype({np.dtype(np.int64): 3, np.dtype(np.bool_): 3}),
-    "RESHAPE": lambda op: 1,
-    "GELU": lambda op: 1,
-    "LESS": lambda op: 1,
+def _grouped_conv(op: Op) -> bool:
+    """op_signature.cc: input channels (shape[3], unknown written as 1) != filter shape[3]."""
+    x, w = _dims(op.inputs[0]), _dims(op.inputs[1])
+    return len(x) > 3 and len(w) > 3 and x[3] != w[3]
+
+
+_I16_IO = _both(_in(0, "int16"), _out(0, "int16"))
+_INT8 = _in(0, "int8")
+_INT16 = _in(0, "int16")
+_INT8_ONLY = [(_INT8, 2)]
+_INT16_INT8 = [(_INT16, 3), (_INT8, 2)]
+_POOL_LIKE = [(_I16_IO, 3), (_INT8, 2)]
+_MINMAX = [(_I16_IO, 4), (_broadcast_gt4, 3), (_INT8, 2)]
+_EXP_LIKE = [(_in(0, "int8", "int16"), 2)]
+_PAD = [(_in(0, "bool"), 5), (_rank_gt(0, 4), 4), (_INT16, 3), (_INT8, 2)]
+_SPACE_BATCH = [(_INT16, 4), (lambda op: len(_dims(op.inputs[0])) != 4, 3), (_INT8, 2)]
+_CAST_TYPES = [(("bfloat16",), 7), (("float64", "float16"), 5), (("uint16",), 4), (("int8",), 3), (("uint32",), 2)]
+
+# op -> ordered (condition, version) pairs; the first condition that holds wins.
+_RULES: dict[str, list] = {
+    # int16 ADD/MUL/ABS without quantization parameters take the "not input_quantized" branch.
+    "ADD": [(_INT16, 5), (_in(0, "int64"), 4), (_INT8, 2)],
+    "SUB": [(_both(_I16_IO, lambda op: not op.attrs.get("pot_scale_int16", True)), 5),
+            (_in(0, "int64"), 4), (_broadcast_gt4, 3), (_INT8, 2)],
+    "MUL": [(_in(0, "int16", "uint32"), 7), (_in(0, "complex64"), 6), (_in(0, "int64"), 5), (_INT8, 2)],
+    "DIV": [(_broadcast_gt4, 2)],
+    "FLOOR_DIV": [(_in(0, "int16", "int8"), 3), (_in(0, "float32"), 2)],
+    "FLOOR_MOD": [(_in(0, "int16", "int8"), 2)],
+    "MAXIMUM": _MINMAX, "MINIMUM": _MINMAX,
+    "LESS": _INT16_INT8, "GREATER_EQUAL": _INT16_INT8,
+    "GREATER": _INT8_ONLY, "LESS_EQUAL": _INT8_ONLY, "SQUARED_DIFFERENCE": _INT8_ONLY,
+    "SUM": _INT8_ONLY, "LOG_SOFTMAX": _INT8_ONLY, "SPLIT_V": _INT8_ONLY,
+    "EQUAL": [(_INT16, 5), (_in(0, "string"), 3), (_INT8, 2)],
+    "NOT_EQUAL": [(_INT16, 4), (_in(0, "string"), 3), (_INT8, 2)],
+    "RELU": [(_INT16, 3), (_in(0, "int8", "uint8"), 2)],
+    "SOFTMAX": _INT16_INT8, "MEAN": _INT16_INT8, "MIRROR_PAD": _INT16_INT8, "REDUCE_MAX": _INT16_INT8,
+    "REDUCE_MIN": _INT16_INT8, "RELU6": _INT16_INT8, "RSQRT": _INT16_INT8,
+    "TANH": _POOL_LIKE, "LOGISTIC": _POOL_LIKE, "MAX_POOL_2D": _POOL_LIKE, "AVERAGE_POOL_2D": _POOL_LIKE,
+    "EXP": _EXP_LIKE, "LOG": _EXP_LIKE, "SQRT": _EXP_LIKE, "REDUCE_PROD": _EXP_LIKE,
+    "ABS": [(_in(0, "int32"), 5), (_INT16, 4), (_in(0, "int8", "uint8"), 2)],
+    "SIGN": [(_in(0, "int32"), 2)],
+    "LEAKY_RELU": [(_INT16, 2)],
+    "GELU": [(_in(0, "int8", "uint8"), 2)],
+    "ARG_MAX": [(_in(0, "bool"), 3), (_INT8, 2)], "ARG_MIN": [(_in(0, "bool"), 3), (_INT8, 2)],
+    # Only a literally 2-input FC is v6; a None bias is still written as input -1.
+    "FULLY_CONNECTED": [(lambda op: len(op.inputs) == 2, 6), (_attr("keep_num_dims"), 5),
+                        (lambda op: op.attrs.get("weights_format", "DEFAULT") != "DEFAULT", 2)],
+    "BATCH_MATMUL": _INT16_INT8,  # adj_x / adj_y do not change the version
+    "CONV_2D": [(_grouped_conv, 6)],
+    "DEPTHWISE_CONV_2D": [(lambda op: op.attrs.get("dilation_h_factor", 1) != 1
+                           or op.attrs.get("dilation_w_factor", 1) != 1, 2)],
+    "TRANSPOSE_CONV": [(lambda op: op.attrs.get("fused_activation_function", "NONE") != "NONE", 4),
+                       (lambda op: len(op.inputs) == 4 and op.inputs[3] is not None, 3),
+                       (_in(1, "int8"), 2)],
+    "RESIZE_BILINEAR": [(_INT16, 4), (_attr("half_pixel_centers"), 3), (_INT8, 2)],
+    "RESIZE_NEAREST_NEIGHBOR": [(_INT16, 4), (_either(_attr("half_pixel_centers"), _attr("align_corners")), 3),
+                                (_INT8, 2)],
+    "TRANSPOSE": [(_rank_gt(0, 5), 6), (_INT16, 5), (_rank_gt(0, 4), 4), (_in(0, "bool"), 3), (_INT8, 2)],
+    "CONCATENATION": [(_in(0, "uint32"), 4), (_INT16, 3), (_INT8, 2)],
+    "SPLIT": [(_in(1, "int16"), 4), (_in(1, "int32"), 3), (_in(1, "int8"), 2)],  # input 1 is the data
+    "SLICE": [(_in(0, "uint32"), 6), (_rank_gt(0, 4), 5), (_INT16, 4), (_in(0, "string"), 3), (_INT8, 2)],
+    "STRIDED_SLICE": [(_attr("offset"), 8), (_in(0, "uint32"), 7),
+                      (_either(_attr("ellipsis_mask", 0), _attr("new_axis_mask", 0)), 6),
+                      (_in(0, "string"), 5), (_rank_gt(0, 4), 4), (_in(0, "bool"), 3), (_INT8, 2)],
+    "PAD": _PAD, "PADV2": _PAD,
+    "SQUEEZE": [(_in(0, "string"), 2)],
+    "PACK": [(_INT8, 2), (_I16_IO, 3), (_in(0, "uint32"), 4)],
+    "UNPACK": [(_in(0, "int8", "uint8"), 2), (_in(0, "bool"), 3), (_I16_IO, 4)],
+    "GATHER": [(_in(1, "int16"), 6), (_attr("batch_dims", 0), 5), (_INT16, 4), (_in(0, "bool"), 3), (_INT8, 2)],
+    "GATHER_ND": [(_in(0, "bool"), 5), (_in(1, "int16"), 4), (_INT16, 3), (_in(0, "string"), 2)],
+    "CAST": [(_either(_in(0, *t), _out(0, *t)), v) for t, v in _CAST_TYPES],
+    "FILL": [(_in(1, "float16"), 4), (_in(1, "int8", "int16"), 3), (_in(1, "bool", "string"), 2)],
+    "TILE": [(_INT8, 3), (_in(0, "string"), 2)],
+    "BROADCAST_TO": [(_in(0, "int8", "int16"), 3), (lambda op: True, 2)],  # version 1 was retired
+    "RANGE": [(_in(0, "int64"), 2)],
+    "SELECT": [(_in(0, "uint32"), 4), (lambda op: any(len(_dims(_at(op.inputs, i))) == 5 for i in range(3)), 3),
+               (_INT8, 2)],
+    "SELECT_V2": [(_in(0, "uint32"), 2)],
+    "REVERSE_V2": [(_INT8, 3), (_in(0, "bool"), 2)],
+    "TOPK_V2": [(_either(_INT16, _in(1, "int16"), _out(1, "int16")), 3), (_INT8, 2)],
+    "DYNAMIC_UPDATE_SLICE": [(_INT16, 4), (_in(0, "float16"), 3), (_in(2, "int64"), 2)],
+    "SPACE_TO_BATCH_ND": _SPACE_BATCH, "BATCH_TO_SPACE_ND": _SPACE_BATCH,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": [(_attr("diagonal_recurrent_tensors"), 4)],
+    "LSTM": [(lambda op: op.attrs.get("kernel_type", "FULL") == "BASIC", 2)],
 }
 
-# Earliest LiteRT runtime per (op, version) that this exporter emits; the model's
-# min_runtime_version is the maximum over its ops.
-_RUNTIME = {
-    ("FULLY_CONNECTED", 5): "2.0.0", ("FULLY_CONNECTED", 6): "2.1.0", ("ADD", 3): "2.5.0",
-    ("ADD", 4): "2.6.0", ("MUL", 4): "2.6.0", ("SUB", 3): "2.3.0", ("SUB", 5): "2.6.0", ("DIV", 2): "2.3.0",
-    ("STRIDED_SLICE", 5): "2.5.0", ("STRIDED_SLICE", 6): "2.6.0", ("STRIDED_SLICE", 8): "2.14.0",
-    ("GATHER", 5): "2.6.0", ("TRANSPOSE", 4): "2.5.0", ("TRANSPOSE", 6): "2.12.0",
-    ("BATCH_MATMUL", 1): "2.3.0", ("BATCH_MATMUL", 4): "2.5.0", ("GELU", 1): "2.9.0",
-    ("WHILE", 1): "1.15.0", ("IF", 1): "1.15.0", ("SELECT_V2", 1): "2.2.0", ("BROADCAST_TO", 2): "2.5.0",
-    ("DYNAMIC_UPDATE_SLICE", 1): "2.9.0", ("HARD_SWISH", 1): "1.15.0", ("CUMSUM", 1): "2.4.0",
-    ("REDUCE_ALL", 1): "2.9.0", ("SQUARED_DIFFERENCE", 1): "1.13.1", ("RSQRT", 1): "1.10.0",
+# Earliest LiteRT runtime per op version: entry k is version k+1 (None: no entry).
+# From runtime_version.cc; PAD/PADV2 v5, EQUAL v5 and CAST v7 as the TF 2.21 converter
+# writes them. Pairs missing here are skipped, as UpdateMinimumRuntimeVersionForModel does.
+_RUNTIME: dict[str, tuple] = {
+    "ADD": ("1.5.0", "1.14.0", "2.4.0", "2.6.0", "2.13.0"),
+    "SUB": ("1.6.0", "1.14.0", "2.3.0", "2.4.0", "2.4.0"),
+    "MUL": ("1.5.0", "1.14.0", "1.15.0", "2.3.0", "2.6.0", "2.11.0", "2.13.0"),
+    "DIV": ("1.6.0", "2.3.0"),
+    "FLOOR_DIV": ("1.14.0", "1.14.0", "2.13.0"), "FLOOR_MOD": ("1.13.0", "2.13.0"),
+    "MAXIMUM": ("1.14.0", "1.14.0", "2.3.0", "2.3.0"), "MINIMUM": ("1.14.0", "1.14.0", "2.3.0", "2.3.0"),
+    "POW": ("1.10.0",), "SQUARED_DIFFERENCE": ("1.13.1", "2.5.0"),
+    "LESS": ("1.14.0", "1.14.0", "2.13.0"), "LESS_EQUAL": ("1.14.0", "1.14.0"),
+    "GREATER": ("1.14.0", "1.14.0"), "GREATER_EQUAL": ("1.14.0", "1.14.0", "2.13.0"),
+    "EQUAL": ("1.14.0", "1.14.0", "2.3.0", "2.13.0", "2.21.0"),
+    "NOT_EQUAL": ("1.14.0", "1.14.0", "2.3.0"),
+    "LOGICAL_AND": ("1.11.0",), "LOGICAL_OR": ("1.11.0",), "LOGICAL_NOT": ("1.11.0",),
+    "RELU": ("1.5.0", "2.1.0", "2.5.0"), "RELU6": ("1.5.0", "1.14.0", "2.5.0"), "ELU": ("1.14.0",),
+    "LOGISTIC": ("1.14.0", "1.14.0", "2.3.0"), "TANH": ("1.14.0", "1.14.0", "2.3.0"),
+    "EXP": ("1.7.0", "2.12.0"), "LOG": ("1.14.0", "2.15.0"), "SQRT": ("1.10.0",),
+    "RSQRT": ("1.10.0", "2.5.0", "2.15.0"), "SQUARE": ("1.12.0",), "NEG": ("1.9.0",),
+    "ABS": ("1.13.0", "2.4.0", "2.5.0", "2.6.0", "2.12.0"),
+    "FLOOR": ("1.9.0",), "CEIL": ("1.14.0",), "ROUND": ("1.14.0",), "SIN": ("1.9.0",), "COS": ("1.14.0",),
+    "SIGN": ("2.11.0", "2.12.0"), "ZEROS_LIKE": ("1.12.0",),
+    "LOG_SOFTMAX": ("1.14.0", "1.14.0"), "SOFTMAX": ("1.5.0", "1.14.0", "2.3.0"),
+    "LEAKY_RELU": ("1.13.1", "2.3.0"), "GELU": ("2.9.0", "2.9.0"), "HARD_SWISH": ("1.15.0",),
+    "ADD_N": ("1.14.0",), "MEAN": ("1.6.0", "1.14.0", "2.4.0"), "SUM": ("1.10.0", "1.15.0"),
+    "REDUCE_MAX": ("1.11.0", "1.14.0", "2.5.0"), "REDUCE_MIN": ("1.11.0", "1.14.0", "2.5.0"),
+    "REDUCE_PROD": ("1.11.0", "2.6.0"), "REDUCE_ANY": ("1.11.0",), "REDUCE_ALL": ("2.6.0",),
+    "ARG_MAX": ("1.9.0", "1.14.0", "2.9.0"), "ARG_MIN": ("1.9.0", "1.14.0", "2.9.0"), "CUMSUM": ("2.4.0",),
+    "FULLY_CONNECTED": ("1.5.0", "1.10.0", "1.14.0", "1.14.0", "2.0.0", "2.1.0"),
+    "BATCH_MATMUL": ("2.3.0", "2.3.0", "2.4.0"),
+    "CONV_2D": ("1.5.0", "1.14.0", "1.14.0", "2.3.0", "2.4.0", "2.9.0"),
+    "DEPTHWISE_CONV_2D": ("1.5.0", "1.12.0"),
+    "TRANSPOSE_CONV": ("1.9.0", "2.2.0", "2.3.0", "2.13.0"),
+    "MAX_POOL_2D": ("1.5.0", "1.14.0", "2.3.0"), "AVERAGE_POOL_2D": ("1.5.0", "1.14.0", "2.3.0"),
+    "RESIZE_BILINEAR": ("1.7.0", "1.14.0", "2.2.0", "2.5.0"),
+    "RESIZE_NEAREST_NEIGHBOR": ("1.13.1", "1.14.0", "2.3.0", "2.4.0"),
+    "RESHAPE": ("1.5.0",), "TRANSPOSE": ("1.6.0", "1.14.0", "1.15.0", "2.3.0", "2.4.0", "2.12.0"),
+    "CONCATENATION": ("1.5.0", "1.14.0", "2.3.0", "2.14.0"),
+    "SPLIT": ("1.5.0", "1.14.0", "1.14.0", "2.3.0"), "SPLIT_V": ("1.13.1", "2.3.0"),
+    "SLICE": ("1.14.0", "1.14.0", "1.14.0", "2.4.0", "2.5.0", "2.14.0"),
+    "STRIDED_SLICE": ("1.6.0", "1.14.0", "2.1.0", "2.2.0", "2.5.0", "2.6.0", "2.14.0", "2.14.0"),
+    "PAD": ("1.5.0", "1.14.0", "2.4.0", "2.6.0", "2.20.0"),
+    "PADV2": ("1.9.0", "1.14.0", "2.4.0", "2.6.0", "2.20.0"),
+    "MIRROR_PAD": ("1.13.1", "2.3.0", "2.12.0"), "SQUEEZE": ("1.6.0", "2.5.0"), "EXPAND_DIMS": ("1.10.0",),
+    "PACK": ("1.11.0", "1.14.0", "2.3.0", "2.13.0"), "UNPACK": ("1.11.0", "1.14.0", "2.2.0", "2.3.0"),
+    "GATHER": ("1.6.0", "1.14.0", "1.15.0", "2.4.0", "2.5.0", "2.13.0"),
+    "GATHER_ND": ("1.14.0", "2.3.0", "2.5.0", "2.13.0", "2.16.0"),
+    "CAST": ("1.5.0", "2.7.0", "2.8.0", "2.9.0", "2.12.0", "2.15.0", "2.17.0"),
+    "FILL": ("1.13.0", "2.3.0", "2.5.0", "2.12.0"), "TILE": ("1.10.1", "2.2.0", "2.8.0"),
+    "BROADCAST_TO": (None, "2.5.0", "2.5.0"), "RANGE": ("1.13.0", "2.14.0"),
+    "SELECT": ("1.14.0", "1.14.0", "2.12.0", "2.12.0"), "SELECT_V2": ("2.2.0", "2.12.0"),
+    "SHAPE": ("1.10.0",), "RANK": ("1.14.0",), "REVERSE_V2": ("1.14.0", "2.2.0", "2.5.0"),
+    "ONE_HOT": ("1.11.0",), "TOPK_V2": ("1.7.0", "1.14.0", "2.13.0"),
+    "WHILE": ("1.15.0",), "IF": ("1.15.0",),
+    "DYNAMIC_UPDATE_SLICE": ("2.9.0", "2.17.0", "2.19.0", "2.20.0"),
+    "EMBEDDING_LOOKUP": ("1.13.0",),
+    "SPACE_TO_BATCH_ND": ("1.6.0", "1.14.0", "2.3.0", "2.12.0"),
+    "BATCH_TO_SPACE_ND": ("1.6.0", "1.14.0", "2.3.0", "2.12.0"),
+    "ATAN2": ("2.10.0",), "RELU_N1_TO_1": ("1.5.0",), "CALL_ONCE": ("2.5.0",),
+    "VAR_HANDLE": ("2.6.0",), "READ_VARIABLE": ("2.6.0",), "ASSIGN_VARIABLE": ("2.6.0",),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("1.13.1", "1.14.0", "2.3.0", "2.12.0"),
+    "BIDIRECTIONAL_SEQUENCE_LSTM": ("1.14.0",), "UNIDIRECTIONAL_SEQUENCE_RNN": ("1.14.0",),
+    "BIDIRECTIONAL_SEQUENCE_RNN": ("1.14.0",), "LSTM": ("1.7.0", "1.10.0"),
 }
 
 
 def op_version(op: Op) -> int:
-    rule = _RULES.get(op.kind)
-    return rule(op) if rule else 1
+    for cond, version in _RULES.get(op.kind, ()):
+        if cond(op):
+            return version
+    return 1
+
+
+def runtime_version(kind: str, version: int) -> str | None:
+    """Earliest runtime for ``kind`` at ``version`` (None when the table has no entry)."""
+    row = _RUNTIME.get(kind, ())
+    return row[version - 1] if 0 < version <= len(row) else None
 
 
 def _parse(v: str) -> tuple:
@@ -129,10 +241,11 @@ def _parse(v: str) -> tuple:
 
 
 def min_runtime_version(module: Module) -> str:
-    best = "1.5.0"
+    """Largest runtime version over all ops ("" if none is known, as LiteRT's tooling writes)."""
+    best = ""
     for fn in module.functions.values():
         for op in fn.ops:
-            rv = _RUNTIME.get((op.kind, op_version(op)))
-            if rv and _parse(rv) > _parse(best):
+            rv = runtime_version(op.kind, op_version(op))
+            if rv and (not best or _parse(rv) > _parse(best)):
                 best = rv
     return best

@@ -18,6 +18,8 @@ from fuselite.ir import Function, Module, Value
 
 _LIBRARY_MARKERS = (os.sep + "tensorflow" + os.sep, os.sep + "keras" + os.sep, os.sep + "tf_keras" + os.sep,
                     os.sep + "fuselite" + os.sep, "site-packages", "<frozen", os.sep + "absl" + os.sep)
+_INPUT_DTYPES = {np.dtype(d) for d in (np.float32, np.float16, np.int8, np.uint8, np.int16, np.int32,
+                                         np.int64, np.bool_, np.float64)}
 _ALIAS_OPS = {"Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureShape", "CheckNumerics"}
 _DROP_OPS = {"NoOp", "Assert", "Print", "PrintV2"}
 
@@ -154,7 +156,11 @@ class GraphImporter:
             env[t.name] = self._capture_value(fn, t, ext, var_names)
         names = list(input_names) if input_names else [t.op.name for t in user_inputs]
         for t, nm in zip(user_inputs, names):
-            env[t.name] = fn.add_input(nm, tf_dtype_to_ir(t.dtype), tf_shape_to_ir(t.shape))
+            dtype = tf_dtype_to_ir(t.dtype)
+            if dtype in ("resource", "variant") or (not isinstance(dtype, str) and dtype not in _INPUT_DTYPES):
+                raise InputError(f"input '{nm}' of '{name}' has dtype {t.dtype.name}, which LiteRT inputs "
+                                 f"cannot hold (use one of: {', '.join(sorted(d.name for d in _INPUT_DTYPES))})")
+            env[t.name] = fn.add_input(nm, dtype, tf_shape_to_ir(t.shape))
         fn.input_names = names
         self._import_ops(fn, graph.get_operations(), env)
         fn.outputs = [env[t.name] for t in graph.outputs]

@@ -1,0 +1,74 @@
+"""Command line: ``fuselite convert SRC -o OUT.tflite`` and ``fuselite demo``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def _load_source(src: str, args):
+    import fuselite
+    from fuselite.errors import InputError
+
+    if src.endswith(".keras") or src.endswith(".h5"):
+        if not os.path.exists(src):
+            raise InputError(f"Keras model file not found: '{src}'")
+        import keras
+
+        try:
+            model = keras.models.load_model(src, compile=False)
+        except Exception as e:
+            raise InputError(f"cannot load Keras model '{src}': {str(e).splitlines()[0] if str(e) else e}") from None
+        return fuselite.Converter.from_keras_model(model, batch_size=args.batch_size)
+    keys = args.signature_keys.split(",") if args.signature_keys else None
+    return fuselite.Converter.from_saved_model(src, signature_keys=keys, batch_size=args.batch_size)
+
+
+def cmd_convert(args) -> int:
+    from fuselite.converter import write_atomic
+    from fuselite.errors import ConversionError
+
+    t0 = time.perf_counter()
+    try:
+        conv = _load_source(args.src, args)
+        data = conv.convert()
+        write_atomic(args.output, data)
+    except ConversionError as e:
+        print(f"fuselite: error: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(conv.report.to_json(indent=2))
+    else:
+        print(conv.report)
+        print(f"wrote {args.output} ({len(data):,} bytes) in {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from fuselite.demo import main as demo_main
+
+    return demo_main()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="fuselite", description="TensorFlow / Keras -> LiteRT converter")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("convert", help="convert a SavedModel directory or a .keras file")
+    c.add_argument("src", help="SavedModel directory or .keras file")
+    c.add_argument("-o", "--output", required=True, help="output .tflite path (written only on success)")
+    c.add_argument("--signature-keys", help="comma-separated SavedModel signature keys (default: serving_default)")
+    c.add_argument("--batch-size", type=int, help="fix unknown batch dimensions to this size")
+    c.add_argument("--json", action="store_true", help="print the conversion report as JSON")
+    c.set_defaults(func=cmd_convert)
+    d = sub.add_parser("demo", help="convert a small Keras model built in-process and run it on LiteRT")
+    d.set_defaults(func=cmd_demo)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
