@@ -96,6 +96,19 @@ def lower_unpack(ctx):
     return outs if isinstance(outs, list) else [outs]
 
 
+@lowering("SpaceToBatchND")
+def lower_space_to_batch_nd(ctx):
+    # tf.nn.depthwise_conv2d / atrous convs wrap a dilated conv in SpaceToBatchND ... BatchToSpaceND
+    return [ctx.emit("SPACE_TO_BATCH_ND", [ctx.input(0), ctx.cast(ctx.input(1), np.int32),
+                                           ctx.cast(ctx.input(2), np.int32)])]
+
+
+@lowering("BatchToSpaceND")
+def lower_batch_to_space_nd(ctx):
+    return [ctx.emit("BATCH_TO_SPACE_ND", [ctx.input(0), ctx.cast(ctx.input(1), np.int32),
+                                           ctx.cast(ctx.input(2), np.int32)])]
+
+
 @lowering("GatherV2", "Gather")
 def lower_gather(ctx):
     params, indices = ctx.input(0), ctx.input(1)
@@ -159,7 +172,16 @@ def lower_rank(ctx):
 
 @lowering("ReverseV2")
 def lower_reverse(ctx):
-    return [ctx.emit("REVERSE_V2", [ctx.input(0), ctx.int32_input(1)])]
+    x, axes = ctx.input(0), ctx.int32_input(1)
+    if not axes.is_const or axes.const.size <= 1 or x.rank is None:
+        return [ctx.emit("REVERSE_V2", [x, axes])]
+    # LiteRT's REVERSE_V2 only reverses contiguous axes: otherwise one op per axis
+    ax = sorted({int(a) % x.rank for a in axes.const.reshape(-1)})
+    if ax == list(range(ax[0], ax[0] + len(ax))):
+        return [ctx.emit("REVERSE_V2", [x, ctx.i32(ax)])]
+    for a in ax:
+        x = ctx.emit("REVERSE_V2", [x, ctx.i32([a])])
+    return [x]
 
 
 @lowering("OneHot")

@@ -12,14 +12,12 @@ _BINARY = {
     "Minimum": "MINIMUM", "Pow": "POW", "SquaredDifference": "SQUARED_DIFFERENCE",
     "Less": "LESS", "LessEqual": "LESS_EQUAL", "Greater": "GREATER", "GreaterEqual": "GREATER_EQUAL",
     "Equal": "EQUAL", "NotEqual": "NOT_EQUAL", "LogicalAnd": "LOGICAL_AND", "LogicalOr": "LOGICAL_OR",
-    "Atan2": "ATAN2",
 }
 _UNARY = {
     "Relu": "RELU", "Relu6": "RELU6", "Elu": "ELU", "Sigmoid": "LOGISTIC", "Tanh": "TANH",
     "Exp": "EXP", "Log": "LOG", "Sqrt": "SQRT", "Rsqrt": "RSQRT", "Square": "SQUARE", "Neg": "NEG",
     "Abs": "ABS", "Floor": "FLOOR", "Ceil": "CEIL", "Round": "ROUND", "Sin": "SIN", "Cos": "COS",
-    "Sign": "SIGN", "LogicalNot": "LOGICAL_NOT", "ZerosLike": "ZEROS_LIKE", "OnesLike": "ONES_LIKE",
-    "LogSoftmax": "LOG_SOFTMAX",
+    "Sign": "SIGN", "LogicalNot": "LOGICAL_NOT", "ZerosLike": "ZEROS_LIKE", "LogSoftmax": "LOG_SOFTMAX",
 }
 _OPTIONS = {"ADD", "SUB", "MUL", "DIV"}  # ops that carry fused_activation_function
 
@@ -50,6 +48,30 @@ for _tf, _tfl in _UNARY.items():
     lowering(_tf)(_unary_rule(_tfl))
 
 
+@lowering("Atan2")
+def lower_atan2(ctx):
+    # TFLite ATAN2 does not broadcast (atan2.cc requires equal shapes); TF's Atan2 does
+    y, x = ctx.input(0), ctx.input(1)
+    if y.shape is None or y.shape != x.shape:
+        out = ctx.out(0)
+        if not out.static_shape:
+            ctx.fail("broadcasting Atan2 needs static shapes")
+        shape = ctx.i32(out.shape)
+        y, x = (v if v.shape == out.shape else ctx.emit("BROADCAST_TO", [v, shape], dtype=v.dtype) for v in (y, x))
+    return [ctx.emit("ATAN2", [y, x])]
+
+
+@lowering("OnesLike")
+def lower_ones_like(ctx):
+    # there is no ONES_LIKE builtin: FILL(shape of x, 1), a constant when x's shape is static
+    x = ctx.input(0)
+    if x.static_shape:
+        shape = ctx.i32(x.shape)
+    else:
+        shape = ctx.emit("SHAPE", [x], {"out_type": np.dtype(np.int32)}, dtype=np.int32, shape=(x.rank,))
+    return [ctx.emit("FILL", [shape, ctx.const(np.ones((), x.dtype))])]
+
+
 @lowering("Softmax")
 def lower_softmax(ctx):
     return [ctx.emit("SOFTMAX", [ctx.input(0)], {"beta": 1.0})]
@@ -76,6 +98,12 @@ def lower_selu(ctx):
 @lowering("Gelu")
 def lower_gelu(ctx):
     return [ctx.emit("GELU", [ctx.input(0)], {"approximate": bool(ctx.attr("approximate", False))})]
+
+
+@lowering("HardSwish")
+def lower_hard_swish(ctx):
+    # not a TensorFlow op: passes/patterns.py rewrites x * relu6(x + 3) / 6 to it
+    return [ctx.emit("HARD_SWISH", [ctx.input(0)])]
 
 
 @lowering("Reciprocal", "Inv")

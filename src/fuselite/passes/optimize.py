@@ -10,7 +10,8 @@ import numpy as np
 from fuselite.ir import Function, Module, Op
 
 _WEIGHTED = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
-_ACTIVATIONS = {"RELU": "RELU", "RELU6": "RELU6", "RELU_N1_TO_1": "RELU_N1_TO_1", "TANH": "TANH"}
+# LiteRT's float kernels apply only these fused activations (TANH/SIGN_BIT are not honoured).
+_ACTIVATIONS = {"RELU": "RELU", "RELU6": "RELU6", "RELU_N1_TO_1": "RELU_N1_TO_1"}
 _ACT_HOSTS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL", "DIV",
               "CONCATENATION", "MAX_POOL_2D", "AVERAGE_POOL_2D", "TRANSPOSE_CONV"}
 
@@ -102,8 +103,6 @@ def _fuse_activations(fn: Function, module_outputs: set) -> bool:
         if src is None or src not in fn.ops or src.kind not in _ACT_HOSTS:
             continue
         if src.attrs.get("fused_activation_function", "NONE") != "NONE" or "fused_activation_function" not in src.attrs:
-            continue
-        if act == "TANH" and src.kind not in ("ADD", "SUB", "MUL", "DIV", "FULLY_CONNECTED", "CONV_2D"):
             continue
         if _single_user(users, src.outputs[0]) is not op or src.outputs[0].uid in module_outputs:
             continue
@@ -199,7 +198,10 @@ def _static_reshapes(fn: Function) -> bool:
             if partial is None:
                 partial = _partial_values(fn)
             known = partial.get(op.inputs[1].uid)
-            if known is None or sum(d is None for d in known) > 1:
+            if known is None:
+                continue
+            known = [None if d is None or d < 0 else d for d in known]  # -1 in a shape: inferred
+            if sum(d is None for d in known) > 1:
                 continue
             out = tuple(known)
         op.inputs[1] = fn.const(np.array([-1 if d is None else d for d in out], np.int32), f"{op.name}/shape")
