@@ -220,11 +220,48 @@ def _drop_noops(fn: Function, module_outputs: set) -> bool:
         elif op.kind == "TRANSPOSE" and op.inputs[1].is_const and list(op.inputs[1].const) == list(
                 range(op.inputs[1].const.size)):
             noop = True
-        if noop and op.outputs[0].uid not in module_outputs and x.uid not in {v.uid for v in fn.inputs}:
+        if noop and op.outputs[0].uid not in module_outputs:
             fn.replace_uses(op.outputs[0], x)
             fn.ops.remove(op)
             changed = True
     return changed
+
+
+def _same_pads(size: int, k: int, stride: int, dilation: int) -> tuple[int, int]:
+    out = -(-size // stride)
+    total = max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def _fuse_pad_into_conv(fn: Function) -> bool:
+    """PAD with zeros exactly as SAME would, then a VALID conv => the conv with SAME padding."""
+    users = fn.users()
+    for conv in fn.ops:
+        if conv.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D") or conv.attrs.get("padding") != "VALID":
+            continue
+        pad = conv.inputs[0].producer
+        if pad is None or pad.kind != "PAD" or pad not in fn.ops or not pad.inputs[1].is_const:
+            continue
+        if len(users.get(pad.outputs[0].uid, [])) != 1:
+            continue
+        x = pad.inputs[0]
+        p = pad.inputs[1].const
+        if x.shape is None or len(x.shape) != 4 or x.shape[1] is None or x.shape[2] is None:
+            continue
+        if p.shape != (4, 2) or p[0].any() or p[3].any():
+            continue
+        kh, kw = conv.inputs[1].const.shape[1:3] if conv.inputs[1].is_const else (None, None)
+        if kh is None:
+            continue
+        want_h = _same_pads(x.shape[1], kh, conv.attrs["stride_h"], conv.attrs.get("dilation_h_factor", 1))
+        want_w = _same_pads(x.shape[2], kw, conv.attrs["stride_w"], conv.attrs.get("dilation_w_factor", 1))
+        if tuple(p[1]) != want_h or tuple(p[2]) != want_w:
+            continue
+        conv.inputs[0] = x
+        conv.attrs["padding"] = "SAME"
+        fn.ops.remove(pad)
+        return True
+    return False
 
 
 def optimize_function(fn: Function) -> None:
@@ -240,7 +277,7 @@ def optimize_function(fn: Function) -> None:
         if _merge_reshape_fc(fn):
             dce_function(fn)
             continue
-        if _fold_into_weighted(fn, outs):
+        if _fuse_pad_into_conv(fn) or _fold_into_weighted(fn, outs):
             continue
         if _fuse_activations(fn, outs):
             continue
