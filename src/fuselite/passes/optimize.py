@@ -42,53 +42,90 @@ def _bias_index(op: Op) -> int:
     return 3 if op.kind == "TRANSPOSE_CONV" else 2
 
 
+def _absorb(fn: Function, op: Op, kind: str, vec: np.ndarray) -> bool:
+    """Fold ``out <kind> vec`` (per output channel) into ``op``'s weights and bias."""
+    ch = vec.shape[0]
+    bi = _bias_index(op)
+    bias_v = op.inputs[bi] if len(op.inputs) > bi else None
+    if bias_v is not None and not bias_v.is_const:
+        return False
+    bias = bias_v.const if bias_v is not None else np.zeros(ch, vec.dtype)
+    if kind == "MUL":
+        w = op.inputs[1].const
+        shape = [1] * w.ndim
+        shape[_WEIGHTED[op.kind]] = ch
+        op.inputs[1] = fn.const((w * vec.reshape(shape)).astype(w.dtype), op.inputs[1].name)
+        bias = bias * vec
+    else:
+        bias = bias + vec if kind == "ADD" else bias - vec
+    new_bias = fn.const(bias.astype(op.outputs[0].dtype), f"{op.name}/bias")
+    if len(op.inputs) > bi:
+        op.inputs[bi] = new_bias
+    else:
+        op.inputs.append(new_bias)
+    return True
+
+
+def _channel_operand(nxt: Op, v) -> object | None:
+    """The other operand of a foldable ADD/MUL/SUB consuming ``v`` (None if not foldable)."""
+    if nxt is None or nxt.kind not in ("ADD", "MUL", "SUB") or len(nxt.inputs) != 2:
+        return None
+    if nxt.attrs.get("fused_activation_function", "NONE") != "NONE":
+        return None
+    if nxt.kind == "SUB" and nxt.inputs[0] is not v:
+        return None
+    other = nxt.inputs[1] if nxt.inputs[0] is v else nxt.inputs[0]
+    return None if other is v else other
+
+
+def _split_last_dim(reshape: Op, src) -> tuple[int, ...] | None:
+    """(H, D) if ``reshape`` only splits the last dim of ``src`` into H x D."""
+    a, b = src.shape, reshape.outputs[0].shape
+    if a is None or b is None or len(b) < 2 or len(b) != len(a) + 1 or a[:-1] != b[:-2]:
+        return None
+    if None in b[-2:] or a[-1] != b[-2] * b[-1]:
+        return None
+    return tuple(b[-2:])
+
+
 def _fold_into_weighted(fn: Function, module_outputs: set) -> bool:
-    """MUL/ADD by a per-channel constant after a conv/FC folds into its weights/bias."""
+    """MUL/ADD/SUB by a per-channel constant after a conv/FC folds into its weights/bias.
+
+    Also through a RESHAPE that splits the output channels (attention heads):
+    ``RESHAPE(FC(x)) + b[H, D]`` becomes ``RESHAPE(FC(x) with bias b.reshape(H*D))``.
+    """
     users = fn.users()
     for op in fn.ops:
         if op.kind not in _WEIGHTED or op.attrs.get("fused_activation_function", "NONE") != "NONE":
             continue
-        if not op.inputs[1].is_const:
+        if not op.inputs[1].is_const or op.outputs[0].uid in module_outputs:
             continue
-        nxt = _single_user(users, op.outputs[0])
-        if nxt is None or op.outputs[0].uid in module_outputs or nxt.kind not in ("ADD", "MUL", "SUB"):
-            continue
-        if nxt.attrs.get("fused_activation_function", "NONE") != "NONE":
-            continue
-        other = nxt.inputs[1] if nxt.inputs[0] is op.outputs[0] else nxt.inputs[0]
-        if nxt.kind == "SUB" and nxt.inputs[0] is not op.outputs[0]:
-            continue
-        if other is op.outputs[0]:
-            continue
+        out = op.outputs[0]
         ch = _out_channels(op)
-        vec = _per_channel(other, ch)
-        if vec is None or (other.rank or 0) > (op.outputs[0].rank or 0):
+        nxt = _single_user(users, out)
+        other = _channel_operand(nxt, out)
+        if other is not None and (other.rank or 0) <= (out.rank or 0):
+            vec = _per_channel(other, ch)
+            if vec is not None and _absorb(fn, op, nxt.kind, vec):
+                out.shape = nxt.outputs[0].shape
+                fn.replace_uses(nxt.outputs[0], out)
+                fn.ops.remove(nxt)
+                return True
+        if nxt is None or nxt.kind != "RESHAPE" or nxt.outputs[0].uid in module_outputs:
             continue
-        bi = _bias_index(op)
-        bias_v = op.inputs[bi] if len(op.inputs) > bi else None
-        bias = bias_v.const if bias_v is not None and bias_v.is_const else np.zeros(ch, vec.dtype)
-        if bias_v is not None and not bias_v.is_const:
+        heads = _split_last_dim(nxt, out)
+        after = _single_user(users, nxt.outputs[0])
+        other = _channel_operand(after, nxt.outputs[0])
+        if heads is None or other is None or not other.is_const or other.rank > 2:
             continue
-        if nxt.kind == "MUL":
-            w = op.inputs[1].const
-            axis = _WEIGHTED[op.kind]
-            shape = [1] * w.ndim
-            shape[axis] = ch
-            if op.kind == "DEPTHWISE_CONV_2D":
-                shape = [1, 1, 1, ch]
-            op.inputs[1] = fn.const((w * vec.reshape(shape)).astype(w.dtype), op.inputs[1].name)
-            bias = bias * vec
-        else:
-            bias = bias + vec if nxt.kind == "ADD" else bias - vec
-        new_bias = fn.const(bias.astype(op.outputs[0].dtype), f"{op.name}/bias")
-        if len(op.inputs) > bi:
-            op.inputs[bi] = new_bias
-        else:
-            op.inputs.append(new_bias)
-        op.outputs[0].shape = nxt.outputs[0].shape
-        fn.replace_uses(nxt.outputs[0], op.outputs[0])
-        fn.ops.remove(nxt)
-        return True
+        try:
+            vec = np.broadcast_to(other.const, heads).reshape(ch)
+        except ValueError:
+            continue
+        if _absorb(fn, op, after.kind, vec.astype(other.const.dtype)):
+            fn.replace_uses(after.outputs[0], nxt.outputs[0])
+            fn.ops.remove(after)
+            return True
     return False
 
 
@@ -284,6 +321,16 @@ def optimize_function(fn: Function) -> None:
         break
 
 
+def _drop_zero_fc_bias(fn: Function) -> None:
+    """FULLY_CONNECTED's bias is optional: an all-zero one is left out (smaller, same numbers)."""
+    for op in fn.ops:
+        if op.kind == "FULLY_CONNECTED" and len(op.inputs) > 2:
+            b = op.inputs[2]
+            if b is not None and b.is_const and not b.const.any():
+                op.inputs[2] = None
+
+
 def optimize(module: Module) -> None:
     for fn in module.functions.values():
         optimize_function(fn)
+        _drop_zero_fc_bias(fn)
