@@ -148,3 +148,21 @@ def test_cli_missing_source(tmp_path):
     r = _cli("convert", str(tmp_path / "missing"), "-o", str(tmp_path / "x.tflite"))
     assert r.returncode == 1
     assert "does not exist" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_strict_fusion(tmp_path):
+    m = tf.Module()
+
+    @tf.function(experimental_implements="embedding_lookup")
+    def lookup(params, ids, extra):
+        return tf.gather(params, ids) + extra
+
+    table = tf.Variable(np.ones((4, 2), np.float32))
+    m.table = table
+    m.f = tf.function(lambda ids: lookup(table, ids, 1.0), input_signature=[tf.TensorSpec([3], tf.int32)])
+    tf.saved_model.save(m, str(tmp_path / "sm"), signatures={"serving_default": m.f})
+    out = tmp_path / "m.tflite"
+    r = _cli("convert", str(tmp_path / "sm"), "-o", str(out))
+    assert r.returncode == 0 and "declined" in r.stdout
+    r = _cli("convert", str(tmp_path / "sm"), "-o", str(tmp_path / "strict.tflite"), "--strict-fusion")
+    assert r.returncode == 1 and "strict fusion" in r.stderr and not (tmp_path / "strict.tflite").exists()

@@ -23,9 +23,10 @@ def _load_source(src: str, args):
             model = keras.models.load_model(src, compile=False)
         except Exception as e:
             raise InputError(f"cannot load Keras model '{src}': {str(e).splitlines()[0] if str(e) else e}") from None
-        return fuselite.Converter.from_keras_model(model, batch_size=args.batch_size)
+        return fuselite.Converter.from_keras_model(model, batch_size=args.batch_size, strict_fusion=args.strict_fusion)
     keys = args.signature_keys.split(",") if args.signature_keys else None
-    return fuselite.Converter.from_saved_model(src, signature_keys=keys, batch_size=args.batch_size)
+    return fuselite.Converter.from_saved_model(src, signature_keys=keys, batch_size=args.batch_size,
+                                               strict_fusion=args.strict_fusion)
 
 
 def cmd_convert(args) -> int:
@@ -62,6 +63,8 @@ def main(argv=None) -> int:
     c.add_argument("-o", "--output", required=True, help="output .tflite path (written only on success)")
     c.add_argument("--signature-keys", help="comma-separated SavedModel signature keys (default: serving_default)")
     c.add_argument("--batch-size", type=int, help="fix unknown batch dimensions to this size")
+    c.add_argument("--strict-fusion", action="store_true",
+                   help="fail if a composite (experimental_implements / api_implements) is not fused")
     c.add_argument("--json", action="store_true", help="print the conversion report as JSON")
     c.set_defaults(func=cmd_convert)
     d = sub.add_parser("demo", help="convert a small Keras model built in-process and run it on LiteRT")

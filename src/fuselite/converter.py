@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from fuselite import frontend
 from fuselite.errors import ConversionError, InputError
 from fuselite.export.flatbuffer import write_flatbuffer
+from fuselite.fusion import RuleSet, is_composite, prepare_composites
 from fuselite.lower import lower_module
 from fuselite.passes.control_flow import specialize_loop_invariants
 from fuselite.passes.dce import dce
@@ -34,34 +35,44 @@ from fuselite.report import Report
 class Converter:
     """Converts a TensorFlow program to a LiteRT flatbuffer. Build it with a ``from_*`` method."""
 
-    def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None):
+    def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
+                 fusions=None, strict_fusion: bool = False):
         self._trace = trace  # () -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.batch_size = batch_size
+        self.rules = RuleSet(fusions)
+        self.strict_fusion = bool(strict_fusion)
         self.report = Report(source=source)
         self.module = None
 
     # -- constructors ------------------------------------------------------------
     @classmethod
-    def from_keras_model(cls, model, batch_size: int | None = None) -> Converter:
-        """A Keras 3 or tf-keras model (functional, sequential or subclassed and built)."""
+    def from_keras_model(cls, model, batch_size: int | None = None, **options) -> Converter:
+        """A Keras 3 or tf-keras model (functional, sequential or subclassed and built).
+
+        ``options``: ``fusions=[rule, ...]`` (extra fusion rules for this conversion) and
+        ``strict_fusion=True`` (a composite that is not fused is an error).
+        """
         if not hasattr(model, "inputs") or not callable(model):
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
-        return cls(lambda: frontend.keras_entries(model), f"Keras model '{model.name}'", model, batch_size)
+        return cls(lambda: frontend.keras_entries(model), f"Keras model '{model.name}'", model, batch_size,
+                   **options)
 
     @classmethod
-    def from_saved_model(cls, path, signature_keys=None, tags=None, batch_size: int | None = None) -> Converter:
+    def from_saved_model(cls, path, signature_keys=None, tags=None, batch_size: int | None = None,
+                         **options) -> Converter:
         """A SavedModel directory (``tf.saved_model.save`` or Keras ``model.export()``)."""
         entries, loaded = frontend.saved_model_entries(path, signature_keys, tags)
-        return cls(lambda: entries, f"SavedModel '{os.fspath(path)}'", loaded, batch_size)
+        return cls(lambda: entries, f"SavedModel '{os.fspath(path)}'", loaded, batch_size, **options)
 
     @classmethod
-    def from_concrete_functions(cls, funcs, trackable_obj=None, batch_size: int | None = None) -> Converter:
+    def from_concrete_functions(cls, funcs, trackable_obj=None, batch_size: int | None = None,
+                                **options) -> Converter:
         """``tf.function(...).get_concrete_function(...)`` results (one signature each)."""
         entries = frontend.concrete_function_entries(funcs)
-        return cls(lambda: entries, f"{len(entries)} concrete function(s)", trackable_obj, batch_size)
+        return cls(lambda: entries, f"{len(entries)} concrete function(s)", trackable_obj, batch_size, **options)
 
     # -- conversion ----------------------------------------------------------------
     @contextmanager
@@ -96,17 +107,22 @@ class Converter:
             report.signatures = list(module.signatures)
             report.ops_before = _count(module)
         with self._stage("inline"):
-            inline_calls(module)
+            inline_calls(module, keep=is_composite)  # composites stay calls until fused
             dce(module)
         with self._stage("variables"):
             specialize_loop_invariants(module)
-            report.frozen_variables = freeze_variables(module)
+            frozen = freeze_variables(module)
         with self._stage("fold"):
-            fold_tf(module)
-            for _ in range(4):  # shapes and folded constants feed each other
-                if not refine_shapes(module) or not fold_tf(module):
-                    break
-            specialize_loop_invariants(module)
+            self._fold(module)
+        with self._stage("fuse"):
+            report.composites, read = prepare_composites(module, self.rules, self.strict_fusion)
+            inline_calls(module)
+            dce(module)
+            frozen += freeze_variables(module)
+            frozen += [{"name": k, "shape": list(v.shape), "dtype": v.dtype.name} for k, v in read.items()]
+            report.frozen_variables = sorted({v["name"]: v for v in frozen}.values(), key=lambda v: v["name"])
+        with self._stage("fold"):
+            self._fold(module)
             rewrite_tf_patterns(module)
             lower_tensor_lists(module, report)
             dce(module)
@@ -124,6 +140,14 @@ class Converter:
         report.size_bytes = len(data)
         report.subgraphs = len(module.functions)
         return data
+
+    @staticmethod
+    def _fold(module) -> None:
+        fold_tf(module)
+        for _ in range(4):  # shapes and folded constants feed each other
+            if not refine_shapes(module) or not fold_tf(module):
+                break
+        specialize_loop_invariants(module)
 
     def convert_to(self, path) -> bytes:
         """Convert and write ``path`` atomically (nothing is written if conversion fails)."""

@@ -14,6 +14,7 @@ class Report:
     ops_after: dict[str, int] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     frozen_variables: list[dict] = field(default_factory=list)
+    composites: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     size_bytes: int = 0
     subgraphs: int = 0
@@ -47,6 +48,9 @@ class Report:
         if self.frozen_variables:
             n = sum(_size(v["shape"]) for v in self.frozen_variables)
             lines.append(f"  frozen variables: {len(self.frozen_variables)} ({n:,} values)")
+        for c in self.composites:
+            what = f"fused into {', '.join(c['into'])}" if c["status"] == "fused" else f"{c['status']}: {c['reason']}"
+            lines.append(f"  composite '{c['interface']}' ({c['call_sites']} call site(s)): {what}")
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)

@@ -8,8 +8,11 @@ from fuselite.passes.clone import clone_body
 CALL_OPS = ("tf.PartitionedCall", "tf.StatefulPartitionedCall")
 
 
-def inline_calls(module: Module) -> int:
-    """Inline every call op, innermost first. Returns how many calls were inlined."""
+def inline_calls(module: Module, keep=None) -> int:
+    """Inline call ops, innermost first; calls to functions for which ``keep(fn)`` is true stay.
+
+    Returns how many calls were inlined.
+    """
     count = 0
     changed = True
     while changed:
@@ -22,6 +25,9 @@ def inline_calls(module: Module) -> int:
                     i += 1
                     continue
                 callee = module.functions[op.attrs["f"]]
+                if keep is not None and keep(callee):
+                    i += 1
+                    continue
                 head, tail = fn.ops[:i], fn.ops[i + 1 :]
                 fn.ops = head
                 outs = clone_body(fn, callee, op.inputs, prefix=op.name + "/")

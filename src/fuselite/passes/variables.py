@@ -25,6 +25,11 @@ def _read_variable(handle, dtype) -> np.ndarray:
     return np.asarray(tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.as_dtype(dtype)).numpy())
 
 
+def read_variable_value(v, dtype) -> np.ndarray:
+    """The current value of the captured variable behind resource value ``v``."""
+    return _read_variable(v.meta["handle"], dtype)
+
+
 def freeze_variables(module: Module) -> list[dict]:
     """Replace reads of captured, never-assigned variables with constants.
 

@@ -1,0 +1,118 @@
+"""What a fusion rule sees: the composite's arguments, results and attributes.
+
+A :class:`Composite` builds the replacement body of one composite function with
+TFLite ops. Arguments that are constants at every call site (frozen variables or
+constants) have ``arg.const`` set, so rules can check and transform weights; such
+transforms are done in NumPy here and end up as constants in the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fuselite.errors import ConversionError
+from fuselite.ir import Function, Value
+
+
+class FusionDeclined(Exception):
+    """Raised by :meth:`Composite.decline`; the composite is converted from its body."""
+
+
+@dataclass
+class Arg:
+    """One argument of the composite."""
+
+    index: int
+    name: str
+    dtype: Any
+    shape: tuple | None
+    const: np.ndarray | None
+    value: Value  # what to use as an operand (a constant value when ``const`` is set)
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def static_shape(self) -> bool:
+        return self.shape is not None and all(d is not None for d in self.shape)
+
+
+@dataclass
+class Result:
+    """One result of the composite, as the original body computes it."""
+
+    index: int
+    dtype: Any
+    shape: tuple | None
+
+
+class Composite:
+    """A composite function being fused. Rules read ``args``/``results``/``attrs`` and emit ops."""
+
+    def __init__(self, fn: Function, interface: str, attrs: dict, args: list[Arg], results: list[Result]):
+        self.function = fn
+        self.interface = interface
+        self.attrs = attrs
+        self.args = args
+        self.results = results
+        self.ops: list = []
+
+    # -- checks ------------------------------------------------------------------
+    def decline(self, reason: str):
+        """Give up on fusing; ``reason`` goes into the report (or the error in strict mode)."""
+        raise FusionDeclined(reason)
+
+    def expect_args(self, n: int) -> None:
+        if len(self.args) != n:
+            self.decline(f"expected {n} argument(s), got {len(self.args)}")
+
+    def expect_results(self, n: int) -> None:
+        if len(self.results) != n:
+            self.decline(f"expected {n} result(s), got {len(self.results)}")
+
+    # -- building ------------------------------------------------------------------
+    def const(self, array, dtype=None, name: str = "const") -> Value:
+        """A constant operand."""
+        return self.function.const(np.asarray(array, dtype=dtype), f"{self.function.name}/{name}")
+
+    def _operand(self, x) -> Value | None:
+        if x is None or isinstance(x, Value):
+            return x
+        if isinstance(x, Arg):
+            return x.value
+        return self.const(x)
+
+    def op(self, kind: str, inputs: Sequence, options: dict | None = None, *,
+           like: Result | None = None, outs: Sequence[tuple] | None = None,
+           dtype=None, shape=None) -> Value | list[Value]:
+        """Emit the LiteRT builtin ``kind`` (e.g. ``"EMBEDDING_LOOKUP"``).
+
+        ``inputs`` are Args, Values, NumPy arrays (become constants) or None (absent
+        optional input). The output is described by ``like`` (a Result), by
+        ``dtype``/``shape``, or by ``outs=[(dtype, shape), ...]`` for several outputs.
+        """
+        if outs is None:
+            if like is not None:
+                outs = [(like.dtype, like.shape)]
+            elif dtype is not None:
+                outs = [(np.dtype(dtype), shape)]
+            else:
+                raise ConversionError(f"fusion rule for '{self.interface}': op {kind} needs like=, dtype= or outs=")
+        op = self.function.make_op("tfl." + kind, [self._operand(x) for x in inputs], list(outs),
+                                   dict(options or {}), name=f"{self.function.name}/{kind.lower()}")
+        self.ops.append(op)
+        return op.outputs[0] if len(op.outputs) == 1 else op.outputs
+
+    def custom_op(self, code: str, inputs: Sequence, options: dict | None = None, *,
+                  outs: Sequence[tuple] | None = None) -> Value | list[Value]:
+        """Emit a CUSTOM op named ``code``; ``options`` are written as a flexbuffer map."""
+        from fuselite.fusion.flex import encode_options
+
+        outs = outs or [(r.dtype, r.shape) for r in self.results]
+        return self.op("CUSTOM", inputs, {"custom_code": code, "custom_options": encode_options(options or {})},
+                       outs=outs)

@@ -1,0 +1,139 @@
+"""The prepare-composites stage: fuse every composite function a rule accepts.
+
+A *composite* is a function carrying an implements attribute: TF's
+``experimental_implements`` (``_implements``, plain string or attributed
+``NameAttrList`` form) or Keras' ``api_implements``. The stage runs after calls to
+other functions are inlined and variables are frozen (so rules see constant
+weights) but before composite calls are inlined. A rule rewrites the function body
+once, however many places call it; a declined composite keeps its body and is
+converted like any other code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.errors import ConversionError
+from fuselite.fusion.composite import Arg, Composite, FusionDeclined, Result
+from fuselite.fusion.registry import RuleSet
+from fuselite.ir import Function, Module, Value
+from fuselite.passes.inline import CALL_OPS
+
+
+class FusionError(ConversionError):
+    """Strict fusion: a composite was not fused."""
+
+
+def interface_of(fn: Function) -> str | None:
+    """The interface name a function implements, if it is a composite."""
+    name = fn.attrs.get("_implements") or fn.attrs.get("api_implements")
+    return name if isinstance(name, str) and name else None
+
+
+def composite_attrs(fn: Function) -> dict:
+    return dict(fn.attrs.get("_implements._attrs") or {})
+
+
+def is_composite(fn: Function) -> bool:
+    return interface_of(fn) is not None
+
+
+def _call_sites(module: Module) -> dict[str, list]:
+    sites: dict[str, list] = {}
+    for fn in module.functions.values():
+        for op in fn.ops:
+            if op.type in CALL_OPS:
+                sites.setdefault(op.attrs["f"], []).append((fn, op))
+    return sites
+
+
+def _resolve_const(v: Value, reader_dtype, read_variable) -> np.ndarray | None:
+    if v is None:
+        return None
+    if v.is_const:
+        return v.const
+    if v.dtype == "resource" and "handle" in v.meta and reader_dtype is not None:
+        return read_variable(v, reader_dtype)
+    return None
+
+
+def _args(fn: Function, sites, read_variable) -> list[Arg]:
+    args = []
+    for i, inp in enumerate(fn.inputs):
+        reader = next((op.outputs[0].dtype for op in fn.ops
+                       if op.kind == "ReadVariableOp" and op.inputs and op.inputs[0] is inp), None)
+        consts = [_resolve_const(op.inputs[i], reader, read_variable) for _, op in sites]
+        const = consts[0] if consts and all(
+            c is not None and c.dtype == consts[0].dtype and np.array_equal(c, consts[0]) for c in consts) else None
+        if const is not None:
+            value = fn.const(const, inp.name)
+            dtype, shape = const.dtype, tuple(const.shape)
+        else:
+            value, dtype, shape = inp, inp.dtype, inp.shape
+        name = fn.input_names[i] if i < len(fn.input_names) else inp.name
+        args.append(Arg(i, name, dtype, shape, const, value))
+    return args
+
+
+def _check_outputs(c: Composite, outs) -> list[Value]:
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    if len(outs) != len(c.results):
+        raise FusionDeclined(f"the rule returned {len(outs)} value(s) for {len(c.results)} result(s)")
+    for v, r in zip(outs, c.results):
+        if not isinstance(v, Value):
+            raise FusionDeclined(f"the rule returned {type(v).__name__}, not a value")
+        if v.dtype != r.dtype:
+            raise FusionDeclined(f"result {r.index} would change dtype from {r.dtype} to {v.dtype}")
+    return outs
+
+
+def prepare_composites(module: Module, rules: RuleSet, strict: bool = False) -> tuple[list[dict], dict]:
+    """Fuse composites in place.
+
+    Returns one record per composite (for the report) and the variables whose values
+    were read as constant arguments ({name: array}).
+    """
+    from fuselite.fusion.custom_op import fuse_custom_op
+    from fuselite.passes.variables import read_variable_value
+
+    def read_variable(v, dtype):
+        arr = read_variable_value(v, dtype)
+        read[v.meta["variable"]] = arr
+        return arr
+
+    read: dict[str, np.ndarray] = {}
+    records, problems = [], []
+    sites = _call_sites(module)
+    for fname, fn in list(module.functions.items()):
+        iface = interface_of(fn)
+        if iface is None or not sites.get(fname):
+            continue
+        attrs = composite_attrs(fn)
+        record = {"function": fname, "interface": iface, "call_sites": len(sites[fname]), "attrs": attrs}
+        rule = rules.lookup(iface)
+        if rule is None and attrs.get("tfl_fusable_op"):
+            rule = fuse_custom_op
+        if rule is None:
+            record.update(status="not fused", reason=f"no fusion rule for interface '{iface}'")
+        else:
+            c = Composite(fn, iface, attrs, _args(fn, sites[fname], read_variable),
+                          [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
+            try:
+                outs = _check_outputs(c, rule(c))
+            except FusionDeclined as e:
+                record.update(status="declined", reason=str(e))
+            except ConversionError as e:
+                record.update(status="declined", reason=str(e))
+            except Exception as e:  # a bug in a (user) rule must not lose the model
+                record.update(status="declined", reason=f"rule {getattr(rule, '__name__', rule)} raised "
+                                                        f"{type(e).__name__}: {e}")
+            else:
+                fn.ops, fn.outputs = c.ops, outs
+                fn.attrs["_fused"] = True
+                record.update(status="fused", into=[op.kind for op in c.ops])
+        if record["status"] != "fused":
+            problems.append(f"composite '{iface}' (function {fname}) {record['status']}: {record['reason']}")
+        records.append(record)
+    if strict and problems:
+        raise FusionError("strict fusion: composites were not fused", problems)
+    return records, read
