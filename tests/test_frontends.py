@@ -68,11 +68,13 @@ def test_concrete_function_with_control_flow():
 
 @pytest.mark.parametrize("return_sequences", [False, True])
 def test_keras3_lstm_loop_converts_without_flex(return_sequences):
-    """The Keras 3 RNN while loop with TensorLists lowers to WHILE + builtins."""
+    """An LSTM the fused op cannot express (hard_sigmoid gates): the Keras 3 RNN while loop
+    with TensorLists lowers to WHILE + builtins."""
     import keras
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((6, 3)), keras.layers.LSTM(5, return_sequences=return_sequences)])
+    model = keras.Sequential([keras.Input((6, 3)), keras.layers.LSTM(
+        5, return_sequences=return_sequences, recurrent_activation="hard_sigmoid")])
     conv = fuselite.Converter.from_keras_model(model)
     data = conv.convert()
     ops = litert_op_names(data)

@@ -16,7 +16,7 @@ from collections import Counter
 from contextlib import contextmanager
 
 from fuselite import frontend
-from fuselite.errors import ConversionError, InputError
+from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
 from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.fusion import RuleSet, is_composite, prepare_composites
 from fuselite.lower import lower_module
@@ -27,7 +27,7 @@ from fuselite.passes.inline import inline_calls
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.shapes import refine_shapes
-from fuselite.passes.tensor_lists import NeedsStaticBatch, lower_tensor_lists
+from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.variables import freeze_variables
 from fuselite.report import Report
 

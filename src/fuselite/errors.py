@@ -23,3 +23,10 @@ class InputError(ConversionError):
 
 class MutableVariableError(ConversionError):
     """The program assigns a variable; converting mutable state is not supported yet."""
+
+
+class NeedsStaticBatch(ConversionError):
+    """Part of the model (a tensor list, a fused RNN's state) needs a static batch size.
+
+    The converter retries with batch size 1 unless the user chose one.
+    """

@@ -37,11 +37,14 @@ def keras_entries(model) -> list:
         specs.append(tf.TensorSpec(shape, tf.as_dtype(t.dtype), name=name))
         names.append(name)
 
+    from fuselite.frontend.keras_rnn import recurrent_composites
+
     if len(specs) == 1:
         fn = tf.function(lambda x: model(x, training=False))
     else:
         fn = tf.function(lambda *xs: model(list(xs), training=False))
-    cf = fn.get_concrete_function(*specs)
+    with recurrent_composites(model):
+        cf = fn.get_concrete_function(*specs)
     out_names = getattr(model, "output_names", None)
     n_out = len(tf.nest.flatten(cf.structured_outputs))
     if not out_names or len(out_names) != n_out or len(set(out_names)) != n_out:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuselite.errors import ConversionError
+from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.fusion.composite import Arg, Composite, FusionDeclined, Result
 from fuselite.fusion.registry import RuleSet
 from fuselite.ir import Function, Module, Value
@@ -103,10 +103,12 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False) -> 
 
     read: dict[str, np.ndarray] = {}
     records, problems = [], []
-    sites = _call_sites(module)
-    for fname, fn in list(module.functions.items()):
+    for fname, fn in list(module.functions.items()):  # callers were imported before callees
         iface = interface_of(fn)
-        if iface is None or not sites.get(fname):
+        if iface is None:
+            continue
+        sites = _call_sites(module)  # fusing an outer composite drops the calls in its old body
+        if not sites.get(fname):
             continue
         attrs = composite_attrs(fn)
         record = {"function": fname, "interface": iface, "call_sites": len(sites[fname]), "attrs": attrs}
@@ -120,6 +122,8 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False) -> 
                           [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
             try:
                 outs = _check_outputs(c, rule(c))
+            except NeedsStaticBatch:
+                raise
             except FusionDeclined as e:
                 record.update(status="declined", reason=str(e))
             except ConversionError as e:

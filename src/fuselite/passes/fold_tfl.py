@@ -27,13 +27,18 @@ _FOLDERS = {
 }
 
 
+def is_pinned(op) -> bool:
+    """Ops that write or read stateful (variable) tensors must stay exactly as built."""
+    return bool(op.attrs.get("_pinned")) or any(o.meta.get("is_variable") for o in op.outputs)
+
+
 def fold_tfl_function(fn: Function) -> int:
     folded = 0
     kept = []
     for op in fn.ops:
         f = _FOLDERS.get(op.kind)
         if (f is not None and op.inputs and all(v is not None and v.is_const for v in op.inputs)
-                and op.attrs.get("fused_activation_function", "NONE") == "NONE"):
+                and op.attrs.get("fused_activation_function", "NONE") == "NONE" and not is_pinned(op)):
             try:
                 results = f(op, *[v.const for v in op.inputs])
             except Exception:

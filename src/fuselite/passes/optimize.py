@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.ir import Function, Module, Op
+from fuselite.passes.fold_tfl import is_pinned
 
 _WEIGHTED = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
 # LiteRT's float kernels apply only these fused activations (TANH/SIGN_BIT are not honoured).
@@ -230,6 +231,8 @@ def _static_reshapes(fn: Function) -> bool:
     for op in fn.ops:
         if op.kind != "RESHAPE" or len(op.inputs) < 2 or op.inputs[1] is None or op.inputs[1].is_const:
             continue
+        if is_pinned(op):
+            continue
         out = op.outputs[0].shape
         if out is None or sum(d is None for d in out) > 1:
             if partial is None:
@@ -251,6 +254,8 @@ def _drop_noops(fn: Function, module_outputs: set) -> bool:
     changed = False
     for op in list(fn.ops):
         x = op.inputs[0] if op.inputs else None
+        if is_pinned(op):
+            continue
         noop = False
         if op.kind == "RESHAPE" and x is not None and x.static_shape and x.shape == op.outputs[0].shape:
             noop = True

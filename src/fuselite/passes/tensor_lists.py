@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuselite.errors import ConversionError
+from fuselite.errors import NeedsStaticBatch
 from fuselite.ir import Function, Module, Value
 
 _WHILE = ("tf.While", "tf.StatelessWhile")
-
-
-class NeedsStaticBatch(ConversionError):
-    """A tensor list's element shape is only known once the batch size is fixed."""
 
 
 def _element_shape(op, arg: int) -> tuple | None:

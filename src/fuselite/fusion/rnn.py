@@ -1,0 +1,220 @@
+"""Keras recurrent layers -> fused LiteRT sequence ops.
+
+Composites ``keras.layers.LSTM`` / ``SimpleRNN`` / ``Bidirectional`` are produced by
+``fuselite.frontend.keras_rnn`` while a Keras model is traced. Arguments:
+``(x, kernel, recurrent_kernel, bias[, backward kernel, recurrent_kernel, bias],
+*initial_states[, mask])``; attributes: the layer configuration.
+
+Exact Keras semantics on the stock kernels:
+
+* no cell clipping (``cell_clip = 0``);
+* the fused ops keep their state in *variable* tensors that persist between
+  ``invoke()`` calls, so every state is first (re)written by an op placed before the
+  sequence op — zeros (FILL) for a stateless layer, or the given initial state — and
+  the same input gives the same output on every invoke;
+* the state tensors need a static batch: an unknown batch makes the converter retry
+  with batch 1 (or the user's ``batch_size``), and the report says so.
+
+Keras weights are ``[in, gates * units]`` with gates ``i, f, c, o``; LiteRT wants one
+``[units, in]`` matrix and one bias per gate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.errors import NeedsStaticBatch
+from fuselite.fusion.registry import fusion
+
+ACTIVATIONS = {"tanh": "TANH", "relu": "RELU", "relu6": "RELU6", "sigmoid": "SIGMOID", "linear": "NONE"}
+
+
+def _check_common(c, what: str):
+    a = c.attrs
+    if a.get("stateful"):
+        c.decline(f"{what} has stateful=True: state carried across invokes is not supported yet")
+    if a.get("has_mask"):
+        c.decline(f"{what} receives a mask (e.g. from Embedding(mask_zero=True)); the fused op has no mask input")
+    if a.get("activation") not in ACTIVATIONS:
+        c.decline(f"{what} activation '{a.get('activation')}' has no fused equivalent "
+                  f"(supported: {', '.join(ACTIVATIONS)})")
+    if a.get("layer", what) == "LSTM" and a.get("recurrent_activation") != "sigmoid":
+        c.decline(f"recurrent_activation '{a.get('recurrent_activation')}' is not expressible: "
+                  "the fused LSTM's gates always use sigmoid")
+    x = c.args[0]
+    if x.dtype != np.float32 or x.rank != 3:
+        c.decline(f"the sequence input must be float32 of rank 3, got {x.dtype} {x.shape}")
+    batch_axis = 1 if a.get("time_major") else 0
+    if x.shape[batch_axis] is None:
+        raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
+    if x.shape[2] is None:
+        c.decline("the number of input features must be static")
+    return x, x.shape[batch_axis]
+
+
+def _weights(c, start: int, gates: int, units: int):
+    """Per-gate [units, in] input weights, [units, units] recurrent weights and biases."""
+    k, rk, b = (c.args[start + i] for i in range(3))
+    if k.const is None or rk.const is None or b.const is None:
+        c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
+    split = [slice(g * units, (g + 1) * units) for g in range(gates)]
+    return ([np.ascontiguousarray(k.const[:, s].T) for s in split],
+            [np.ascontiguousarray(rk.const[:, s].T) for s in split],
+            [np.ascontiguousarray(b.const[s]) for s in split])
+
+
+def _state(c, batch: int, units: int, initial=None):
+    """A variable state tensor, (re)written on every invoke before the sequence op runs."""
+    dims = np.array([batch, units], np.int32)
+    if initial is None:
+        v = c.op("FILL", [dims, np.array(0.0, np.float32)], dtype=np.float32, shape=(batch, units))
+    else:
+        v = c.op("RESHAPE", [initial, dims], dtype=np.float32, shape=(batch, units))
+    v.meta["is_variable"] = True
+    return v
+
+
+def _read_state(c, state, like):
+    """The state tensor's value after the sequence op (ordered after it through SHAPE(like))."""
+    shape = c.op("SHAPE", [like], {"out_type": np.dtype(np.int32)}, dtype=np.int32, shape=(2,))
+    out = c.op("RESHAPE", [state, shape], dtype=np.float32, shape=state.shape)
+    out.producer.attrs["_pinned"] = True
+    shape.producer.attrs["_pinned"] = True
+    return out
+
+
+def _time_step(c, seq, index: int, time_major: bool):
+    """seq[:, index] (or seq[index] when time-major) as a [batch, units] tensor."""
+    b, t, u = (seq.shape[1], seq.shape[0], seq.shape[2]) if time_major else seq.shape
+    if time_major:
+        begin, mask, shrink = [index, 0, 0], 0b110, 0b001
+    else:
+        begin, mask, shrink = [0, index, 0], 0b101, 0b010
+    end = [0, 0, 0] if index == -1 else [x + 1 if i == (0 if time_major else 1) else 0 for i, x in enumerate(begin)]
+    opts = {"begin_mask": mask, "end_mask": mask, "ellipsis_mask": 0, "new_axis_mask": 0,
+            "shrink_axis_mask": shrink, "offset": False}
+    return c.op("STRIDED_SLICE", [seq, np.array(begin, np.int32), np.array(end, np.int32),
+                                  np.ones(3, np.int32)], opts, dtype=np.float32, shape=(b, u))
+
+
+def _sequence_input(c, x, a):
+    if a.get("go_backwards"):
+        axis = 0 if a.get("time_major") else 1
+        return c.op("REVERSE_V2", [x, np.array([axis], np.int32)], dtype=x.dtype, shape=x.shape)
+    return x
+
+
+def _initial_states(c, first: int, n: int):
+    states = [c.args[first + i] for i in range(int(c.attrs.get("n_initial_states", 0)))]
+    if states and len(states) != n:
+        c.decline(f"expected {n} initial state(s), got {len(states)}")
+    return states or [None] * n
+
+
+def _seq_shape(x, units, time_major):
+    return (x.shape[0], x.shape[1], units)
+
+
+@fusion("keras.layers.LSTM")
+def fuse_keras_lstm(c):
+    a = c.attrs
+    x, batch = _check_common(c, "LSTM")
+    units = int(a["units"])
+    wi, wr, bias = _weights(c, 1, 4, units)
+    h0, c0 = _initial_states(c, 4, 2)
+    h = _state(c, batch, units, h0)
+    cs = _state(c, batch, units, c0)
+    opts = {"fused_activation_function": ACTIVATIONS[a["activation"]], "cell_clip": 0.0, "proj_clip": 0.0,
+            "time_major": bool(a.get("time_major")), "asymmetric_quantize_inputs": False}
+    seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
+               [_sequence_input(c, x, a), *wi, *wr, None, None, None, *bias, None, None, h, cs,
+                None, None, None, None],
+               opts, dtype=np.float32, shape=_seq_shape(x, units, a.get("time_major")))
+    last = _time_step(c, seq, -1, a.get("time_major"))
+    out = seq if a.get("return_sequences") else last
+    if a.get("return_state"):
+        return [out, last, _read_state(c, cs, last)]
+    return out
+
+
+@fusion("keras.layers.SimpleRNN")
+def fuse_keras_simple_rnn(c):
+    a = c.attrs
+    x, batch = _check_common(c, "SimpleRNN")
+    units = int(a["units"])
+    (wi,), (wr,), (bias,) = _weights(c, 1, 1, units)
+    (h0,) = _initial_states(c, 4, 1)
+    h = _state(c, batch, units, h0)
+    opts = {"fused_activation_function": ACTIVATIONS[a["activation"]], "time_major": bool(a.get("time_major")),
+            "asymmetric_quantize_inputs": False}
+    seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", [_sequence_input(c, x, a), wi, wr, bias, h], opts,
+               dtype=np.float32, shape=_seq_shape(x, units, a.get("time_major")))
+    last = _time_step(c, seq, -1, a.get("time_major"))
+    out = seq if a.get("return_sequences") else last
+    return [out, last] if a.get("return_state") else out
+
+
+def _merge(c, mode: str, fw, bw, shape):
+    if mode == "concat":
+        return c.op("CONCATENATION", [fw, bw], {"axis": -1, "fused_activation_function": "NONE"},
+                    dtype=np.float32, shape=shape[:-1] + (shape[-1] * 2,))
+    if mode in ("sum", "ave"):
+        y = c.op("ADD", [fw, bw], {"fused_activation_function": "NONE"}, dtype=np.float32, shape=shape)
+        if mode == "ave":
+            y = c.op("MUL", [y, np.array(0.5, np.float32)], {"fused_activation_function": "NONE"},
+                     dtype=np.float32, shape=shape)
+        return y
+    if mode == "mul":
+        return c.op("MUL", [fw, bw], {"fused_activation_function": "NONE"}, dtype=np.float32, shape=shape)
+    return [fw, bw]
+
+
+@fusion("keras.layers.Bidirectional")
+def fuse_keras_bidirectional(c):
+    a = c.attrs
+    kind = a.get("layer")
+    if kind not in ("LSTM", "SimpleRNN"):
+        c.decline(f"Bidirectional({kind}) has no fused LiteRT op")
+    if a.get("go_backwards") or not a.get("backward_go_backwards", True):
+        c.decline("Bidirectional expects a forward layer and a go_backwards backward layer")
+    if int(a.get("n_initial_states", 0)):
+        c.decline("initial states for Bidirectional are not supported by the fused op")
+    mode = a.get("merge_mode", "concat")
+    if mode not in ("concat", "sum", "mul", "ave", "none"):
+        c.decline(f"merge_mode '{mode}' is not supported")
+    x, batch = _check_common(c, f"Bidirectional({kind})")
+    units, tm = int(a["units"]), bool(a.get("time_major"))
+    gates = 4 if kind == "LSTM" else 1
+    fw, bw = _weights(c, 1, gates, units), _weights(c, 4, gates, units)
+    seq_shape = _seq_shape(x, units, tm)
+    merged = mode == "concat" and a.get("return_sequences") and not a.get("return_state")
+    outs = [(np.dtype(np.float32), seq_shape[:-1] + (2 * units,))] if merged else [(np.dtype(np.float32), seq_shape)] * 2
+    act = ACTIVATIONS[a["activation"]]
+    if kind == "LSTM":
+        states = [_state(c, batch, units) for _ in range(4)]
+        inputs = [x, *fw[0], *fw[1], None, None, None, *fw[2], None, None,
+                  *bw[0], *bw[1], None, None, None, *bw[2], None, None, *states] + [None] * 9
+        opts = {"fused_activation_function": act, "cell_clip": 0.0, "proj_clip": 0.0, "merge_outputs": bool(merged),
+                "time_major": tm, "asymmetric_quantize_inputs": False}
+        res = c.op("BIDIRECTIONAL_SEQUENCE_LSTM", inputs, opts, outs=outs)
+    else:
+        states = [_state(c, batch, units) for _ in range(2)]
+        inputs = [x, fw[0][0], fw[1][0], fw[2][0], states[0], bw[0][0], bw[1][0], bw[2][0], states[1],
+                  None, None, None]
+        opts = {"fused_activation_function": act, "merge_outputs": bool(merged), "time_major": tm,
+                "asymmetric_quantize_inputs": False}
+        res = c.op("BIDIRECTIONAL_SEQUENCE_RNN", inputs, opts, outs=outs)
+    if merged:
+        return res
+    fw_seq, bw_seq = res
+    fw_last, bw_last = _time_step(c, fw_seq, -1, tm), _time_step(c, bw_seq, 0, tm)
+    if a.get("return_sequences"):
+        y = _merge(c, mode, fw_seq, bw_seq, seq_shape)
+    else:
+        y = _merge(c, mode, fw_last, bw_last, fw_last.shape)
+    y = y if isinstance(y, list) else [y]
+    if not a.get("return_state"):
+        return y
+    if kind == "LSTM":
+        return y + [fw_last, _read_state(c, states[1], fw_last), bw_last, _read_state(c, states[3], bw_last)]
+    return y + [fw_last, bw_last]
