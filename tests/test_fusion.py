@@ -292,3 +292,56 @@ def test_rules_from_an_installed_package_entry_point(tmp_path, monkeypatch):
         assert "MUL" not in litert_op_names(data)
     finally:
         registry.unregister("test.plugin_scaled")
+
+
+# -- a composite with a real body, a user rule to a custom op, and a NumPy kernel ------------------
+
+
+def _sdpa_reference(q, k, v, scale):
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    s = np.exp(s - s.max(-1, keepdims=True))
+    return (s / s.sum(-1, keepdims=True)) @ v
+
+
+def test_scaled_dot_product_composite_runs_as_custom_op_with_python_kernel():
+    scale = 0.125
+
+    @tf.function(experimental_implements=fuselite.implements("demo.sdpa", scale=scale, causal=False))
+    def sdpa(q, k, v):
+        return tf.matmul(tf.nn.softmax(tf.matmul(q, k, transpose_b=True) * scale), v)
+
+    wq = tf.Variable(RNG.standard_normal((8, 8)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([2, 5, 8], tf.float32, name="x")])
+    def model(x):
+        q = tf.einsum("btd,de->bte", x, wq)
+        return sdpa(q, x, x) + 1.0
+
+    @fuselite.fusion("demo.sdpa", register=False)
+    def fuse_sdpa(c):
+        c.expect_args(3)
+        if any(a.rank != 3 for a in c.args):
+            c.decline("q, k and v must have rank 3")
+        return c.custom_op("DemoSdpa", c.args, {"scale": c.attrs["scale"], "causal": c.attrs["causal"]})
+
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()], fusions=[fuse_sdpa])
+    data = conv.convert()
+    assert _custom_ops(data) == [("DemoSdpa", {"scale": 0.125, "causal": False})]
+    assert "BATCH_MATMUL" not in litert_op_names(data) and "SOFTMAX" not in litert_op_names(data)
+
+    def kernel(inputs, options):
+        q, k, v = inputs
+        return _sdpa_reference(q, k, v, options["scale"]).astype(np.float32)
+
+    for seed in (0, 1):
+        x = np.random.default_rng(seed).standard_normal((2, 5, 8)).astype(np.float32)
+        got = next(iter(run(data, [x], kernels={"DemoSdpa": kernel}).values()))
+        np.testing.assert_allclose(got, model(x).numpy(), atol=1e-5)
+
+
+def test_custom_op_without_kernel_names_the_op(docs_saved_model):
+    from fuselite.runtime.custom_ops import MissingKernelError
+
+    data = fuselite.Converter.from_saved_model(docs_saved_model[0]).convert()
+    with pytest.raises(MissingKernelError, match="my_custom_fused_op"):
+        run(data, [np.zeros((1, 28, 28, 3), np.float32)] * 2)
