@@ -57,8 +57,9 @@ class Converter:
         """
         if not hasattr(model, "inputs") or not callable(model):
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
-        return cls(lambda: frontend.keras_entries(model), f"Keras model '{model.name}'", model, batch_size,
-                   **options)
+        conv = cls(None, f"Keras model '{model.name}'", model, batch_size, **options)
+        conv._trace = lambda: frontend.keras_entries(model, conv.report.warnings)
+        return conv
 
     @classmethod
     def from_saved_model(cls, path, signature_keys=None, tags=None, batch_size: int | None = None,
@@ -115,7 +116,7 @@ class Converter:
         with self._stage("fold"):
             self._fold(module)
         with self._stage("fuse"):
-            report.composites, read = prepare_composites(module, self.rules, self.strict_fusion)
+            report.composites, read = prepare_composites(module, self.rules, self.strict_fusion, batch_size)
             inline_calls(module)
             dce(module)
             frozen += freeze_variables(module)

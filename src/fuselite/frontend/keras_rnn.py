@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from fuselite.fusion.implements import implements
 
 RECURRENT = ("LSTM", "SimpleRNN")
+_NOTES: list[str] = []  # layers that could not be traced as composites (for the report)
 
 
 def _flavour(layer) -> str | None:
@@ -99,6 +100,10 @@ def _weights_bound(cells, tensors):
                 continue
             saved.append((cell, attr, cell.__dict__.get(attr)))
             object.__setattr__(cell, attr, tensors[3 * i + j])
+        for attr in ("dropout", "recurrent_dropout"):  # inference: dropout is a no-op
+            if attr in cell.__dict__:
+                saved.append((cell, attr, cell.__dict__[attr]))
+                object.__setattr__(cell, attr, 0.0)
     try:
         yield
     finally:
@@ -149,8 +154,12 @@ def _make_call(layer, kind: str):
             return list(out) if isinstance(out, (list, tuple)) else out
 
         extra = [mask] if mask is not None else []
-        out = composite(inputs, *weights, *states, *extra)
-        return out
+        try:
+            return composite(inputs, *weights, *states, *extra)
+        except Exception as e:  # the layer does something the composite cannot capture
+            _NOTES.append(f"{kind} layer '{layer.name}' is converted without fusion: it could not be "
+                          f"traced as a composite ({type(e).__name__}: {str(e).strip().splitlines()[0][:200]})")
+            return layer._fuselite_original_call(inputs, initial_state=initial_state, mask=mask, training=False)
 
     return call
 
@@ -178,8 +187,9 @@ def recurrent_composites(model):
         saved.append((layer, layer.__dict__.get("call")))
         object.__setattr__(layer, "_fuselite_original_call", layer.call)
         object.__setattr__(layer, "call", _make_call(layer, kind))
+    _NOTES.clear()
     try:
-        yield [layer for layer, _ in found]
+        yield _NOTES
     finally:
         for layer, own_call in saved:
             if own_call is None:

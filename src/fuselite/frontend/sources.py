@@ -19,8 +19,8 @@ def _flat_output_names(structured, prefix="output"):
     return [f"{prefix}_{i}" for i in range(len(flat))]
 
 
-def keras_entries(model) -> list:
-    """Trace a Keras 3 or tf-keras model in inference mode."""
+def keras_entries(model, notes: list | None = None) -> list:
+    """Trace a Keras 3 or tf-keras model in inference mode (notes for the report go to ``notes``)."""
     import tensorflow as tf
 
     inputs = getattr(model, "inputs", None)
@@ -43,8 +43,10 @@ def keras_entries(model) -> list:
         fn = tf.function(lambda x: model(x, training=False))
     else:
         fn = tf.function(lambda *xs: model(list(xs), training=False))
-    with recurrent_composites(model):
+    with recurrent_composites(model) as layer_notes:
         cf = fn.get_concrete_function(*specs)
+        if notes is not None:
+            notes.extend(n for n in layer_notes if n not in notes)
     out_names = getattr(model, "output_names", None)
     n_out = len(tf.nest.flatten(cf.structured_outputs))
     if not out_names or len(out_names) != n_out or len(set(out_names)) != n_out:

@@ -60,6 +60,7 @@ class Composite:
         self.attrs = attrs
         self.args = args
         self.results = results
+        self.batch_size: int | None = None  # the conversion's fixed batch size, if any
         self.ops: list = []
 
     # -- checks ------------------------------------------------------------------

@@ -87,7 +87,8 @@ def _check_outputs(c: Composite, outs) -> list[Value]:
     return outs
 
 
-def prepare_composites(module: Module, rules: RuleSet, strict: bool = False) -> tuple[list[dict], dict]:
+def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
+                       batch_size: int | None = None) -> tuple[list[dict], dict]:
     """Fuse composites in place.
 
     Returns one record per composite (for the report) and the variables whose values
@@ -120,6 +121,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False) -> 
         else:
             c = Composite(fn, iface, attrs, _args(fn, sites[fname], read_variable),
                           [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
+            c.batch_size = batch_size
             try:
                 outs = _check_outputs(c, rule(c))
             except NeedsStaticBatch:

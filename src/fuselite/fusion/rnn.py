@@ -45,11 +45,12 @@ def _check_common(c, what: str):
     if x.dtype != np.float32 or x.rank != 3:
         c.decline(f"the sequence input must be float32 of rank 3, got {x.dtype} {x.shape}")
     batch_axis = 1 if a.get("time_major") else 0
-    if x.shape[batch_axis] is None:
+    batch = x.shape[batch_axis] or c.batch_size  # an unknown batch is the conversion's fixed one
+    if batch is None:
         raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
     if x.shape[2] is None:
         c.decline("the number of input features must be static")
-    return x, x.shape[batch_axis]
+    return x, batch
 
 
 def _weights(c, start: int, gates: int, units: int):
@@ -111,8 +112,8 @@ def _initial_states(c, first: int, n: int):
     return states or [None] * n
 
 
-def _seq_shape(x, units, time_major):
-    return (x.shape[0], x.shape[1], units)
+def _seq_shape(x, batch, units, time_major):
+    return (x.shape[0], batch, units) if time_major else (batch, x.shape[1], units)
 
 
 @fusion("keras.layers.LSTM")
@@ -129,7 +130,7 @@ def fuse_keras_lstm(c):
     seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
                [_sequence_input(c, x, a), *wi, *wr, None, None, None, *bias, None, None, h, cs,
                 None, None, None, None],
-               opts, dtype=np.float32, shape=_seq_shape(x, units, a.get("time_major")))
+               opts, dtype=np.float32, shape=_seq_shape(x, batch, units, a.get("time_major")))
     last = _time_step(c, seq, -1, a.get("time_major"))
     out = seq if a.get("return_sequences") else last
     if a.get("return_state"):
@@ -148,7 +149,7 @@ def fuse_keras_simple_rnn(c):
     opts = {"fused_activation_function": ACTIVATIONS[a["activation"]], "time_major": bool(a.get("time_major")),
             "asymmetric_quantize_inputs": False}
     seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", [_sequence_input(c, x, a), wi, wr, bias, h], opts,
-               dtype=np.float32, shape=_seq_shape(x, units, a.get("time_major")))
+               dtype=np.float32, shape=_seq_shape(x, batch, units, a.get("time_major")))
     last = _time_step(c, seq, -1, a.get("time_major"))
     out = seq if a.get("return_sequences") else last
     return [out, last] if a.get("return_state") else out
@@ -186,7 +187,7 @@ def fuse_keras_bidirectional(c):
     units, tm = int(a["units"]), bool(a.get("time_major"))
     gates = 4 if kind == "LSTM" else 1
     fw, bw = _weights(c, 1, gates, units), _weights(c, 4, gates, units)
-    seq_shape = _seq_shape(x, units, tm)
+    seq_shape = _seq_shape(x, batch, units, tm)
     merged = mode == "concat" and a.get("return_sequences") and not a.get("return_state")
     outs = [(np.dtype(np.float32), seq_shape[:-1] + (2 * units,))] if merged else [(np.dtype(np.float32), seq_shape)] * 2
     act = ACTIVATIONS[a["activation"]]

@@ -112,14 +112,44 @@ def _specialize_loop_shapes(module: Module, op) -> int:
     return 1
 
 
+def _specialize_call_shapes(module: Module, op, n_calls: dict) -> int:
+    """Push a call site's shapes into a callee called from one place; pull its results back."""
+    callee = module.functions.get(op.attrs.get("f"))
+    if callee is None or n_calls.get(callee.name) != 1 or len(callee.inputs) != len(op.inputs):
+        return 0
+    changed = 0
+    for arg, v in zip(callee.inputs, op.inputs):
+        merged = _merge(arg.shape, v.shape)
+        if merged != arg.shape:
+            arg.shape = merged
+            changed += 1
+    if changed:
+        refine_function(callee)
+    for o, r in zip(op.outputs, callee.outputs):
+        merged = _merge(o.shape, r.shape)
+        if merged != o.shape:
+            o.shape = merged
+            changed += 1
+    return changed
+
+
 def refine_shapes(module: Module) -> int:
-    """Refine every function, entry functions first, pushing shapes into loop bodies."""
+    """Refine every function, callers first, pushing shapes into loop bodies and callees."""
+    n_calls: dict[str, int] = {}
+    for fn in module.functions.values():
+        for op in fn.ops:
+            if op.kind in ("PartitionedCall", "StatefulPartitionedCall") and op.dialect == "tf":
+                n_calls[op.attrs["f"]] = n_calls.get(op.attrs["f"], 0) + 1
     total = 0
     for fn in list(module.functions.values()):
         total += refine_function(fn)
         for op in fn.ops:
-            if op.kind in ("While", "StatelessWhile") and op.dialect == "tf":
-                if _specialize_loop_shapes(module, op):
-                    total += 1 + refine_function(fn)
+            if op.dialect != "tf":
+                continue
+            if op.kind in ("While", "StatelessWhile") and _specialize_loop_shapes(module, op):
+                total += 1 + refine_function(fn)
+            elif op.kind in ("PartitionedCall", "StatefulPartitionedCall") and \
+                    _specialize_call_shapes(module, op, n_calls):
+                total += 1 + refine_function(fn)
     return total
 

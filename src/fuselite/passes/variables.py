@@ -25,6 +25,19 @@ def _read_variable(handle, dtype) -> np.ndarray:
     return np.asarray(tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.as_dtype(dtype)).numpy())
 
 
+def _gather_node_def(op, params_dtype):
+    """A GatherV2 NodeDef, so later shape inference and folding see the rewritten op."""
+    import tensorflow as tf
+    from tensorflow.core.framework import node_def_pb2
+
+    nd = node_def_pb2.NodeDef(name=op.name or "gather", op="GatherV2")
+    nd.attr["Tparams"].type = tf.as_dtype(params_dtype).as_datatype_enum
+    nd.attr["Tindices"].type = tf.as_dtype(op.inputs[1].dtype).as_datatype_enum
+    nd.attr["Taxis"].type = tf.int32.as_datatype_enum
+    nd.attr["batch_dims"].i = int(op.attrs.get("batch_dims", 0))
+    return nd
+
+
 def read_variable_value(v, dtype) -> np.ndarray:
     """The current value of the captured variable behind resource value ``v``."""
     return _read_variable(v.meta["handle"], dtype)
@@ -71,7 +84,8 @@ def freeze_variables(module: Module) -> list[dict]:
                 frozen[name] = {"name": name, "shape": list(arr.shape), "dtype": arr.dtype.name}
                 op.type = "tf.GatherV2"
                 op.inputs = [fn.const(arr, name), op.inputs[1], fn.const(np.array(0, np.int32), "axis")]
-                op.attrs = {"batch_dims": op.attrs.get("batch_dims", 0)}
+                op.attrs = {"batch_dims": op.attrs.get("batch_dims", 0),
+                            "_node_def": _gather_node_def(op, arr.dtype), "_stateful": False}
             kept.append(op)
         fn.ops = kept
     return sorted(frozen.values(), key=lambda d: d["name"])

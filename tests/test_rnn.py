@@ -1,0 +1,215 @@
+"""Keras recurrent layers -> fused LiteRT sequence ops, Keras 3 and tf-keras, vs Keras on LiteRT."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import keras_flavour, litert_op_names
+
+import fuselite
+from fuselite.runtime import interpreter
+
+FLAVOURS = ["keras3", "tf_keras"]
+TOL = 1e-5
+
+
+def _model(k, build, shape=(7, 3), seed=0):
+    k.utils.set_random_seed(seed)
+    i = k.Input(shape)
+    return k.Model(i, build(k.layers, i))
+
+
+def _invoke_twice(data: bytes, xs: list[np.ndarray]):
+    interp = interpreter(data)
+    runs = []
+    for _ in range(2):
+        for d, x in zip(interp.get_input_details(), xs):
+            interp.set_tensor(d["index"], x)
+        interp.invoke()
+        runs.append([interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()])
+    return runs
+
+
+def check(model, fused_op: str | None, batch=1, batch_size=None, seed=0, scale=1.0):
+    """Convert, assert the fused op (and no WHILE), run twice on LiteRT, compare with Keras."""
+    conv = fuselite.Converter.from_keras_model(model, batch_size=batch_size)
+    data = conv.convert()
+    ops = litert_op_names(data)
+    if fused_op:
+        assert fused_op in ops, ops
+        assert "WHILE" not in ops, ops
+    rng = np.random.default_rng(seed)
+    xs = [(rng.standard_normal([batch] + list(t.shape[1:])) * scale).astype(np.float32) for t in model.inputs]
+    ref = model(xs[0] if len(xs) == 1 else xs, training=False)
+    refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
+    first, second = _invoke_twice(data, xs)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
+    names = list(interpreter(data).get_signature_list()["serving_default"]["outputs"])
+    assert len(first) == len(refs)
+    by_name = dict(zip([d["name"] for d in interpreter(data).get_output_details()], first))
+    del names, by_name
+    outs = _match_outputs(first, refs)
+    for got, want in outs:
+        np.testing.assert_allclose(got, want, atol=TOL)
+    return conv, ops
+
+
+def _match_outputs(got, refs):
+    """Pair LiteRT outputs with Keras outputs (output order of a model may differ): by shape, then values."""
+    remaining = list(got)
+    pairs = []
+    for r in refs:
+        cands = [g for g in remaining if g.shape == r.shape]
+        assert cands, f"no output of shape {r.shape} among {[g.shape for g in remaining]}"
+        best = min(cands, key=lambda g: float(np.abs(g - r).max()))
+        remaining = [g for g in remaining if g is not best]
+        pairs.append((best, r))
+    return pairs
+
+
+LSTM_VARIANTS = {
+    "last_step": lambda L, i: L.LSTM(6)(i),
+    "sequences": lambda L, i: L.LSTM(6, return_sequences=True)(i),
+    "state": lambda L, i: L.LSTM(6, return_state=True)(i),
+    "go_backwards": lambda L, i: L.LSTM(6, go_backwards=True, return_sequences=True)(i),
+    "go_backwards_last": lambda L, i: L.LSTM(6, go_backwards=True)(i),
+    "no_bias": lambda L, i: L.LSTM(6, use_bias=False)(i),
+    "no_unit_forget_bias": lambda L, i: L.LSTM(6, unit_forget_bias=False, bias_initializer="random_normal")(i),
+    "relu": lambda L, i: L.LSTM(6, activation="relu")(i),
+    "dropout": lambda L, i: L.LSTM(6, dropout=0.5, recurrent_dropout=0.3)(i),
+    "stacked": lambda L, i: L.LSTM(4)(L.LSTM(5, return_sequences=True)(L.LSTM(6, return_sequences=True)(i))),
+    "dense_head": lambda L, i: L.Dense(2)(L.LSTM(6)(i)),
+}
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("variant", sorted(LSTM_VARIANTS))
+def test_lstm_fused(flavour, variant):
+    k = keras_flavour(flavour)
+    model = _model(k, LSTM_VARIANTS[variant])
+    conv, ops = check(model, "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    n = 3 if variant == "stacked" else 1
+    assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == n
+    assert all(c["status"] == "fused" for c in conv.report.composites), conv.report.composites
+    assert any("batch size of 1" in w for w in conv.report.warnings)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_lstm_with_initial_states_as_inputs(flavour):
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(0)
+    x, h, c = k.Input((5, 3)), k.Input((4,)), k.Input((4,))
+    model = k.Model([x, h, c], k.layers.LSTM(4, return_sequences=True)(x, initial_state=[h, c]))
+    check(model, "UNIDIRECTIONAL_SEQUENCE_LSTM")
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_lstm_cell_state_beyond_ten_is_not_clipped(flavour):
+    """Gates pinned open and a constant candidate: the cell state grows ~1 per step to ~40."""
+    k = keras_flavour(flavour)
+    model = _model(k, lambda L, i: L.LSTM(3, return_state=True)(i), shape=(40, 2))
+    lstm = model.layers[-1]
+    kernel, rec, bias = lstm.get_weights()
+    bias[:] = 8.0  # i, f, c(candidate tanh(8)~1), o all saturated
+    lstm.set_weights([kernel * 0.01, rec * 0.0, bias])
+    _, state_h, state_c = model(np.ones((1, 40, 2), np.float32))
+    assert float(np.min(state_c)) > 30  # far beyond the official converter's clip at 10
+    check(model, "UNIDIRECTIONAL_SEQUENCE_LSTM")
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_explicit_batch_size(flavour):
+    k = keras_flavour(flavour)
+    model = _model(k, LSTM_VARIANTS["sequences"])
+    conv, _ = check(model, "UNIDIRECTIONAL_SEQUENCE_LSTM", batch=3, batch_size=3)
+    assert not any("batch size of 1" in w for w in conv.report.warnings)
+
+
+def test_tf_keras_time_major():
+    k = keras_flavour("tf_keras")
+    model = _model(k, lambda L, i: L.LSTM(5, time_major=True, return_sequences=True)(i), shape=(7, 3))
+    # time-major: the Input's "batch" axis is time; tf-keras then treats axis 1 as the batch
+    conv = fuselite.Converter.from_keras_model(model, batch_size=7)
+    data = conv.convert()
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data)
+    x = np.random.default_rng(0).standard_normal((7, 7, 3)).astype(np.float32)
+    np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [x]).values())), model(x), atol=TOL)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("variant", ["last_step", "sequences", "state", "relu_backwards"])
+def test_simple_rnn_fused(flavour, variant):
+    k = keras_flavour(flavour)
+    build = {
+        "last_step": lambda L, i: L.SimpleRNN(6)(i),
+        "sequences": lambda L, i: L.SimpleRNN(6, return_sequences=True)(i),
+        "state": lambda L, i: L.SimpleRNN(6, return_state=True)(i),
+        "relu_backwards": lambda L, i: L.SimpleRNN(6, activation="relu", go_backwards=True)(i),
+    }[variant]
+    check(_model(k, build), "UNIDIRECTIONAL_SEQUENCE_RNN")
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("merge_mode", ["concat", "sum", "mul", "ave", None])
+@pytest.mark.parametrize("return_sequences", [True, False])
+def test_bidirectional_lstm_is_one_op(flavour, merge_mode, return_sequences):
+    k = keras_flavour(flavour)
+    model = _model(k, lambda L, i: L.Bidirectional(L.LSTM(4, return_sequences=return_sequences),
+                                                   merge_mode=merge_mode)(i))
+    _, ops = check(model, "BIDIRECTIONAL_SEQUENCE_LSTM")
+    assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1 and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_bidirectional_lstm_return_state(flavour):
+    k = keras_flavour(flavour)
+    check(_model(k, lambda L, i: L.Bidirectional(L.LSTM(4, return_state=True))(i)), "BIDIRECTIONAL_SEQUENCE_LSTM")
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("merge_mode", ["concat", "ave"])
+def test_bidirectional_simple_rnn(flavour, merge_mode):
+    k = keras_flavour(flavour)
+    check(_model(k, lambda L, i: L.Bidirectional(L.SimpleRNN(4, return_sequences=True), merge_mode=merge_mode)(i)),
+          "BIDIRECTIONAL_SEQUENCE_RNN")
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_text_classifier(flavour):
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(0)
+    i = k.Input((12,), dtype="int32")
+    x = k.layers.Embedding(100, 8)(i)
+    x = k.layers.LSTM(16)(x)
+    model = k.Model(i, k.layers.Dense(3, activation="softmax")(x))
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data)
+    ids = np.random.default_rng(0).integers(0, 100, (1, 12)).astype(np.int32)
+    np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [ids]).values())), model(ids), atol=TOL)
+
+
+# -- what the fused ops cannot express: converted correctly, with the reason in the report ----------
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_hard_sigmoid_gates_are_declined(flavour):
+    k = keras_flavour(flavour)
+    model = _model(k, lambda L, i: L.LSTM(5, recurrent_activation="hard_sigmoid")(i))
+    conv, ops = check(model, None)
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops
+    assert "always use sigmoid" in str(conv.report)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_masking_is_declined(flavour):
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(0)
+    i = k.Input((6,), dtype="int32")
+    model = k.Model(i, k.layers.LSTM(4)(k.layers.Embedding(20, 3, mask_zero=True)(i)))
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    assert "mask" in str(conv.report) and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in litert_op_names(data)
+    ids = np.array([[3, 5, 1, 0, 0, 0]], np.int32)
+    np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [ids]).values())), model(ids), atol=TOL)
