@@ -213,3 +213,36 @@ def test_masking_is_declined(flavour):
     assert "mask" in str(conv.report) and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in litert_op_names(data)
     ids = np.array([[3, 5, 1, 0, 0, 0]], np.int32)
     np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [ids]).values())), model(ids), atol=TOL)
+
+
+# -- GRU: no LiteRT builtin; unrolled into builtins (no WHILE, stateless by construction) ----------
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("variant", ["last_step", "sequences", "go_backwards", "state", "no_bias", "relu",
+                                     "initial_state"])
+def test_gru_unrolled(flavour, variant):
+    k = keras_flavour(flavour)
+    build = {
+        "last_step": lambda L, i: L.GRU(5)(i),
+        "sequences": lambda L, i: L.GRU(5, return_sequences=True)(i),
+        "go_backwards": lambda L, i: L.GRU(5, go_backwards=True, return_sequences=True)(i),
+        "state": lambda L, i: L.GRU(5, return_state=True)(i),
+        "no_bias": lambda L, i: L.GRU(5, use_bias=False)(i),
+        "relu": lambda L, i: L.GRU(5, activation="relu")(i),
+    }.get(variant)
+    if variant == "initial_state":
+        k.utils.set_random_seed(0)
+        x, h = k.Input((7, 3)), k.Input((5,))
+        model = k.Model([x, h], k.layers.GRU(5)(x, initial_state=[h]))
+    else:
+        model = _model(k, build)
+    conv, ops = check(model, None)
+    assert "WHILE" not in ops and conv.report.composites[0]["status"] == "fused"
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_gru_reset_before_is_declined_but_correct(flavour):
+    k = keras_flavour(flavour)
+    conv, _ = check(_model(k, lambda L, i: L.GRU(5, reset_after=False)(i)), None)
+    assert "reset_after=False" in str(conv.report)

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from fuselite.fusion.implements import implements
 
-RECURRENT = ("LSTM", "SimpleRNN")
+RECURRENT = ("LSTM", "SimpleRNN", "GRU")
 _NOTES: list[str] = []  # layers that could not be traced as composites (for the report)
 
 
@@ -54,6 +54,8 @@ def _config(layer) -> dict:
     }
     if hasattr(cell, "recurrent_activation"):
         cfg["recurrent_activation"] = _act_name(cell.recurrent_activation)
+    if hasattr(cell, "reset_after"):
+        cfg["reset_after"] = bool(cell.reset_after)
     return cfg
 
 
@@ -62,7 +64,8 @@ def _weights(layer, n_gates: int):
 
     cell = layer.cell
     units = int(layer.units)
-    bias = cell.bias if cell.use_bias else tf.zeros([n_gates * units], cell.kernel.dtype)
+    shape = [2, n_gates * units] if getattr(cell, "reset_after", False) else [n_gates * units]
+    bias = cell.bias if cell.use_bias else tf.zeros(shape, cell.kernel.dtype)
     return [_tensor(cell.kernel), _tensor(cell.recurrent_kernel), _tensor(bias)]
 
 
@@ -77,7 +80,7 @@ def _tensor(v):
 
 
 def _gates(kind: str) -> int:
-    return 4 if kind == "LSTM" else 1
+    return {"LSTM": 4, "GRU": 3}.get(kind, 1)
 
 
 def _cells(layer, kind: str) -> list:

@@ -188,6 +188,8 @@ class GraphImporter:
         self._imported[key] = ir_name
         fn = Function(ir_name)
         fn.attrs = decode_attrs(fdef)
+        fn.attrs["_function_def"] = fdef  # the original TF function, e.g. to evaluate it
+        fn.attrs["_library"] = self.library
         env: dict[str, Value] = {}
         for t, arg in zip(graph.inputs, fdef.signature.input_arg):
             env[t.name] = fn.add_input(arg.name, tf_dtype_to_ir(t.dtype), tf_shape_to_ir(t.shape))
