@@ -39,16 +39,19 @@ def check(model, fused_op: str | None, batch=1, batch_size=None, seed=0, scale=1
         assert fused_op in ops, ops
         assert "WHILE" not in ops, ops
     rng = np.random.default_rng(seed)
-    xs = [(rng.standard_normal([batch] + list(t.shape[1:])) * scale).astype(np.float32) for t in model.inputs]
+    xs = []
+    for t in model.inputs:
+        shape = [batch] + list(t.shape[1:])
+        if "int" in str(t.dtype):  # token ids
+            xs.append(rng.integers(0, 20, shape).astype(np.int32))
+        else:
+            xs.append((rng.standard_normal(shape) * scale).astype(np.float32))
     ref = model(xs[0] if len(xs) == 1 else xs, training=False)
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
     first, second = _invoke_twice(data, xs)
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
-    names = list(interpreter(data).get_signature_list()["serving_default"]["outputs"])
     assert len(first) == len(refs)
-    by_name = dict(zip([d["name"] for d in interpreter(data).get_output_details()], first))
-    del names, by_name
     outs = _match_outputs(first, refs)
     for got, want in outs:
         np.testing.assert_allclose(got, want, atol=TOL)
@@ -246,3 +249,17 @@ def test_gru_reset_before_is_declined_but_correct(flavour):
     k = keras_flavour(flavour)
     conv, _ = check(_model(k, lambda L, i: L.GRU(5, reset_after=False)(i)), None)
     assert "reset_after=False" in str(conv.report)
+
+
+# -- the benchmark's RNN models (batch 1, full size) -------------------------------------------------
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("name", sorted(__import__("fuselite.testing.models", fromlist=["x"]).RNN_BUILDERS))
+def test_benchmark_rnn_models(flavour, name):
+    from fuselite.testing import models as zoo
+
+    model = zoo.build(name, keras_flavour(flavour))
+    fused = {"gru": None, "bidirectional_lstm": "BIDIRECTIONAL_SEQUENCE_LSTM", "simple_rnn": "UNIDIRECTIONAL_SEQUENCE_RNN"}
+    conv, ops = check(model, fused.get(name, "UNIDIRECTIONAL_SEQUENCE_LSTM"))
+    assert "WHILE" not in ops

@@ -93,9 +93,49 @@ def text_model(k):
     return k.Model(i, x, name="text_model")
 
 
+def lstm_64(k):
+    """LSTM(64) over 50 steps of 32 features (the issue's reference RNN)."""
+    i = k.Input((50, 32), name="sequence")
+    return k.Model(i, k.layers.LSTM(64)(i), name="lstm_64")
+
+
+def stacked_lstm(k):
+    i = k.Input((50, 32), name="sequence")
+    x = k.layers.LSTM(64, return_sequences=True)(i)
+    x = k.layers.LSTM(64, return_sequences=True)(x)
+    return k.Model(i, k.layers.LSTM(32)(x), name="stacked_lstm")
+
+
+def bidirectional_lstm(k):
+    i = k.Input((50, 32), name="sequence")
+    return k.Model(i, k.layers.Bidirectional(k.layers.LSTM(64, return_sequences=True))(i), name="bidirectional_lstm")
+
+
+def simple_rnn(k):
+    i = k.Input((50, 32), name="sequence")
+    return k.Model(i, k.layers.SimpleRNN(64)(i), name="simple_rnn")
+
+
+def gru(k):
+    i = k.Input((50, 32), name="sequence")
+    return k.Model(i, k.layers.GRU(64)(i), name="gru")
+
+
+def text_lstm(k):
+    """Embedding -> LSTM -> Dense text classifier."""
+    i = k.Input((40,), dtype="int32", name="token_ids")
+    x = k.layers.Embedding(1000, 32)(i)
+    x = k.layers.LSTM(64)(x)
+    return k.Model(i, k.layers.Dense(4, activation="softmax")(x), name="text_lstm")
+
+
 BUILDERS = {
     "mlp": mlp, "cnn": cnn, "mobilenet_v2": mobilenet_v2, "resnet_block": resnet_block,
     "transformer_block": transformer_block, "text_model": text_model,
+}
+RNN_BUILDERS = {
+    "lstm_64": lstm_64, "stacked_lstm": stacked_lstm, "bidirectional_lstm": bidirectional_lstm,
+    "simple_rnn": simple_rnn, "gru": gru, "text_lstm": text_lstm,
 }
 # max abs error allowed against TF eager (issue acceptance)
 TOLERANCE = {"mobilenet_v2": 1e-4, "transformer_block": 1e-4}
@@ -112,7 +152,7 @@ def _has_gelu(k) -> bool:
 def build(name: str, k, seed: int = 0):
     """Build model ``name`` with Keras flavour ``k``, seeded and with non-trivial BN stats."""
     k.utils.set_random_seed(seed)
-    model = BUILDERS[name](k)
+    model = {**BUILDERS, **RNN_BUILDERS}[name](k)
     _randomize_batchnorm(model, seed)
     return model
 
