@@ -263,3 +263,55 @@ def test_benchmark_rnn_models(flavour, name):
     fused = {"gru": None, "bidirectional_lstm": "BIDIRECTIONAL_SEQUENCE_LSTM", "simple_rnn": "UNIDIRECTIONAL_SEQUENCE_RNN"}
     conv, ops = check(model, fused.get(name, "UNIDIRECTIONAL_SEQUENCE_LSTM"))
     assert "WHILE" not in ops
+
+
+# -- Keras 3 SavedModels (model.export): the LSTM while loop is recognised and verified ----------------
+
+
+def _export_and_convert(model, tmp_path, **kwargs):
+    path = str(tmp_path / "sm")
+    model.export(path, verbose=False)
+    conv = fuselite.Converter.from_saved_model(path, **kwargs)
+    return conv, conv.convert()
+
+
+K3_SAVED = {
+    "last_step": lambda L, i: L.LSTM(6)(i),
+    "sequences": lambda L, i: L.LSTM(6, return_sequences=True)(i),
+    "go_backwards": lambda L, i: L.LSTM(6, go_backwards=True)(i),
+    "go_backwards_sequences": lambda L, i: L.LSTM(6, go_backwards=True, return_sequences=True)(i),
+    "relu": lambda L, i: L.LSTM(6, activation="relu")(i),
+    "no_bias": lambda L, i: L.LSTM(6, use_bias=False)(i),
+    "stacked": lambda L, i: L.LSTM(4)(L.LSTM(5, return_sequences=True)(i)),
+    "bidirectional": lambda L, i: L.Bidirectional(L.LSTM(4, return_sequences=True))(i),
+    "dense_head": lambda L, i: L.Dense(2)(L.LSTM(6)(i)),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(K3_SAVED))
+def test_keras3_saved_model_lstm_is_fused(tmp_path, variant):
+    k = keras_flavour("keras3")
+    model = _model(k, K3_SAVED[variant])
+    conv, data = _export_and_convert(model, tmp_path)
+    ops = litert_op_names(data)
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in ops and "WHILE" not in ops, ops
+    x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
+    first, second = _invoke_twice(data, [x])
+    np.testing.assert_array_equal(first[0], second[0])
+    np.testing.assert_allclose(first[0], model(x), atol=TOL)
+    assert all(r["status"] == "fused" for r in conv.report.composites)
+
+
+def test_keras3_saved_model_lstm_with_batch_size(tmp_path):
+    model = _model(keras_flavour("keras3"), K3_SAVED["sequences"])
+    conv, data = _export_and_convert(model, tmp_path, batch_size=3)
+    x = np.random.default_rng(2).standard_normal((3, 7, 3)).astype(np.float32)
+    np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [x]).values())), model(x), atol=TOL)
+
+
+def test_keras3_saved_model_unfusable_loop_stays_a_correct_loop(tmp_path):
+    model = _model(keras_flavour("keras3"), lambda L, i: L.LSTM(5, recurrent_activation="hard_sigmoid")(i))
+    conv, data = _export_and_convert(model, tmp_path)
+    assert "WHILE" in litert_op_names(data)
+    x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
+    np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [x]).values())), model(x), atol=TOL)

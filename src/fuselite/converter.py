@@ -19,6 +19,7 @@ from fuselite import frontend
 from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
 from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.fusion import RuleSet, is_composite, prepare_composites
+from fuselite.fusion.loops import fuse_lstm_loops
 from fuselite.lower import lower_module
 from fuselite.passes.control_flow import specialize_loop_invariants
 from fuselite.passes.dce import dce
@@ -120,6 +121,8 @@ class Converter:
             inline_calls(module)
             dce(module)
             frozen += freeze_variables(module)
+            report.composites += fuse_lstm_loops(module, batch_size)
+            dce(module)
             frozen += [{"name": k, "shape": list(v.shape), "dtype": v.dtype.name} for k, v in read.items()]
             report.frozen_variables = sorted({v["name"]: v for v in frozen}.values(), key=lambda v: v["name"])
         with self._stage("fold"):

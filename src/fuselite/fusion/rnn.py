@@ -116,6 +116,16 @@ def _seq_shape(x, batch, units, time_major):
     return (x.shape[0], batch, units) if time_major else (batch, x.shape[1], units)
 
 
+def _lstm_sequence(c, x, weights, h, cs, activation: str, time_major: bool, shape):
+    """UNIDIRECTIONAL_SEQUENCE_LSTM over ``x`` with per-gate ``weights`` (see :func:`_weights`), no clipping."""
+    wi, wr, bias = weights
+    opts = {"fused_activation_function": activation, "cell_clip": 0.0, "proj_clip": 0.0,
+            "time_major": bool(time_major), "asymmetric_quantize_inputs": False}
+    return c.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
+                [x, *wi, *wr, None, None, None, *bias, None, None, h, cs, None, None, None, None],
+                opts, dtype=np.float32, shape=shape)
+
+
 @fusion("keras.layers.LSTM")
 def fuse_keras_lstm(c):
     a = c.attrs
@@ -125,12 +135,8 @@ def fuse_keras_lstm(c):
     h0, c0 = _initial_states(c, 4, 2)
     h = _state(c, batch, units, h0)
     cs = _state(c, batch, units, c0)
-    opts = {"fused_activation_function": ACTIVATIONS[a["activation"]], "cell_clip": 0.0, "proj_clip": 0.0,
-            "time_major": bool(a.get("time_major")), "asymmetric_quantize_inputs": False}
-    seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
-               [_sequence_input(c, x, a), *wi, *wr, None, None, None, *bias, None, None, h, cs,
-                None, None, None, None],
-               opts, dtype=np.float32, shape=_seq_shape(x, batch, units, a.get("time_major")))
+    seq = _lstm_sequence(c, _sequence_input(c, x, a), (wi, wr, bias), h, cs, ACTIVATIONS[a["activation"]],
+                         bool(a.get("time_major")), _seq_shape(x, batch, units, a.get("time_major")))
     last = _time_step(c, seq, -1, a.get("time_major"))
     out = seq if a.get("return_sequences") else last
     if a.get("return_state"):

@@ -250,6 +250,20 @@ def _static_reshapes(fn: Function) -> bool:
     return changed
 
 
+def _merge_transposes(fn: Function) -> bool:
+    """TRANSPOSE(TRANSPOSE(x, p1), p2) -> TRANSPOSE(x, p1[p2]) (often the identity)."""
+    for op in fn.ops:
+        if op.kind != "TRANSPOSE" or not op.inputs[1].is_const or is_pinned(op):
+            continue
+        inner = op.inputs[0].producer
+        if inner is None or inner.kind != "TRANSPOSE" or inner not in fn.ops or not inner.inputs[1].is_const:
+            continue
+        p1, p2 = inner.inputs[1].const.reshape(-1), op.inputs[1].const.reshape(-1)
+        op.inputs = [inner.inputs[0], fn.const(p1[p2].astype(np.int32), f"{op.name}/perm")]
+        return True
+    return False
+
+
 def _drop_noops(fn: Function, module_outputs: set) -> bool:
     changed = False
     for op in list(fn.ops):
@@ -314,7 +328,7 @@ def optimize_function(fn: Function) -> None:
     for _ in range(1000):
         fold_tfl_function(fn)
         dce_function(fn)
-        if _static_reshapes(fn) or _drop_noops(fn, outs):
+        if _static_reshapes(fn) or _merge_transposes(fn) or _drop_noops(fn, outs):
             continue
         if _merge_reshape_fc(fn):
             dce_function(fn)

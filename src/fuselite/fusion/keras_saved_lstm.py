@@ -1,0 +1,248 @@
+"""tf-keras LSTM layers in SavedModels and concrete functions -> ``UNIDIRECTIONAL_SEQUENCE_LSTM``.
+
+When a tf-keras model is saved with ``tf.saved_model.save`` (or traced into a concrete
+function), the only trace of an ``LSTM`` layer is tf-keras' own composite: the
+``standard_lstm`` function, tagged ``api_implements = "lstm_<uuid>"``. Its tensor
+arguments are ``(inputs, init_h, init_c, kernel, recurrent_kernel, bias)`` (a masked
+layer adds ``mask``, a ragged input ``sequence_lengths``) and its results
+``(last_output, outputs, new_h, new_c, runtime)``. The layer's ``time_major``,
+``go_backwards`` and ``return_sequences`` are Python values baked into the body.
+
+The rule does not trust any attribute for them. It runs the original function once
+with TensorFlow on random inputs (and the real, frozen weights), computes the LSTM in
+NumPy for every hypothesis (``time_major`` x ``go_backwards``; ``return_sequences``
+follows from the shape of ``outputs``) with tanh / sigmoid and Keras' gate order
+``i, f, c, o``, and fuses only when exactly one hypothesis reproduces all four float
+results within 1e-5. Anything else (another activation, a mask, a changed tf-keras
+implementation) is declined with a reason and converted from the body.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.errors import NeedsStaticBatch
+from fuselite.fusion.registry import fusion
+from fuselite.fusion.rnn import _lstm_sequence, _read_state, _state, _time_step, _weights
+
+ARG_NAMES = ("inputs", "init_h", "init_c", "kernel", "recurrent_kernel", "bias")
+TOL = 1e-5
+_FILL = 3  # evaluation size of an unknown dimension (> 1, so go_backwards is observable)
+
+
+@fusion("lstm_*")
+def fuse_tf_keras_saved_lstm(c):
+    fdef = c.function.attrs.get("_function_def")
+    library = c.function.attrs.get("_library") or {}
+    if fdef is None:
+        c.decline("the original TensorFlow function is not available to check the LSTM's flags")
+    names = tuple(a.name for a in c.args)
+    if len(c.args) > 6 and names[:6] == ARG_NAMES:
+        c.decline(f"the tf-keras LSTM receives {', '.join(names[6:])} (a mask, e.g. from "
+                  "Embedding(mask_zero=True), or ragged sequence lengths); the fused op has no mask input")
+    if names != ARG_NAMES:
+        c.decline(f"not tf-keras' standard_lstm: arguments ({', '.join(names)}), expected ({', '.join(ARG_NAMES)})")
+    c.expect_results(5)
+    if any(a.dtype != np.float32 for a in c.args) or any(r.dtype != np.float32 for r in c.results):
+        c.decline("only float32 LSTMs are fused (arguments: "
+                  f"{', '.join(str(a.dtype) for a in c.args)})")
+    x, h0, c0, k, rk, b = c.args
+    if x.rank != 3 or x.shape[2] is None:
+        c.decline(f"the sequence input must have rank 3 and static features, got shape {x.shape}")
+    if rk.const is None or rk.rank != 2:
+        c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
+    units = rk.shape[0]
+    if k.shape != (x.shape[2], 4 * units) or rk.shape != (units, 4 * units) or b.shape != (4 * units,):
+        c.decline(f"weight shapes {k.shape}, {rk.shape}, {b.shape} do not fit an LSTM of {units} units "
+                  f"over {x.shape[2]} features")
+    wi, wr, bias = _weights(c, 3, 4, units)  # declines unless all three are constant
+    for s in (h0, c0):
+        if s.rank != 2 or s.shape[1] not in (None, units):
+            c.decline(f"initial state '{s.name}' has shape {s.shape}, expected [batch, {units}]")
+
+    # Avoid evaluating twice when the batch is unknown: tf-keras records its (unchecked)
+    # time_major flag as an attribute; the evaluation below has the last word.
+    hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
+    if c.batch_size is None and x.shape[1 if hint else 0] is None:
+        raise NeedsStaticBatch("fused tf-keras LSTM keeps its state in tensors that need a static batch size")
+
+    time_major, go_backwards, return_sequences, runtime = _determine_flags(c, fdef, library)
+    batch = x.shape[1 if time_major else 0] or c.batch_size
+    if batch is None:
+        raise NeedsStaticBatch("fused tf-keras LSTM keeps its state in tensors that need a static batch size")
+    initial = []
+    for s in (h0, c0):
+        if s.shape[0] not in (None, batch):
+            c.decline(f"initial state '{s.name}' has batch {s.shape[0]}, the sequence has batch {batch}")
+        initial.append(None if s.const is not None and not np.any(s.const) else s)  # zeros: FILL
+
+    h, cs = (_state(c, batch, units, s) for s in initial)
+    seq_in = x
+    if go_backwards:
+        seq_in = c.op("REVERSE_V2", [x, np.array([0 if time_major else 1], np.int32)], dtype=x.dtype, shape=x.shape)
+    steps = x.shape[0 if time_major else 1]
+    seq_shape = (steps, batch, units) if time_major else (batch, steps, units)
+    seq = _lstm_sequence(c, seq_in, (wi, wr, bias), h, cs, "TANH", time_major, seq_shape)
+    last = _time_step(c, seq, -1, time_major)
+    if return_sequences:
+        outputs = seq
+    else:  # tf-keras returns the last output with a time axis of 1
+        shape = (1, batch, units) if time_major else (batch, 1, units)
+        outputs = c.op("RESHAPE", [last, np.array(shape, np.int32)], dtype=np.float32, shape=shape)
+    return [last, outputs, last, _read_state(c, cs, last), c.const(np.asarray(runtime, np.float32), name="runtime")]
+
+
+# -- determining the baked-in flags ----------------------------------------------------------
+
+
+def _determine_flags(c, fdef, library):
+    """(time_major, go_backwards, return_sequences, runtime) of the body, or decline."""
+    x, h0, c0, k, rk, b = c.args
+    rng = np.random.default_rng(0)
+    xs = tuple(_FILL if d is None else d for d in x.shape)
+    feeds = [rng.standard_normal(xs).astype(np.float32)]
+    for s in (h0, c0):
+        if s.const is not None:
+            feeds.append(s.const.astype(np.float32))
+        else:
+            feeds.append((0.5 * rng.standard_normal(tuple(_FILL if d is None else d for d in s.shape)))
+                         .astype(np.float32))
+    weights = [k.const, rk.const, b.const]
+    matches, got = _matching_hypotheses(c, fdef, library, feeds, weights)
+    if len(matches) > 1:
+        # Weights that hide the order of the steps (e.g. zero kernels): the flags are part of
+        # the body, not of the data, so ask again with random weights.
+        weights = [(0.5 * rng.standard_normal(w.shape)).astype(np.float32) for w in weights]
+        matches, got = _matching_hypotheses(c, fdef, library, feeds, weights)
+    if not matches:
+        c.decline("evaluating the tf-keras LSTM function did not reproduce a standard LSTM (tanh/sigmoid, "
+                  "gates i, f, c, o) for any of time_major x go_backwards within 1e-5")
+    if len(matches) > 1:
+        c.decline(f"evaluating the tf-keras LSTM function is ambiguous: {len(matches)} flag combinations "
+                  f"reproduce it ({matches})")
+    (tm, gb, rs), = matches
+    for flag, value in (("time_major", tm), ("go_backwards", gb)):
+        if flag in fdef.attr and fdef.attr[flag].b != value:
+            c.decline(f"the function's attribute {flag}={fdef.attr[flag].b} contradicts its body ({value})")
+    runtime = got[4]
+    if runtime.shape != () or not np.isfinite(runtime):
+        c.decline(f"unexpected runtime result {runtime!r}")
+    return tm, gb, rs, float(runtime)
+
+
+def _matching_hypotheses(c, fdef, library, feeds, weights):
+    try:
+        got = evaluate_function(fdef, library, feeds + weights)
+    except Exception as e:  # noqa: BLE001 - a body TensorFlow cannot run is not fused
+        c.decline(f"could not evaluate the tf-keras LSTM function with TensorFlow: {type(e).__name__}: "
+                  f"{str(e).splitlines()[0] if str(e) else ''}")
+    if len(got) != 5:
+        c.decline(f"the tf-keras LSTM function returned {len(got)} result(s), expected 5")
+    x, h0, c0 = feeds
+    matches = []
+    for tm in (False, True):
+        steps, batch = (x.shape[0], x.shape[1]) if tm else (x.shape[1], x.shape[0])
+        real_steps = c.args[0].shape[0 if tm else 1]
+        for gb in (False, True):
+            if gb and real_steps == 1:
+                continue  # one step: reversing changes nothing
+            if h0.shape[0] != batch or c0.shape[0] != batch:
+                continue
+            seq, h, cell = numpy_lstm(x, h0, c0, *weights, time_major=tm, go_backwards=gb)
+            last = seq[-1]
+            full = seq if tm else seq.transpose(1, 0, 2)
+            one = last[None] if tm else last[:, None]
+            for rs, outputs in ((True, full), (False, one)):
+                if not rs and real_steps == 1:
+                    continue  # one step: all outputs are the last output
+                if all(_close(g, w) for g, w in zip(got[:4], (last, outputs, h, cell))):
+                    matches.append((tm, gb, rs))
+    # time_major with both leading dimensions 1 is the same computation as batch-major
+    if c.args[0].shape[0] == 1 and c.args[0].shape[1] == 1:
+        matches = [m for m in matches if not m[0]] or matches
+    return matches, got
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> bool:
+    return got.shape == want.shape and bool(np.all(np.abs(got.astype(np.float64) - want) <= TOL))
+
+
+def numpy_lstm(x, h0, c0, kernel, recurrent_kernel, bias, *, time_major: bool, go_backwards: bool):
+    """Keras' LSTM in float64: (outputs [time, batch, units] in processing order, h, c)."""
+
+    def sigmoid(z):
+        return 1.0 / (1.0 + np.exp(-z))
+
+    steps = np.asarray(x, np.float64)
+    steps = steps if time_major else steps.transpose(1, 0, 2)
+    if go_backwards:
+        steps = steps[::-1]
+    k, rk, b = (np.asarray(w, np.float64) for w in (kernel, recurrent_kernel, bias))
+    h, cell = np.asarray(h0, np.float64), np.asarray(c0, np.float64)
+    outs = []
+    for xt in steps:
+        z = xt @ k + h @ rk + b
+        i, f, g, o = np.split(z, 4, axis=1)
+        cell = sigmoid(f) * cell + sigmoid(i) * np.tanh(g)
+        h = sigmoid(o) * np.tanh(cell)
+        outs.append(h)
+    seq = np.stack(outs) if outs else np.zeros((0,) + h.shape)
+    return seq, h, cell
+
+
+# -- running a FunctionDef with TensorFlow ------------------------------------------------------
+
+
+def _callees(fdef, library) -> list:
+    """``fdef`` and every library function it reaches (bodies of loops, conditionals, calls)."""
+    seen, order, todo = set(), [], [fdef.signature.name]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        f = fdef if name == fdef.signature.name else library.get(name)
+        if f is None:
+            continue
+        order.append(f)
+        for node in f.node_def:
+            if node.op in library:
+                todo.append(node.op)
+            for v in node.attr.values():
+                if v.HasField("func"):
+                    todo.append(v.func.name)
+                elif v.HasField("list"):
+                    todo.extend(fn.name for fn in v.list.func)
+    return order
+
+
+def evaluate_function(fdef, library: dict, args: list[np.ndarray]) -> list[np.ndarray]:
+    """Run ``fdef`` (with the functions it calls from ``library``) once on ``args``, without Grappler."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.protobuf import config_pb2
+
+    sig = fdef.signature
+    if len(args) != len(sig.input_arg):
+        raise ValueError(f"{len(args)} argument(s) for {len(sig.input_arg)} input(s)")
+    gd = graph_pb2.GraphDef()
+    gd.versions.producer = tf.version.GRAPH_DEF_VERSION
+    gd.library.function.extend(_callees(fdef, library))
+    for i, (arg, value) in enumerate(zip(sig.input_arg, args)):
+        node = gd.node.add(name=f"arg{i}", op="Placeholder")
+        node.attr["dtype"].type = arg.type
+        node.attr["shape"].shape.CopyFrom(tf.TensorShape(value.shape).as_proto())
+    call = gd.node.add(name="call", op="StatefulPartitionedCall")
+    call.input.extend(f"arg{i}" for i in range(len(args)))
+    call.attr["Tin"].list.type.extend(a.type for a in sig.input_arg)
+    call.attr["Tout"].list.type.extend(a.type for a in sig.output_arg)
+    call.attr["f"].func.name = sig.name
+    config = config_pb2.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
+    config.graph_options.rewrite_options.disable_meta_optimizer = True  # no implementation swapping
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(gd, name="")
+    with tf.compat.v1.Session(graph=graph, config=config) as sess:
+        outs = sess.run([f"call:{i}" for i in range(len(sig.output_arg))],
+                        {f"arg{i}:0": v for i, v in enumerate(args)})
+    return [np.asarray(o) for o in outs]

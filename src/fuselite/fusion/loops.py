@@ -1,0 +1,214 @@
+"""Recognise the Keras 3 LSTM ``while`` loop in graphs that carry no marker (SavedModels).
+
+Keras 3 marks nothing: a SavedModel from ``model.export()`` holds a ``While`` whose
+body reads step ``t`` of a TensorList, runs an LSTM cell on constant weights and
+writes ``h`` into another TensorList. A loop is fused into one
+``UNIDIRECTIONAL_SEQUENCE_LSTM`` only when
+
+* its structure fits (counter from 0 in steps of 1 up to the number of steps, one
+  read and one write per step, two recurrent states, every other loop output unused),
+* and the body, evaluated by TensorFlow on random inputs, gives the LSTM cell's
+  numbers for the weights found (gates i, f, c, o; sigmoid gates) within 1e-5.
+
+Anything else stays a loop. ``go_backwards`` needs no special case: the loop reads
+its (already reversed) time-major input in order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.errors import NeedsStaticBatch
+from fuselite.fusion.composite import Composite
+from fuselite.fusion.rnn import ACTIVATIONS, _read_state, _state, _time_step
+from fuselite.ir import Function, Module
+
+_WHILE = ("tf.While", "tf.StatelessWhile")
+_ACT = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0)}
+
+
+class _NoMatch(Exception):
+    pass
+
+
+def _sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def _producer(v, kind):
+    p = v.producer
+    return p if p is not None and p.kind == kind and p.dialect == "tf" else None
+
+
+def _find(body: Function, pred):
+    hits = [op for op in body.ops if pred(op)]
+    if len(hits) != 1:
+        raise _NoMatch
+    return hits[0]
+
+
+def _const_scalar(v) -> int | None:
+    return int(v.const) if v is not None and v.is_const and v.const.size == 1 else None
+
+
+def _cell_values(body: Function, feeds: dict, wanted: list):
+    """Evaluate the body ops that depend only on ``feeds`` (and constants) with TensorFlow."""
+    from fuselite.passes.fold_tf import _evaluate
+
+    known = set(feeds)
+    region = []
+    for op in body.ops:
+        if op.dialect == "tf" and "_node_def" in op.attrs and not op.kind.startswith("TensorList") and all(
+                v is not None and (v.is_const or v.uid in known) for v in op.inputs):
+            region.append(op)
+            known.update(o.uid for o in op.outputs)
+    if not all(w.uid in known for w in wanted):
+        raise _NoMatch
+    saved = {}
+    for op in region:
+        for v in op.inputs:
+            if v.uid in feeds and v.uid not in saved:
+                saved[v.uid] = v
+                v.const = feeds[v.uid]
+    try:
+        values = _evaluate(region)
+    finally:
+        for v in saved.values():
+            v.const = None
+    return [values[w.uid] for w in wanted]
+
+
+def _match(module: Module, fn: Function, op):
+    body, cond = module.functions[op.attrs["body"]], module.functions[op.attrs["cond"]]
+    ins = body.inputs
+    get = _find(body, lambda o: o.kind == "TensorListGetItem")
+    i_in, i_time = ins.index(get.inputs[0]), ins.index(get.inputs[1])
+    mm_x = _find(body, lambda o: o.kind == "MatMul" and o.inputs[0] is get.outputs[0] and o.inputs[1].is_const)
+    mm_h = _find(body, lambda o: o.kind == "MatMul" and o.inputs[0] in ins and o.inputs[1].is_const)
+    if mm_x.attrs.get("transpose_a") or mm_x.attrs.get("transpose_b") or mm_h.attrs.get("transpose_a") or \
+            mm_h.attrs.get("transpose_b"):
+        raise _NoMatch
+    kernel, rec = mm_x.inputs[1].const, mm_h.inputs[1].const
+    units = rec.shape[0]
+    if rec.shape != (units, 4 * units) or kernel.shape[1] != 4 * units:
+        raise _NoMatch
+    i_h = ins.index(mm_h.inputs[0])
+    biases = [v.const for o in body.ops for v in o.inputs
+              if o.kind in ("BiasAdd", "AddV2", "Add") and v is not None and v.is_const and v.const.shape == (4 * units,)]
+    bias = biases[0] if len(biases) == 1 else np.zeros(4 * units, np.float32)
+    floats = [i for i, v in enumerate(ins) if v.dtype == np.float32 and v.rank == 2 and i != i_h]
+    if len(floats) != 1:
+        raise _NoMatch
+    i_c = floats[0]
+    put = _find(body, lambda o: o.kind == "TensorListSetItem")
+    i_out = ins.index(put.inputs[0])
+    if put.inputs[2] is not body.outputs[i_h] or body.outputs[i_out] is not put.outputs[0]:
+        raise _NoMatch
+    step = body.outputs[i_time].producer
+    if step is None or step.kind != "AddV2" or step.inputs[0] is not ins[i_time] or _const_scalar(step.inputs[1]) != 1:
+        raise _NoMatch
+    if body.outputs[i_in] is not ins[i_in]:
+        raise _NoMatch
+    unstack = _producer(op.inputs[i_in], "TensorListFromTensor")
+    reserve = _producer(op.inputs[i_out], "TensorListReserve")
+    if unstack is None or reserve is None or _const_scalar(op.inputs[i_time]) != 0:
+        raise _NoMatch
+    xt = unstack.inputs[0]  # [time, batch, features]
+    if xt.rank != 3 or xt.shape[0] is None or xt.shape[2] != kernel.shape[0]:
+        raise _NoMatch
+    steps = xt.shape[0]
+    less = [o for o in cond.ops if o.kind == "Less" and o.inputs[0] is cond.inputs[i_time]]
+    if len(less) != 1 or _const_scalar(less[0].inputs[1]) != steps:
+        raise _NoMatch
+    n_out, index = _const_scalar(reserve.inputs[1]), put.inputs[1]
+    if n_out == steps and index is ins[i_time]:
+        sequences = True
+    elif n_out == 1 and _const_scalar(index) == 0:
+        sequences = False
+    else:
+        raise _NoMatch
+    users = fn.users()
+    if any(users.get(o.uid) or o in fn.outputs for i, o in enumerate(op.outputs) if i not in (i_out, i_h, i_c)):
+        raise _NoMatch
+    return dict(body=body, get=get, i_h=i_h, i_c=i_c, i_out=i_out, kernel=kernel, rec=rec, bias=bias,
+                units=units, xt=xt, steps=steps, sequences=sequences)
+
+
+def _verify(m) -> str:
+    """The activation whose LSTM cell reproduces the loop body's numbers (else _NoMatch)."""
+    rng = np.random.default_rng(0)
+    body, units = m["body"], m["units"]
+    x = rng.standard_normal((2, m["kernel"].shape[0])).astype(np.float32)
+    h = rng.standard_normal((2, units)).astype(np.float32)
+    c = rng.standard_normal((2, units)).astype(np.float32)
+    feeds = {m["get"].outputs[0].uid: x, body.inputs[m["i_h"]].uid: h, body.inputs[m["i_c"]].uid: c}
+    h_new, c_new = _cell_values(body, feeds, [body.outputs[m["i_h"]], body.outputs[m["i_c"]]])
+    z = x @ m["kernel"] + h @ m["rec"] + m["bias"]
+    i, f, g, o = np.split(z, 4, axis=-1)
+    for name, act in _ACT.items():
+        c_ref = _sigmoid(f) * c + _sigmoid(i) * act(g)
+        h_ref = _sigmoid(o) * act(c_ref)
+        if np.abs(c_ref - c_new).max() < 1e-5 and np.abs(h_ref - h_new).max() < 1e-5:
+            return name
+    raise _NoMatch
+
+
+def _initial(c, v, batch, units):
+    if v.is_const and not v.const.any():
+        return _state(c, batch, units)
+    return _state(c, batch, units, v)
+
+
+def _replace(fn: Function, op, m, activation: str, batch_size):
+    xt, units, steps = m["xt"], m["units"], m["steps"]
+    batch = xt.shape[1] or batch_size
+    if batch is None:
+        raise NeedsStaticBatch("a recognised LSTM loop keeps its state in tensors that need a static batch size")
+    c = Composite(fn, "keras3.LSTM loop", {}, [], [])
+    h = _initial(c, op.inputs[m["i_h"]], batch, units)
+    cs = _initial(c, op.inputs[m["i_c"]], batch, units)
+    split = [slice(g * units, (g + 1) * units) for g in range(4)]
+    wi = [np.ascontiguousarray(m["kernel"][:, s].T) for s in split]
+    wr = [np.ascontiguousarray(m["rec"][:, s].T) for s in split]
+    bs = [np.ascontiguousarray(m["bias"][s]).astype(np.float32) for s in split]
+    # Keras feeds the loop transpose(x, [1, 0, 2]); the fused op can read x batch-major instead
+    src, time_major, x_in = xt.producer, True, xt
+    if src is not None and src.kind == "Transpose" and src.inputs[1].is_const and \
+            list(src.inputs[1].const.reshape(-1)) == [1, 0, 2]:
+        time_major, x_in = False, src.inputs[0]
+    opts = {"fused_activation_function": ACTIVATIONS[activation], "cell_clip": 0.0, "proj_clip": 0.0,
+            "time_major": time_major, "asymmetric_quantize_inputs": False}
+    seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", [x_in, *wi, *wr, None, None, None, *bs, None, None, h, cs,
+                                                None, None, None, None],
+               opts, dtype=np.float32, shape=(steps, batch, units) if time_major else (batch, steps, units))
+    last = _time_step(c, seq, -1, time_major)
+    if not m["sequences"]:  # the loop kept only the last step, as a list of one
+        out_list = c.op("RESHAPE", [last, np.array([1, batch, units], np.int32)], dtype=np.float32,
+                        shape=(1, batch, units))
+    elif time_major:
+        out_list = seq
+    else:
+        out_list = c.op("TRANSPOSE", [seq, np.array([1, 0, 2], np.int32)], dtype=np.float32,
+                        shape=(steps, batch, units))
+    c_final = _read_state(c, cs, last)
+    pos = fn.ops.index(op)
+    fn.ops[pos:pos + 1] = c.ops
+    for i, new in ((m["i_out"], out_list), (m["i_h"], last), (m["i_c"], c_final)):
+        fn.replace_uses(op.outputs[i], new)
+
+
+def fuse_lstm_loops(module: Module, batch_size: int | None = None) -> list[dict]:
+    """Fuse every recognised Keras 3 LSTM loop; one report record per fused loop."""
+    records = []
+    for fn in list(module.functions.values()):
+        for op in [o for o in fn.ops if o.type in _WHILE]:
+            try:
+                m = _match(module, fn, op)
+                activation = _verify(m)
+            except (_NoMatch, ValueError, KeyError, IndexError):
+                continue
+            _replace(fn, op, m, activation, batch_size)
+            records.append({"function": fn.name, "interface": "Keras 3 LSTM loop (recognised)",
+                            "call_sites": 1, "attrs": {"units": m["units"], "return_sequences": m["sequences"]},
+                            "status": "fused", "into": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "reason": ""})
+    return records

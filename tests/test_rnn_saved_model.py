@@ -1,0 +1,288 @@
+"""tf-keras LSTMs saved with tf.saved_model.save (composite "lstm_<uuid>") -> UNIDIRECTIONAL_SEQUENCE_LSTM."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import litert_op_names
+
+import fuselite
+from fuselite.fusion.keras_saved_lstm import evaluate_function, numpy_lstm
+from fuselite.runtime import interpreter
+
+TOL = 1e-5
+
+
+def _tf_keras():
+    import tf_keras
+
+    return tf_keras
+
+
+def _model(build, shape=(7, 3), seed=0):
+    k = _tf_keras()
+    k.utils.set_random_seed(seed)
+    i = k.Input(shape)
+    return k.Model(i, build(k.layers, i))
+
+
+def _save(model, tmp_path):
+    import tensorflow as tf
+
+    path = str(tmp_path / "saved_model")
+    tf.saved_model.save(model, path)
+    return path
+
+
+def _invoke_twice(data: bytes, xs: list[np.ndarray]):
+    interp = interpreter(data)
+    runs = []
+    for _ in range(2):
+        for d, x in zip(interp.get_input_details(), xs):
+            interp.set_tensor(d["index"], x)
+        interp.invoke()
+        runs.append([interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()])
+    return runs
+
+
+def _match_outputs(got, refs):
+    """Pair LiteRT outputs with Keras outputs (signature order may differ): by shape, then values."""
+    remaining, pairs = list(got), []
+    for r in refs:
+        cands = [g for g in remaining if g.shape == r.shape]
+        assert cands, f"no output of shape {r.shape} among {[g.shape for g in remaining]}"
+        best = min(cands, key=lambda g: float(np.abs(g - r).max()))
+        remaining = [g for g in remaining if g is not best]
+        pairs.append((best, r))
+    return pairs
+
+
+def check_converted(conv, model, xs, n_fused=1, fused=True):
+    """The model converts, runs twice bit-identically on LiteRT and matches Keras within 1e-5."""
+    data = conv.convert()
+    ops = litert_op_names(data)
+    if fused:
+        assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == n_fused, ops
+        assert "WHILE" not in ops, ops
+        lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
+        assert len(lstm) == n_fused, conv.report.composites
+        for r in lstm:
+            assert r["status"] == "fused", r
+            assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in r["into"], r
+        assert "fused into" in str(conv.report)
+    ref = model(xs[0] if len(xs) == 1 else xs, training=False)
+    refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
+    first, second = _invoke_twice(data, xs)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
+    assert len(first) == len(refs)
+    for got, want in _match_outputs(first, refs):
+        np.testing.assert_allclose(got, want, atol=TOL)
+    return data, ops
+
+
+def _inputs(model, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal([batch] + list(t.shape[1:])).astype(np.float32) for t in model.inputs]
+
+
+def _time_major(units, **kw):
+    """A time-major tf-keras LSTM between two transposes, so the composite's axis 1 is the batch."""
+
+    def build(L, i):
+        import tensorflow as tf
+
+        x = L.Lambda(lambda t: tf.transpose(t, [1, 0, 2]))(i)
+        y = L.LSTM(units, time_major=True, **kw)(x)
+        return L.Lambda(lambda t: tf.transpose(t, [1, 0, 2]))(y) if kw.get("return_sequences") else y
+
+    return build
+
+
+VARIANTS = {
+    "last_step": (lambda L, i: L.LSTM(6)(i), 1),
+    "sequences": (lambda L, i: L.LSTM(6, return_sequences=True)(i), 1),
+    # outputs, new_h and new_c of the composite all reach the model's outputs
+    "go_backwards_state": (lambda L, i: L.LSTM(6, go_backwards=True, return_sequences=True, return_state=True)(i), 1),
+    "time_major": (_time_major(5, return_sequences=True), 1),
+    "time_major_backwards_last": (_time_major(5, go_backwards=True), 1),
+    "stacked": (lambda L, i: L.LSTM(4)(L.LSTM(5, return_sequences=True)(i)), 2),
+    "bidirectional": (lambda L, i: L.Bidirectional(L.LSTM(4, return_sequences=True))(i), 2),
+}
+ALSO_BATCH_2 = {"sequences", "time_major_backwards_last"}  # and the text classifier
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_saved_model_lstm_fused(tmp_path, variant):
+    build, n = VARIANTS[variant]
+    model = _model(build)
+    path = _save(model, tmp_path)
+    conv = fuselite.Converter.from_saved_model(path)  # the unknown batch becomes 1
+    check_converted(conv, model, _inputs(model, 1), n_fused=n)
+    assert any("batch size of 1" in w for w in conv.report.warnings)
+    if variant in ALSO_BATCH_2:
+        conv = fuselite.Converter.from_saved_model(path, batch_size=2)
+        check_converted(conv, model, _inputs(model, 2, seed=1), n_fused=n)
+        assert not any("batch size of 1" in w for w in conv.report.warnings)
+
+
+def test_saved_model_text_classifier(tmp_path):
+    k = _tf_keras()
+    k.utils.set_random_seed(0)
+    i = k.Input((12,), dtype="int32")
+    x = k.layers.Embedding(100, 8)(i)
+    x = k.layers.LSTM(16)(x)
+    model = k.Model(i, k.layers.Dense(3, activation="softmax")(x))
+    path = _save(model, tmp_path)
+    for batch_size, batch in ((None, 1), (2, 2)):
+        conv = fuselite.Converter.from_saved_model(path, batch_size=batch_size)
+        ids = np.random.default_rng(batch).integers(0, 100, (batch, 12)).astype(np.int32)
+        check_converted(conv, model, [ids])
+
+
+def test_saved_model_initial_states_as_inputs(tmp_path):
+    """Non-constant initial states become the fused op's (re-written) state tensors."""
+    k = _tf_keras()
+    k.utils.set_random_seed(0)
+    x, h, c = k.Input((5, 3), name="seq"), k.Input((4,), name="h0"), k.Input((4,), name="c0")
+    model = k.Model([x, h, c], k.layers.LSTM(4, return_sequences=True)(x, initial_state=[h, c]))
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path))
+    data = conv.convert()
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data)
+    rng = np.random.default_rng(3)
+    xv, hv, cv = (rng.standard_normal(s).astype(np.float32) for s in ((1, 5, 3), (1, 4), (1, 4)))
+    details = interpreter(data).get_input_details()
+    names = [d["name"] for d in details]
+    by_name = {"seq": xv, "h0": hv, "c0": cv}
+    feeds = [next(v for key, v in by_name.items() if key in n) for n in names]
+    first, second = _invoke_twice(data, feeds)
+    np.testing.assert_array_equal(first[0], second[0])
+    np.testing.assert_allclose(first[0], model([xv, hv, cv]), atol=TOL)
+
+
+def test_concrete_function_lstm_fused():
+    import tensorflow as tf
+
+    model = _model(lambda L, i: L.LSTM(6, go_backwards=True)(i))
+    fn = tf.function(lambda x: model(x, training=False))
+    cf = fn.get_concrete_function(tf.TensorSpec([2, 7, 3], tf.float32))
+    conv = fuselite.Converter.from_concrete_functions([cf], model)
+    check_converted(conv, model, _inputs(model, 2, seed=2))
+
+
+def test_masked_lstm_is_declined_and_correct(tmp_path):
+    k = _tf_keras()
+    k.utils.set_random_seed(0)
+    i = k.Input((6,), dtype="int32")
+    model = k.Model(i, k.layers.LSTM(4)(k.layers.Embedding(20, 3, mask_zero=True)(i)))
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path))
+    data = conv.convert()
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in litert_op_names(data)
+    lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
+    assert lstm and all(r["status"] != "fused" and r["reason"] for r in lstm), conv.report.composites
+    assert "mask" in str(conv.report)
+    ids = np.array([[3, 5, 1, 0, 0, 0]], np.int32)
+    np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [ids]).values())), model(ids), atol=TOL)
+
+
+# -- the flag detection itself ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+@pytest.mark.parametrize("go_backwards", [False, True])
+def test_numpy_reference_matches_the_tf_keras_function(time_major, go_backwards):
+    """The NumPy LSTM the rule compares against is tf-keras' standard_lstm, run as a FunctionDef."""
+    import tensorflow as tf
+    from tf_keras.src.layers.rnn.lstm import standard_lstm
+
+    rng = np.random.default_rng(0)
+    t, b, f, u = 4, 2, 3, 5
+    x = rng.standard_normal((t, b, f) if time_major else (b, t, f)).astype(np.float32)
+    h0, c0 = (rng.standard_normal((b, u)).astype(np.float32) for _ in range(2))
+    k, rk, bias = (rng.standard_normal(s).astype(np.float32) * 0.5 for s in ((f, 4 * u), (u, 4 * u), (4 * u,)))
+
+    @tf.function(autograph=False)
+    def fn(x, h0, c0, k, rk, bias):
+        return standard_lstm(x, h0, c0, k, rk, bias, None, time_major, go_backwards, None, False, True)
+
+    cf = fn.get_concrete_function(*(tf.TensorSpec(a.shape, tf.float32) for a in (x, h0, c0, k, rk, bias)))
+    library = {f.signature.name: f for f in cf.graph.as_graph_def().library.function}
+    got = evaluate_function(cf.function_def, library, [x, h0, c0, k, rk, bias])
+    seq, h, c = numpy_lstm(x, h0, c0, k, rk, bias, time_major=time_major, go_backwards=go_backwards)
+    want = [seq[-1], seq if time_major else seq.transpose(1, 0, 2), h, c]
+    for g, w in zip(got[:4], want):
+        np.testing.assert_allclose(g, w, atol=TOL)
+
+
+def _hand_made_composite(time_major, go_backwards, return_sequences, attrs=None, body_scale=1.0):
+    """A concrete function calling tf-keras' standard_lstm as an "lstm_*" composite, like tf-keras does."""
+    import tensorflow as tf
+    from tf_keras.src.layers.rnn.lstm import standard_lstm
+
+    rng = np.random.default_rng(5)
+    t, b, f, u = 6, 2, 3, 4
+    k, rk, bias = (tf.constant(rng.standard_normal(s).astype(np.float32) * 0.5)
+                   for s in ((f, 4 * u), (u, 4 * u), (4 * u,)))
+    attributes = {"api_implements": "lstm_hand_made", "time_major": time_major, "go_backwards": go_backwards}
+    attributes.update(attrs or {})
+
+    @tf.function(autograph=False, experimental_attributes=attributes)
+    def lstm(inputs, init_h, init_c, kernel, recurrent_kernel, bias):
+        res = standard_lstm(inputs, init_h, init_c, kernel, recurrent_kernel, bias, None, time_major,
+                            go_backwards, None, False, return_sequences)
+        return (res[0] * body_scale,) + tuple(res[1:])
+
+    shape = [t, b, f] if time_major else [b, t, f]
+
+    @tf.function(input_signature=[tf.TensorSpec(shape, tf.float32)])
+    def model(x):
+        zeros = tf.zeros([b, u])
+        last, outputs, h, c, _ = lstm(x, zeros, zeros, k, rk, bias)
+        return {"last": last, "outputs": outputs, "h": h, "c": c}
+
+    x = rng.standard_normal(shape).astype(np.float32)
+    return model, x
+
+
+@pytest.mark.parametrize("flags", [(False, False, True), (True, True, False), (True, False, True), (False, True, False)])
+def test_flags_are_determined_by_evaluation(flags):
+    model, x = _hand_made_composite(*flags)
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    data = conv.convert()
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data) and "WHILE" not in litert_op_names(data)
+    assert conv.report.composites[0]["status"] == "fused", conv.report.composites
+    got = fuselite.runtime.run(data, [x])
+    want = {k: np.asarray(v) for k, v in model(x).items()}
+    assert len(got) == len(want)
+    for name, w in want.items():
+        g = next(v for key, v in got.items() if name in key)
+        np.testing.assert_allclose(g, w, atol=TOL)
+
+
+def test_contradicting_attribute_is_declined():
+    model, x = _hand_made_composite(True, False, True, attrs={"time_major": False})
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    data = conv.convert()
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in litert_op_names(data)
+    assert "contradicts" in str(conv.report), str(conv.report)
+
+
+def test_body_that_is_not_a_standard_lstm_is_declined():
+    model, x = _hand_made_composite(False, False, True, body_scale=1.01)
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    data = conv.convert()
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in litert_op_names(data)
+    assert "did not reproduce" in str(conv.report), str(conv.report)
+    got = next(v for key, v in fuselite.runtime.run(data, [x]).items() if "last" in key)
+    np.testing.assert_allclose(got, model(x)["last"], atol=TOL)
+
+
+def test_weights_that_hide_the_step_order_fall_back_to_random_weights():
+    """Zero kernels make every step order give the same outputs; the flags are found with random weights."""
+    import tensorflow as tf
+
+    model = _model(lambda L, i: L.LSTM(4, kernel_initializer="zeros", recurrent_initializer="zeros",
+                                       go_backwards=True)(i))
+    fn = tf.function(lambda x: model(x, training=False))
+    conv = fuselite.Converter.from_concrete_functions([fn.get_concrete_function(tf.TensorSpec([1, 7, 3]))], model)
+    check_converted(conv, model, _inputs(model, 1))
