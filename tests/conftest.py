@@ -38,3 +38,29 @@ def built_models():
         return cache[key]
 
     return get
+
+
+def invoke_twice(data: bytes, xs: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """Outputs of two invokes with the same inputs on one interpreter (stateless models agree)."""
+    from fuselite.runtime import interpreter
+
+    interp = interpreter(data)
+    runs = []
+    for _ in range(2):
+        for d, x in zip(interp.get_input_details(), xs):
+            interp.set_tensor(d["index"], x)
+        interp.invoke()
+        runs.append([interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()])
+    return runs
+
+
+def match_outputs(got: list[np.ndarray], refs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Pair LiteRT outputs with Keras outputs (signature order may differ): by shape, then values."""
+    remaining, pairs = list(got), []
+    for r in refs:
+        cands = [g for g in remaining if g.shape == r.shape]
+        assert cands, f"no output of shape {r.shape} among {[g.shape for g in remaining]}"
+        best = min(cands, key=lambda g: float(np.abs(g - r).max()))
+        remaining = [g for g in remaining if g is not best]
+        pairs.append((best, r))
+    return pairs

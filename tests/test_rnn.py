@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import keras_flavour, litert_op_names
+from conftest import invoke_twice, keras_flavour, litert_op_names, match_outputs
 
 import fuselite
-from fuselite.runtime import interpreter
 
 FLAVOURS = ["keras3", "tf_keras"]
 TOL = 1e-5
@@ -19,15 +18,6 @@ def _model(k, build, shape=(7, 3), seed=0):
     return k.Model(i, build(k.layers, i))
 
 
-def _invoke_twice(data: bytes, xs: list[np.ndarray]):
-    interp = interpreter(data)
-    runs = []
-    for _ in range(2):
-        for d, x in zip(interp.get_input_details(), xs):
-            interp.set_tensor(d["index"], x)
-        interp.invoke()
-        runs.append([interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()])
-    return runs
 
 
 def check(model, fused_op: str | None, batch=1, batch_size=None, seed=0, scale=1.0):
@@ -48,27 +38,16 @@ def check(model, fused_op: str | None, batch=1, batch_size=None, seed=0, scale=1
             xs.append((rng.standard_normal(shape) * scale).astype(np.float32))
     ref = model(xs[0] if len(xs) == 1 else xs, training=False)
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
-    first, second = _invoke_twice(data, xs)
+    first, second = invoke_twice(data, xs)
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
     assert len(first) == len(refs)
-    outs = _match_outputs(first, refs)
+    outs = match_outputs(first, refs)
     for got, want in outs:
         np.testing.assert_allclose(got, want, atol=TOL)
     return conv, ops
 
 
-def _match_outputs(got, refs):
-    """Pair LiteRT outputs with Keras outputs (output order of a model may differ): by shape, then values."""
-    remaining = list(got)
-    pairs = []
-    for r in refs:
-        cands = [g for g in remaining if g.shape == r.shape]
-        assert cands, f"no output of shape {r.shape} among {[g.shape for g in remaining]}"
-        best = min(cands, key=lambda g: float(np.abs(g - r).max()))
-        remaining = [g for g in remaining if g is not best]
-        pairs.append((best, r))
-    return pairs
 
 
 LSTM_VARIANTS = {
@@ -296,7 +275,7 @@ def test_keras3_saved_model_lstm_is_fused(tmp_path, variant):
     ops = litert_op_names(data)
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in ops and "WHILE" not in ops, ops
     x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
-    first, second = _invoke_twice(data, [x])
+    first, second = invoke_twice(data, [x])
     np.testing.assert_array_equal(first[0], second[0])
     np.testing.assert_allclose(first[0], model(x), atol=TOL)
     assert all(r["status"] == "fused" for r in conv.report.composites)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import litert_op_names
+from conftest import invoke_twice, litert_op_names, match_outputs
 
 import fuselite
 from fuselite.fusion.keras_saved_lstm import evaluate_function, numpy_lstm
@@ -34,27 +34,8 @@ def _save(model, tmp_path):
     return path
 
 
-def _invoke_twice(data: bytes, xs: list[np.ndarray]):
-    interp = interpreter(data)
-    runs = []
-    for _ in range(2):
-        for d, x in zip(interp.get_input_details(), xs):
-            interp.set_tensor(d["index"], x)
-        interp.invoke()
-        runs.append([interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()])
-    return runs
 
 
-def _match_outputs(got, refs):
-    """Pair LiteRT outputs with Keras outputs (signature order may differ): by shape, then values."""
-    remaining, pairs = list(got), []
-    for r in refs:
-        cands = [g for g in remaining if g.shape == r.shape]
-        assert cands, f"no output of shape {r.shape} among {[g.shape for g in remaining]}"
-        best = min(cands, key=lambda g: float(np.abs(g - r).max()))
-        remaining = [g for g in remaining if g is not best]
-        pairs.append((best, r))
-    return pairs
 
 
 def check_converted(conv, model, xs, n_fused=1, fused=True):
@@ -72,11 +53,11 @@ def check_converted(conv, model, xs, n_fused=1, fused=True):
         assert "fused into" in str(conv.report)
     ref = model(xs[0] if len(xs) == 1 else xs, training=False)
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
-    first, second = _invoke_twice(data, xs)
+    first, second = invoke_twice(data, xs)
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
     assert len(first) == len(refs)
-    for got, want in _match_outputs(first, refs):
+    for got, want in match_outputs(first, refs):
         np.testing.assert_allclose(got, want, atol=TOL)
     return data, ops
 
@@ -155,7 +136,7 @@ def test_saved_model_initial_states_as_inputs(tmp_path):
     names = [d["name"] for d in details]
     by_name = {"seq": xv, "h0": hv, "c0": cv}
     feeds = [next(v for key, v in by_name.items() if key in n) for n in names]
-    first, second = _invoke_twice(data, feeds)
+    first, second = invoke_twice(data, feeds)
     np.testing.assert_array_equal(first[0], second[0])
     np.testing.assert_allclose(first[0], model([xv, hv, cv]), atol=TOL)
 
