@@ -166,3 +166,12 @@ def test_cli_strict_fusion(tmp_path):
     assert r.returncode == 0 and "declined" in r.stdout
     r = _cli("convert", str(tmp_path / "sm"), "-o", str(tmp_path / "strict.tflite"), "--strict-fusion")
     assert r.returncode == 1 and "strict fusion" in r.stderr and not (tmp_path / "strict.tflite").exists()
+
+
+def test_convert_to_writes_a_normally_readable_file(tmp_path):
+    f = tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec([2], tf.float32)])
+    out = tmp_path / "m.tflite"
+    fuselite.Converter.from_concrete_functions([f.get_concrete_function()]).convert_to(out)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask

@@ -175,6 +175,9 @@ def write_atomic(path, data: bytes) -> None:
         raise ConversionError(f"cannot write '{path}': directory '{directory}' does not exist")
     fd, tmp = tempfile.mkstemp(prefix=".fuselite-", suffix=".tmp", dir=directory)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # like a normally created file, not mkstemp's 0600
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
