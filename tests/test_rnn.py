@@ -294,3 +294,27 @@ def test_keras3_saved_model_unfusable_loop_stays_a_correct_loop(tmp_path):
     assert "WHILE" in litert_op_names(data)
     x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
     np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [x]).values())), model(x), atol=TOL)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("variant", ["last_step", "sequences", "go_backwards", "relu"])
+def test_saved_model_simple_rnn_loop_is_fused(tmp_path, flavour, variant):
+    import tensorflow as tf
+
+    k = keras_flavour(flavour)
+    kw = {"last_step": {}, "sequences": {"return_sequences": True}, "go_backwards": {"go_backwards": True},
+          "relu": {"activation": "relu"}}[variant]
+    model = _model(k, lambda L, i: L.Dense(2)(L.SimpleRNN(5, **kw)(i)))
+    path = str(tmp_path / "sm")
+    if flavour == "keras3":
+        model.export(path, verbose=False)
+    else:
+        tf.saved_model.save(model, path)
+    conv = fuselite.Converter.from_saved_model(path)
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert "UNIDIRECTIONAL_SEQUENCE_RNN" in ops and "WHILE" not in ops, ops
+    x = np.random.default_rng(3).standard_normal((1, 7, 3)).astype(np.float32)
+    first, second = invoke_twice(data, [x])
+    np.testing.assert_array_equal(first[0], second[0])
+    np.testing.assert_allclose(first[0], model(x), atol=TOL)

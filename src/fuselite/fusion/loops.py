@@ -1,4 +1,4 @@
-"""Recognise the Keras 3 LSTM ``while`` loop in graphs that carry no marker (SavedModels).
+"""Recognise Keras LSTM / SimpleRNN ``while`` loops in graphs that carry no marker (SavedModels).
 
 Keras 3 marks nothing: a SavedModel from ``model.export()`` holds a ``While`` whose
 body reads step ``t`` of a TensorList, runs an LSTM cell on constant weights and
@@ -7,8 +7,9 @@ writes ``h`` into another TensorList. A loop is fused into one
 
 * its structure fits (counter from 0 in steps of 1 up to the number of steps, one
   read and one write per step, two recurrent states, every other loop output unused),
-* and the body, evaluated by TensorFlow on random inputs, gives the LSTM cell's
-  numbers for the weights found (gates i, f, c, o; sigmoid gates) within 1e-5.
+* and the body, evaluated by TensorFlow on random inputs, gives the cell's numbers
+  for the weights found within 1e-5: an LSTM (gates i, f, c, o; sigmoid gates) into
+  ``UNIDIRECTIONAL_SEQUENCE_LSTM``, a SimpleRNN into ``UNIDIRECTIONAL_SEQUENCE_RNN``.
 
 Anything else stays a loop. ``go_backwards`` needs no special case: the loop reads
 its (already reversed) time-major input in order.
@@ -90,16 +91,18 @@ def _match(module: Module, fn: Function, op):
         raise _NoMatch
     kernel, rec = mm_x.inputs[1].const, mm_h.inputs[1].const
     units = rec.shape[0]
-    if rec.shape != (units, 4 * units) or kernel.shape[1] != 4 * units:
+    gates = rec.shape[1] // units if units else 0
+    cell = {4: "LSTM", 1: "SimpleRNN"}.get(gates)
+    if cell is None or rec.shape != (units, gates * units) or kernel.shape[1] != gates * units:
         raise _NoMatch
     i_h = ins.index(mm_h.inputs[0])
-    biases = [v.const for o in body.ops for v in o.inputs
-              if o.kind in ("BiasAdd", "AddV2", "Add") and v is not None and v.is_const and v.const.shape == (4 * units,)]
-    bias = biases[0] if len(biases) == 1 else np.zeros(4 * units, np.float32)
+    biases = [v.const for o in body.ops for v in o.inputs if o.kind in ("BiasAdd", "AddV2", "Add")
+              and v is not None and v.is_const and v.const.shape == (gates * units,)]
+    bias = biases[0] if len(biases) == 1 else np.zeros(gates * units, np.float32)
     floats = [i for i, v in enumerate(ins) if v.dtype == np.float32 and v.rank == 2 and i != i_h]
-    if len(floats) != 1:
+    if len(floats) != (1 if cell == "LSTM" else 0):
         raise _NoMatch
-    i_c = floats[0]
+    i_c = floats[0] if floats else None
     put = _find(body, lambda o: o.kind == "TensorListSetItem")
     i_out = ins.index(put.inputs[0])
     if put.inputs[2] is not body.outputs[i_h] or body.outputs[i_out] is not put.outputs[0]:
@@ -131,7 +134,7 @@ def _match(module: Module, fn: Function, op):
     if any(users.get(o.uid) or o in fn.outputs for i, o in enumerate(op.outputs) if i not in (i_out, i_h, i_c)):
         raise _NoMatch
     return dict(body=body, get=get, i_h=i_h, i_c=i_c, i_out=i_out, kernel=kernel, rec=rec, bias=bias,
-                units=units, xt=xt, steps=steps, sequences=sequences)
+                units=units, xt=xt, steps=steps, sequences=sequences, cell=cell)
 
 
 def _verify(m) -> str:
@@ -141,9 +144,16 @@ def _verify(m) -> str:
     x = rng.standard_normal((2, m["kernel"].shape[0])).astype(np.float32)
     h = rng.standard_normal((2, units)).astype(np.float32)
     c = rng.standard_normal((2, units)).astype(np.float32)
-    feeds = {m["get"].outputs[0].uid: x, body.inputs[m["i_h"]].uid: h, body.inputs[m["i_c"]].uid: c}
-    h_new, c_new = _cell_values(body, feeds, [body.outputs[m["i_h"]], body.outputs[m["i_c"]]])
     z = x @ m["kernel"] + h @ m["rec"] + m["bias"]
+    feeds = {m["get"].outputs[0].uid: x, body.inputs[m["i_h"]].uid: h}
+    if m["cell"] == "SimpleRNN":
+        (h_new,) = _cell_values(body, feeds, [body.outputs[m["i_h"]]])
+        for name, act in _ACT.items():
+            if np.abs(act(z) - h_new).max() < 1e-5:
+                return name
+        raise _NoMatch
+    feeds[body.inputs[m["i_c"]].uid] = c
+    h_new, c_new = _cell_values(body, feeds, [body.outputs[m["i_h"]], body.outputs[m["i_c"]]])
     i, f, g, o = np.split(z, 4, axis=-1)
     for name, act in _ACT.items():
         c_ref = _sigmoid(f) * c + _sigmoid(i) * act(g)
@@ -166,8 +176,9 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
         raise NeedsStaticBatch("a recognised LSTM loop keeps its state in tensors that need a static batch size")
     c = Composite(fn, "keras3.LSTM loop", {}, [], [])
     h = _initial(c, op.inputs[m["i_h"]], batch, units)
-    cs = _initial(c, op.inputs[m["i_c"]], batch, units)
-    split = [slice(g * units, (g + 1) * units) for g in range(4)]
+    lstm = m["cell"] == "LSTM"
+    cs = _initial(c, op.inputs[m["i_c"]], batch, units) if lstm else None
+    split = [slice(g * units, (g + 1) * units) for g in range(4 if lstm else 1)]
     wi = [np.ascontiguousarray(m["kernel"][:, s].T) for s in split]
     wr = [np.ascontiguousarray(m["rec"][:, s].T) for s in split]
     bs = [np.ascontiguousarray(m["bias"][s]).astype(np.float32) for s in split]
@@ -176,11 +187,16 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
     if src is not None and src.kind == "Transpose" and src.inputs[1].is_const and \
             list(src.inputs[1].const.reshape(-1)) == [1, 0, 2]:
         time_major, x_in = False, src.inputs[0]
-    opts = {"fused_activation_function": ACTIVATIONS[activation], "cell_clip": 0.0, "proj_clip": 0.0,
-            "time_major": time_major, "asymmetric_quantize_inputs": False}
-    seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", [x_in, *wi, *wr, None, None, None, *bs, None, None, h, cs,
-                                                None, None, None, None],
-               opts, dtype=np.float32, shape=(steps, batch, units) if time_major else (batch, steps, units))
+    shape = (steps, batch, units) if time_major else (batch, steps, units)
+    opts = {"fused_activation_function": ACTIVATIONS[activation], "time_major": time_major,
+            "asymmetric_quantize_inputs": False}
+    if lstm:
+        opts.update(cell_clip=0.0, proj_clip=0.0)
+        seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", [x_in, *wi, *wr, None, None, None, *bs, None, None, h, cs,
+                                                    None, None, None, None], opts, dtype=np.float32, shape=shape)
+    else:
+        seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", [x_in, wi[0], wr[0], bs[0], h], opts, dtype=np.float32,
+                   shape=shape)
     last = _time_step(c, seq, -1, time_major)
     if not m["sequences"]:  # the loop kept only the last step, as a list of one
         out_list = c.op("RESHAPE", [last, np.array([1, batch, units], np.int32)], dtype=np.float32,
@@ -190,10 +206,12 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
     else:
         out_list = c.op("TRANSPOSE", [seq, np.array([1, 0, 2], np.int32)], dtype=np.float32,
                         shape=(steps, batch, units))
-    c_final = _read_state(c, cs, last)
+    results = [(m["i_out"], out_list), (m["i_h"], last)]
+    if lstm:
+        results.append((m["i_c"], _read_state(c, cs, last)))
     pos = fn.ops.index(op)
     fn.ops[pos:pos + 1] = c.ops
-    for i, new in ((m["i_out"], out_list), (m["i_h"], last), (m["i_c"], c_final)):
+    for i, new in results:
         fn.replace_uses(op.outputs[i], new)
 
 
@@ -208,7 +226,8 @@ def fuse_lstm_loops(module: Module, batch_size: int | None = None) -> list[dict]
             except (_NoMatch, ValueError, KeyError, IndexError):
                 continue
             _replace(fn, op, m, activation, batch_size)
-            records.append({"function": fn.name, "interface": "Keras 3 LSTM loop (recognised)",
+            into = "UNIDIRECTIONAL_SEQUENCE_LSTM" if m["cell"] == "LSTM" else "UNIDIRECTIONAL_SEQUENCE_RNN"
+            records.append({"function": fn.name, "interface": f"Keras {m['cell']} loop (recognised)",
                             "call_sites": 1, "attrs": {"units": m["units"], "return_sequences": m["sequences"]},
-                            "status": "fused", "into": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "reason": ""})
+                            "status": "fused", "into": [into], "reason": ""})
     return records
