@@ -16,6 +16,7 @@ import numpy as np
 
 from fuselite.errors import ConversionError
 from fuselite.ir import Function, Value
+from fuselite.ir.core import Shaped
 
 
 class FusionDeclined(Exception):
@@ -23,7 +24,7 @@ class FusionDeclined(Exception):
 
 
 @dataclass
-class Arg:
+class Arg(Shaped):
     """One argument of the composite."""
 
     index: int
@@ -32,14 +33,6 @@ class Arg:
     shape: tuple | None
     const: np.ndarray | None
     value: Value  # what to use as an operand (a constant value when ``const`` is set)
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.shape is None else len(self.shape)
-
-    @property
-    def static_shape(self) -> bool:
-        return self.shape is not None and all(d is not None for d in self.shape)
 
 
 @dataclass

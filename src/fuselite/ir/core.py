@@ -27,8 +27,22 @@ Shape = tuple[int | None, ...] | None  # None: unknown rank; None dim: unknown s
 _ids = itertools.count()
 
 
+class Shaped:
+    """Rank and static-ness derived from a ``shape`` attribute (shared by values and rule args)."""
+
+    shape: Shape
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def static_shape(self) -> bool:
+        return self.shape is not None and all(d is not None for d in self.shape)
+
+
 @dataclass(eq=False)
-class Value:
+class Value(Shaped):
     """One SSA value: a tensor with a dtype, a (possibly partial) shape, maybe a constant.
 
     ``dtype`` is a numpy dtype, or the strings ``"resource"`` / ``"variant"``.
@@ -48,14 +62,6 @@ class Value:
     @property
     def is_const(self) -> bool:
         return self.const is not None
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.shape is None else len(self.shape)
-
-    @property
-    def static_shape(self) -> bool:
-        return self.shape is not None and all(d is not None for d in self.shape)
 
     def __repr__(self) -> str:
         s = "?" if self.shape is None else "x".join("?" if d is None else str(d) for d in self.shape)
