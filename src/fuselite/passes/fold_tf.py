@@ -107,11 +107,18 @@ def fold_function(fn: Function) -> int:
             # fall back to op-by-op so that one odd op does not block the rest
             values = {}
             for op in region:
-                if all(v.is_const or v.uid in values for v in op.inputs):
-                    try:
-                        values.update(_evaluate([_with_const_inputs(op, values)]))
-                    except Exception:
-                        continue
+                pending = [v for v in op.inputs if not v.is_const]
+                if not all(v.uid in values for v in pending):
+                    continue
+                for v in pending:  # inputs folded earlier in this region, bound just for the run
+                    v.const = values[v.uid]
+                try:
+                    values.update(_evaluate([op]))
+                except Exception:
+                    continue
+                finally:
+                    for v in pending:
+                        v.const = None
         done = set()
         for op in region:
             if not all(o.uid in values for o in op.outputs):
@@ -134,13 +141,6 @@ def fold_function(fn: Function) -> int:
                     o.producer = None
         fn.ops = [op for op in fn.ops if id(op) not in done]
         folded_total += len(done)
-
-
-def _with_const_inputs(op, values):
-    for v in op.inputs:
-        if not v.is_const and v.uid in values:
-            v.const = values[v.uid]
-    return op
 
 
 def fold_tf(module: Module) -> int:
