@@ -263,6 +263,7 @@ K3_SAVED = {
     "no_bias": lambda L, i: L.LSTM(6, use_bias=False)(i),
     "stacked": lambda L, i: L.LSTM(4)(L.LSTM(5, return_sequences=True)(i)),
     "bidirectional": lambda L, i: L.Bidirectional(L.LSTM(4, return_sequences=True))(i),
+    "bidirectional_sum_last": lambda L, i: L.Bidirectional(L.LSTM(4), merge_mode="sum")(i),
     "dense_head": lambda L, i: L.Dense(2)(L.LSTM(6)(i)),
 }
 
@@ -273,7 +274,8 @@ def test_keras3_saved_model_lstm_is_fused(tmp_path, variant):
     model = _model(k, K3_SAVED[variant])
     conv, data = _export_and_convert(model, tmp_path)
     ops = litert_op_names(data)
-    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in ops and "WHILE" not in ops, ops
+    expected = "BIDIRECTIONAL_SEQUENCE_LSTM" if variant.startswith("bidirectional") else "UNIDIRECTIONAL_SEQUENCE_LSTM"
+    assert expected in ops and "WHILE" not in ops, ops
     x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
     first, second = invoke_twice(data, [x])
     np.testing.assert_array_equal(first[0], second[0])

@@ -43,7 +43,8 @@ def check_converted(conv, model, xs, n_fused=1, fused=True):
     data = conv.convert()
     ops = litert_op_names(data)
     if fused:
-        assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == n_fused, ops
+        # a forward/backward pair is merged into one BIDIRECTIONAL_SEQUENCE_LSTM after fusion
+        assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") + 2 * ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == n_fused, ops
         assert "WHILE" not in ops, ops
         lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
         assert len(lstm) == n_fused, conv.report.composites
@@ -99,8 +100,10 @@ def test_saved_model_lstm_fused(tmp_path, variant):
     model = _model(build)
     path = _save(model, tmp_path)
     conv = fuselite.Converter.from_saved_model(path)  # the unknown batch becomes 1
-    check_converted(conv, model, _inputs(model, 1), n_fused=n)
+    _, ops = check_converted(conv, model, _inputs(model, 1), n_fused=n)
     assert any("batch size of 1" in w for w in conv.report.warnings)
+    if variant == "bidirectional":
+        assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1, ops
     if variant in ALSO_BATCH_2:
         conv = fuselite.Converter.from_saved_model(path, batch_size=2)
         check_converted(conv, model, _inputs(model, 2, seed=1), n_fused=n)

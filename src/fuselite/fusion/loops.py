@@ -183,10 +183,19 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
     wr = [np.ascontiguousarray(m["rec"][:, s].T) for s in split]
     bs = [np.ascontiguousarray(m["bias"][s]).astype(np.float32) for s in split]
     # Keras feeds the loop transpose(x, [1, 0, 2]); the fused op can read x batch-major instead
+    # (for go_backwards: reverse(transpose(x), 0) == transpose(reverse(x, 1)))
     src, time_major, x_in = xt.producer, True, xt
+    backwards = src is not None and src.kind == "ReverseV2" and src.inputs[1].is_const and \
+        list(src.inputs[1].const.reshape(-1)) == [0]
+    if backwards:
+        src = src.inputs[0].producer
     if src is not None and src.kind == "Transpose" and src.inputs[1].is_const and \
             list(src.inputs[1].const.reshape(-1)) == [1, 0, 2]:
         time_major, x_in = False, src.inputs[0]
+        if backwards:
+            x_in = c.op("REVERSE_V2", [x_in, np.array([1], np.int32)], dtype=np.float32, shape=x_in.shape)
+    elif backwards:
+        x_in = xt
     shape = (steps, batch, units) if time_major else (batch, steps, units)
     opts = {"fused_activation_function": ACTIVATIONS[activation], "time_major": time_major,
             "asymmetric_quantize_inputs": False}

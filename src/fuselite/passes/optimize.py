@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.ir import Function, Module, Op
+from fuselite.passes.bidirectional import cancel_reverse_pairs, merge_bidirectional_lstms
 from fuselite.passes.fold_tfl import is_pinned
 
 _WEIGHTED = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
@@ -329,6 +330,8 @@ def optimize_function(fn: Function) -> None:
         fold_tfl_function(fn)
         dce_function(fn)
         if _static_reshapes(fn) or _merge_transposes(fn) or _drop_noops(fn, outs):
+            continue
+        if merge_bidirectional_lstms(fn) or cancel_reverse_pairs(fn):
             continue
         if _merge_reshape_fc(fn):
             dce_function(fn)
