@@ -86,9 +86,9 @@ class Converter:
     def convert(self) -> bytes:
         """Run the pipeline; return the ``.tflite`` bytes. Raises :class:`ConversionError`.
 
-        A model whose loops need static shapes (tensor lists whose element shape
-        depends on the batch) is converted with batch size 1 unless ``batch_size``
-        was given; the report says so.
+        A model that needs a static batch (fused RNN state tensors, tensor lists whose
+        element shape depends on the batch) is converted with batch size 1 unless
+        ``batch_size`` was given; the report says so.
         """
         self.report.stage_seconds.clear()
         self.report.warnings.clear()
