@@ -77,12 +77,9 @@ def fuse_tf_keras_saved_lstm(c):
         initial.append(None if s.const is not None and not np.any(s.const) else s)  # zeros: FILL
 
     h, cs = (_state(c, batch, units, s) for s in initial)
-    seq_in = x
-    if go_backwards:
-        seq_in = c.op("REVERSE_V2", [x, np.array([0 if time_major else 1], np.int32)], dtype=x.dtype, shape=x.shape)
     steps = x.shape[0 if time_major else 1]
     seq_shape = (steps, batch, units) if time_major else (batch, steps, units)
-    seq = _lstm_sequence(c, seq_in, (wi, wr, bias), h, cs, "TANH", time_major, seq_shape)
+    seq = _lstm_sequence(c, x, (wi, wr, bias), h, cs, "TANH", time_major, seq_shape, go_backwards)
     last = _time_step(c, seq, -1, time_major)
     if return_sequences:
         outputs = seq

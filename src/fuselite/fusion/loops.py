@@ -182,39 +182,23 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
     wi = [np.ascontiguousarray(m["kernel"][:, s].T) for s in split]
     wr = [np.ascontiguousarray(m["rec"][:, s].T) for s in split]
     bs = [np.ascontiguousarray(m["bias"][s]).astype(np.float32) for s in split]
-    # Keras feeds the loop transpose(x, [1, 0, 2]); the fused op can read x batch-major instead
-    # (for go_backwards: reverse(transpose(x), 0) == transpose(reverse(x, 1)))
-    src, time_major, x_in = xt.producer, True, xt
-    backwards = src is not None and src.kind == "ReverseV2" and src.inputs[1].is_const and \
-        list(src.inputs[1].const.reshape(-1)) == [0]
-    if backwards:
-        src = src.inputs[0].producer
-    if src is not None and src.kind == "Transpose" and src.inputs[1].is_const and \
-            list(src.inputs[1].const.reshape(-1)) == [1, 0, 2]:
-        time_major, x_in = False, src.inputs[0]
-        if backwards:
-            x_in = c.op("REVERSE_V2", [x_in, np.array([1], np.int32)], dtype=np.float32, shape=x_in.shape)
-    elif backwards:
-        x_in = xt
-    shape = (steps, batch, units) if time_major else (batch, steps, units)
-    opts = {"fused_activation_function": ACTIVATIONS[activation], "time_major": time_major,
+    # the loop reads its input time-major, which is also the fused kernels' fast layout
+    shape = (steps, batch, units)
+    opts = {"fused_activation_function": ACTIVATIONS[activation], "time_major": True,
             "asymmetric_quantize_inputs": False}
     if lstm:
         opts.update(cell_clip=0.0, proj_clip=0.0)
-        seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", [x_in, *wi, *wr, None, None, None, *bs, None, None, h, cs,
+        seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", [xt, *wi, *wr, None, None, None, *bs, None, None, h, cs,
                                                     None, None, None, None], opts, dtype=np.float32, shape=shape)
     else:
-        seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", [x_in, wi[0], wr[0], bs[0], h], opts, dtype=np.float32,
+        seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", [xt, wi[0], wr[0], bs[0], h], opts, dtype=np.float32,
                    shape=shape)
-    last = _time_step(c, seq, -1, time_major)
-    if not m["sequences"]:  # the loop kept only the last step, as a list of one
+    last = _time_step(c, seq, -1, True)
+    if m["sequences"]:
+        out_list = seq
+    else:  # the loop kept only the last step, as a list of one
         out_list = c.op("RESHAPE", [last, np.array([1, batch, units], np.int32)], dtype=np.float32,
                         shape=(1, batch, units))
-    elif time_major:
-        out_list = seq
-    else:
-        out_list = c.op("TRANSPOSE", [seq, np.array([1, 0, 2], np.int32)], dtype=np.float32,
-                        shape=(steps, batch, units))
     results = [(m["i_out"], out_list), (m["i_h"], last)]
     if lstm:
         results.append((m["i_c"], _read_state(c, cs, last)))

@@ -265,6 +265,41 @@ def _merge_transposes(fn: Function) -> bool:
     return False
 
 
+def _cse_key(op):
+    if is_pinned(op) or op.kind in ("WHILE", "IF", "CUSTOM") or op.outputs and any(
+            o.meta.get("is_variable") for o in op.outputs):
+        return None
+    ins = []
+    for v in op.inputs:
+        if v is None:
+            ins.append(None)
+        elif v.is_const and v.const.size <= 64:
+            ins.append(("c", v.const.dtype.str, v.const.shape, v.const.tobytes()))
+        else:
+            ins.append(v.uid)
+    attrs = tuple(sorted((k, repr(v)) for k, v in op.attrs.items() if not k.startswith("_")))
+    return (op.kind, tuple(ins), attrs)
+
+
+def _cse(fn: Function) -> bool:
+    """Identical ops on identical inputs (e.g. two transposes of one tensor) are computed once."""
+    seen: dict = {}
+    changed = False
+    for op in list(fn.ops):
+        key = _cse_key(op)
+        if key is None:
+            continue
+        first = seen.get(key)
+        if first is None:
+            seen[key] = op
+            continue
+        for old, new in zip(op.outputs, first.outputs):
+            fn.replace_uses(old, new)
+        fn.ops.remove(op)
+        changed = True
+    return changed
+
+
 def _drop_noops(fn: Function, module_outputs: set) -> bool:
     changed = False
     for op in list(fn.ops):
@@ -331,7 +366,7 @@ def optimize_function(fn: Function) -> None:
         dce_function(fn)
         if _static_reshapes(fn) or _merge_transposes(fn) or _drop_noops(fn, outs):
             continue
-        if merge_bidirectional_lstms(fn) or cancel_reverse_pairs(fn):
+        if _cse(fn) or merge_bidirectional_lstms(fn) or cancel_reverse_pairs(fn):
             continue
         if _merge_reshape_fc(fn):
             dce_function(fn)
