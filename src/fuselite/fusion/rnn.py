@@ -98,13 +98,6 @@ def _time_step(c, seq, index: int, time_major: bool):
                                   np.ones(3, np.int32)], opts, dtype=np.float32, shape=(b, u))
 
 
-def _sequence_input(c, x, a):
-    if a.get("go_backwards"):
-        axis = 0 if a.get("time_major") else 1
-        return c.op("REVERSE_V2", [x, np.array([axis], np.int32)], dtype=x.dtype, shape=x.shape)
-    return x
-
-
 def _initial_states(c, first: int, n: int):
     states = [c.args[first + i] for i in range(int(c.attrs.get("n_initial_states", 0)))]
     if states and len(states) != n:
@@ -124,6 +117,14 @@ def swap_batch_and_time(c, x):
     return c.op("TRANSPOSE", [x, np.array([1, 0, 2], np.int32)], dtype=x.dtype, shape=shape)
 
 
+def _time_major_input(c, x, time_major: bool, go_backwards: bool):
+    """``x`` as [time, batch, features] (the fused kernels' fast layout), reversed in time if asked."""
+    x_tm = x if time_major else swap_batch_and_time(c, x)
+    if go_backwards:
+        x_tm = c.op("REVERSE_V2", [x_tm, np.array([0], np.int32)], dtype=x_tm.dtype, shape=x_tm.shape)
+    return x_tm
+
+
 def _lstm_sequence(c, x, weights, h, cs, activation: str, time_major: bool, shape, go_backwards: bool = False):
     """UNIDIRECTIONAL_SEQUENCE_LSTM over ``x`` with per-gate ``weights`` (see :func:`_weights`), no clipping.
 
@@ -136,9 +137,7 @@ def _lstm_sequence(c, x, weights, h, cs, activation: str, time_major: bool, shap
     wi, wr, bias = weights
     opts = {"fused_activation_function": activation, "cell_clip": 0.0, "proj_clip": 0.0,
             "time_major": True, "asymmetric_quantize_inputs": False}
-    x_tm = x if time_major else swap_batch_and_time(c, x)
-    if go_backwards:
-        x_tm = c.op("REVERSE_V2", [x_tm, np.array([0], np.int32)], dtype=x_tm.dtype, shape=x_tm.shape)
+    x_tm = _time_major_input(c, x, time_major, go_backwards)
     tm_shape = shape if time_major else (shape[1], shape[0], shape[2])
     seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
                [x_tm, *wi, *wr, None, None, None, *bias, None, None, h, cs, None, None, None, None],
@@ -172,11 +171,14 @@ def fuse_keras_simple_rnn(c):
     (wi,), (wr,), (bias,) = _weights(c, 1, 1, units)
     (h0,) = _initial_states(c, 4, 1)
     h = _state(c, batch, units, h0)
-    opts = {"fused_activation_function": ACTIVATIONS[a["activation"]], "time_major": bool(a.get("time_major")),
+    tm = bool(a.get("time_major"))
+    opts = {"fused_activation_function": ACTIVATIONS[a["activation"]], "time_major": True,
             "asymmetric_quantize_inputs": False}
-    seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", [_sequence_input(c, x, a), wi, wr, bias, h], opts,
-               dtype=np.float32, shape=_seq_shape(x, batch, units, a.get("time_major")))
-    last = _time_step(c, seq, -1, a.get("time_major"))
+    x_tm = _time_major_input(c, x, tm, bool(a.get("go_backwards")))
+    seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", [x_tm, wi, wr, bias, h], opts, dtype=np.float32,
+               shape=(x_tm.shape[0], batch, units))
+    seq = seq if tm else swap_batch_and_time(c, seq)
+    last = _time_step(c, seq, -1, tm)
     out = seq if a.get("return_sequences") else last
     return [out, last] if a.get("return_state") else out
 
@@ -214,26 +216,28 @@ def fuse_keras_bidirectional(c):
     gates = 4 if kind == "LSTM" else 1
     fw, bw = _weights(c, 1, gates, units), _weights(c, 4, gates, units)
     seq_shape = _seq_shape(x, batch, units, tm)
+    tm_shape = (x.shape[0 if tm else 1], batch, units)  # the ops run time-major (faster kernels)
     merged = mode == "concat" and a.get("return_sequences") and not a.get("return_state")
-    outs = [(np.dtype(np.float32), seq_shape[:-1] + (2 * units,))] if merged else [(np.dtype(np.float32), seq_shape)] * 2
+    outs = [(np.dtype(np.float32), tm_shape[:-1] + (2 * units,))] if merged else [(np.dtype(np.float32), tm_shape)] * 2
     act = ACTIVATIONS[a["activation"]]
+    x = _time_major_input(c, x, tm, False)
     if kind == "LSTM":
         states = [_state(c, batch, units) for _ in range(4)]
         inputs = [x, *fw[0], *fw[1], None, None, None, *fw[2], None, None,
                   *bw[0], *bw[1], None, None, None, *bw[2], None, None, *states] + [None] * 9
         opts = {"fused_activation_function": act, "cell_clip": 0.0, "proj_clip": 0.0, "merge_outputs": bool(merged),
-                "time_major": tm, "asymmetric_quantize_inputs": False}
+                "time_major": True, "asymmetric_quantize_inputs": False}
         res = c.op("BIDIRECTIONAL_SEQUENCE_LSTM", inputs, opts, outs=outs)
     else:
         states = [_state(c, batch, units) for _ in range(2)]
         inputs = [x, fw[0][0], fw[1][0], fw[2][0], states[0], bw[0][0], bw[1][0], bw[2][0], states[1],
                   None, None, None]
-        opts = {"fused_activation_function": act, "merge_outputs": bool(merged), "time_major": tm,
+        opts = {"fused_activation_function": act, "merge_outputs": bool(merged), "time_major": True,
                 "asymmetric_quantize_inputs": False}
         res = c.op("BIDIRECTIONAL_SEQUENCE_RNN", inputs, opts, outs=outs)
     if merged:
-        return res
-    fw_seq, bw_seq = res
+        return res if tm else swap_batch_and_time(c, res)
+    fw_seq, bw_seq = res if tm else [swap_batch_and_time(c, r) for r in res]
     fw_last, bw_last = _time_step(c, fw_seq, -1, tm), _time_step(c, bw_seq, 0, tm)
     if a.get("return_sequences"):
         y = _merge(c, mode, fw_seq, bw_seq, seq_shape)
