@@ -64,3 +64,15 @@ def match_outputs(got: list[np.ndarray], refs: list[np.ndarray]) -> list[tuple[n
         remaining = [g for g in remaining if g is not best]
         pairs.append((best, r))
     return pairs
+
+
+def assert_stateless_and_matches(data: bytes, model, xs: list[np.ndarray], atol: float) -> None:
+    """Two invokes give bit-identical outputs, and they match the Keras model within ``atol``."""
+    ref = model(xs[0] if len(xs) == 1 else xs, training=False)
+    refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
+    first, second = invoke_twice(data, xs)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
+    assert len(first) == len(refs)
+    for got, want in match_outputs(first, refs):
+        np.testing.assert_allclose(got, want, atol=atol)

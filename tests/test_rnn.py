@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import invoke_twice, keras_flavour, litert_op_names, match_outputs
+from conftest import assert_stateless_and_matches, invoke_twice, keras_flavour, litert_op_names
 
 import fuselite
 
@@ -36,15 +36,7 @@ def check(model, fused_op: str | None, batch=1, batch_size=None, seed=0, scale=1
             xs.append(rng.integers(0, 20, shape).astype(np.int32))
         else:
             xs.append((rng.standard_normal(shape) * scale).astype(np.float32))
-    ref = model(xs[0] if len(xs) == 1 else xs, training=False)
-    refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
-    first, second = invoke_twice(data, xs)
-    for a, b in zip(first, second):
-        np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
-    assert len(first) == len(refs)
-    outs = match_outputs(first, refs)
-    for got, want in outs:
-        np.testing.assert_allclose(got, want, atol=TOL)
+    assert_stateless_and_matches(data, model, xs, TOL)
     return conv, ops
 
 

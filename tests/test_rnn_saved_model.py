@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import invoke_twice, litert_op_names, match_outputs
+from conftest import assert_stateless_and_matches, invoke_twice, litert_op_names
 
 import fuselite
 from fuselite.fusion.keras_saved_lstm import evaluate_function, numpy_lstm
@@ -52,14 +52,7 @@ def check_converted(conv, model, xs, n_fused=1, fused=True):
             assert r["status"] == "fused", r
             assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in r["into"], r
         assert "fused into" in str(conv.report)
-    ref = model(xs[0] if len(xs) == 1 else xs, training=False)
-    refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
-    first, second = invoke_twice(data, xs)
-    for a, b in zip(first, second):
-        np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
-    assert len(first) == len(refs)
-    for got, want in match_outputs(first, refs):
-        np.testing.assert_allclose(got, want, atol=TOL)
+    assert_stateless_and_matches(data, model, xs, TOL)
     return data, ops
 
 
