@@ -249,3 +249,83 @@ def fuse_keras_bidirectional(c):
     if kind == "LSTM":
         return y + [fw_last, _read_state(c, states[1], fw_last), bw_last, _read_state(c, states[3], bw_last)]
     return y + [fw_last, bw_last]
+
+
+# -- public helpers for user-written RNN rules (docs/byo-rnn.md) ---------------------------------
+
+
+def zero_state(c, batch: int, units: int):
+    """A ``[batch, units]`` state tensor for a fused sequence op, set to zeros on every invoke.
+
+    LiteRT's sequence kernels keep their state in *variable* tensors that persist between
+    ``invoke()`` calls. This helper makes such a tensor and the FILL op that rewrites it with
+    zeros before the sequence op runs, so the same input always gives the same output::
+
+        h, cell = zero_state(c, batch, units), zero_state(c, batch, units)
+        seq = lstm_sequence(c, x, wi, wr, bias, h, cell)
+    """
+    return _state(c, batch, units)
+
+
+def initial_state(c, value, batch: int, units: int):
+    """Like :func:`zero_state`, but rewritten on every invoke with ``value`` (an Arg or value).
+
+    Use it when the composite takes the initial state as an argument::
+
+        h = initial_state(c, c.args[4], batch, units)
+    """
+    return _state(c, batch, units, value)
+
+
+def lstm_sequence(c, x, input_weights, recurrent_weights, biases, output_state, cell_state, *,
+                  activation: str = "TANH", peepholes=None, layer_norm=None, time_major: bool = False):
+    """One ``UNIDIRECTIONAL_SEQUENCE_LSTM`` over ``x`` (no clipping, no projection).
+
+    ``input_weights`` and ``recurrent_weights`` are four ``[units, in]`` / ``[units, units]``
+    NumPy arrays and ``biases`` four ``[units]`` arrays, in the gate order i, f, c, o (the
+    op's inputs 1-4, 5-8 and 12-15). ``output_state`` and ``cell_state`` must come from
+    :func:`zero_state` or :func:`initial_state` (the op's inputs 18 and 19).
+    ``activation`` is the op's ``fused_activation_function`` (see ``ACTIVATIONS``).
+
+    Optional extras of the op:
+
+    * ``peepholes``: three ``[units]`` arrays ``(w_ci, w_cf, w_co)`` (inputs 9-11). The input
+      and forget gates add ``w_ci * c_prev`` and ``w_cf * c_prev``; the output gate adds
+      ``w_co * c_new``.
+    * ``layer_norm``: four ``[units]`` coefficient arrays, gates i, f, c, o (inputs 20-23).
+      Each gate pre-activation ``W x + R h (+ peephole)`` is normalised over the units
+      (mean 0, variance 1, epsilon 1e-8), multiplied by its coefficients, and then the bias
+      is added.
+
+    ``x`` is ``[batch, time, in]`` (or ``[time, batch, in]`` with ``time_major=True``); the
+    result has the same layout with ``units`` features. The op itself always runs
+    time-major (LiteRT's fast layout); batch-major sequences are swapped in and out.
+    """
+    for s in (output_state, cell_state):
+        if not s.meta.get("is_variable"):
+            raise ValueError("lstm_sequence: states must come from zero_state() or initial_state(), "
+                             "so that they are rewritten before the op on every invoke")
+
+    def weights(arrays, n, what):
+        if arrays is None:
+            return [None] * n
+        if len(arrays) != n:
+            raise ValueError(f"lstm_sequence: {what} needs {n} arrays, got {len(arrays)}")
+        return [np.ascontiguousarray(a, np.float32) for a in arrays]
+
+    wi, wr, bias = (weights(a, 4, w) for a, w in ((input_weights, "input_weights"),
+                                                  (recurrent_weights, "recurrent_weights"), (biases, "biases")))
+    batch, units = output_state.shape
+    x_tm = _time_major_input(c, x, time_major, False)
+    opts = {"fused_activation_function": activation, "cell_clip": 0.0, "proj_clip": 0.0,
+            "time_major": True, "asymmetric_quantize_inputs": False}
+    seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
+               [x_tm, *wi, *wr, *weights(peepholes, 3, "peepholes"), *bias, None, None,
+                output_state, cell_state, *weights(layer_norm, 4, "layer_norm")],
+               opts, dtype=np.float32, shape=(x_tm.shape[0], batch, units))
+    return seq if time_major else swap_batch_and_time(c, seq)
+
+
+def last_time_step(c, seq, time_major: bool = False):
+    """The last step of a ``[batch, time, units]`` sequence (``[time, batch, units]`` if time-major)."""
+    return _time_step(c, seq, -1, time_major)
