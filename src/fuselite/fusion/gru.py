@@ -12,6 +12,13 @@ Keras semantics (``reset_after=True``, the default; gates z, r, h)::
     h_z, h_r, h_h = split(h @ recurrent_kernel + b_rec)
     z, r = sigmoid(x_z + h_z), sigmoid(x_r + h_r)
     h = z * h + (1 - z) * tanh(x_h + r * h_h)       # = cand + z * (h - cand)
+
+With ``reset_after=False`` the reset gate is applied before the recurrent projection
+of the candidate: ``h_h = (r * h) @ recurrent_kernel[:, 2u:]`` (and there is one bias).
+
+:func:`unrolled_gru` builds the steps; it is shared by the ``keras.layers.GRU``
+composite rule below and by the recognised GRU ``while`` loops of SavedModels
+(``fusion/loops.py``).
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.registry import fusion
 
 MAX_UNROLL = 512
-_ACT = {"tanh": "TANH", "sigmoid": "LOGISTIC", "relu": "RELU"}
+ACTIVATIONS = {"tanh": "TANH", "sigmoid": "LOGISTIC", "relu": "RELU", "linear": None}
 NONE = {"fused_activation_function": "NONE"}
+_F32 = np.dtype(np.float32)
 
 
 def _fc(c, x, w, b, shape, keep=False):
@@ -32,13 +40,90 @@ def _fc(c, x, w, b, shape, keep=False):
 
 
 def _act(c, kind, x):
-    if kind == "linear":
+    if ACTIVATIONS[kind] is None:
         return x
-    return c.op(_ACT[kind], [x], dtype=np.float32, shape=x.shape)
+    return c.op(ACTIVATIONS[kind], [x], dtype=np.float32, shape=x.shape)
 
 
 def _binary(c, kind, a, b, shape):
     return c.op(kind, [a, b], dict(NONE), dtype=np.float32, shape=shape)
+
+
+def _split_v(c, x, units):
+    """[batch, 3u] -> ([batch, 2u], [batch, u])."""
+    batch = x.shape[0]
+    return c.op("SPLIT_V", [x, np.array([2 * units, units], np.int32), np.array(-1, np.int32)],
+                {"num_splits": 2}, outs=[(_F32, (batch, 2 * units)), (_F32, (batch, units))])
+
+
+def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activation: str = "tanh",
+                 reset_after: bool = True, time_major: bool = False, go_backwards: bool = False,
+                 batch: int) -> list:
+    """The hidden state after every step (in processing order) of a Keras GRU over ``x``.
+
+    ``x`` is [batch, time, features] (or [time, batch, features] if ``time_major``), with
+    a static number of steps; ``kernel`` [in, 3u], ``recurrent_kernel`` [u, 3u] and the
+    biases [3u] are NumPy arrays in Keras' layout (gates z, r, h); ``bias_rec`` is ignored
+    (must be zero) when ``reset_after`` is False. ``h0`` is a [batch, u] value or None
+    (zeros: the first step's recurrent projection folds to a constant).
+
+    Example::
+
+        outs = unrolled_gru(c, x, k, rk, b[0], b[1], None, batch=1)
+        last = outs[-1]
+    """
+    units = recurrent_kernel.shape[0]
+    steps = x.shape[0 if time_major else 1]
+    b_in = np.asarray(bias_in, np.float32)
+    b_rec = np.zeros(3 * units, np.float32) if bias_rec is None else np.asarray(bias_rec, np.float32)
+    seq_in = x
+    if go_backwards:
+        seq_in = c.op("REVERSE_V2", [x, np.array([0 if time_major else 1], np.int32)], dtype=np.float32,
+                      shape=x.shape)
+    proj_shape = (steps, batch, 3 * units) if time_major else (batch, steps, 3 * units)
+    proj = _fc(c, seq_in, np.ascontiguousarray(np.asarray(kernel, np.float32).T), b_in, proj_shape, keep=True)
+    step_in = c.op("UNPACK", [proj], {"num": steps, "axis": 0 if time_major else 1},
+                   outs=[(_F32, (batch, 3 * units))] * steps)
+    step_in = step_in if isinstance(step_in, list) else [step_in]
+    rk = np.asarray(recurrent_kernel, np.float32)
+    w_rec = np.ascontiguousarray(rk.T)  # reset_after: [3u, u]
+    w_zr, w_h = np.ascontiguousarray(rk[:, :2 * units].T), np.ascontiguousarray(rk[:, 2 * units:].T)
+    gate2, gate1 = (batch, 2 * units), (batch, units)
+    h = h0
+    outs = []
+    for xt in step_in:
+        x_zr, x_h = _split_v(c, xt, units)
+        if reset_after:
+            if h is None:  # zero state: the recurrent projection is just its bias
+                hp = np.broadcast_to(b_rec, (batch, 3 * units)).copy()
+                h_zr, h_h = hp[:, : 2 * units], hp[:, 2 * units:]
+            else:
+                h_zr, h_h = _split_v(c, _fc(c, h, w_rec, b_rec, (batch, 3 * units)), units)
+            zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, h_zr, gate2)], dtype=np.float32, shape=gate2)
+            z, r = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
+            pre = _binary(c, "ADD", x_h, _binary(c, "MUL", r, h_h, gate1), gate1)
+        elif h is None:  # zero state: no recurrent contribution at all
+            zr = c.op("LOGISTIC", [x_zr], dtype=np.float32, shape=gate2)
+            z, _ = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
+            pre = x_h
+        else:
+            zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, _fc(c, h, w_zr, None, gate2), gate2)], dtype=np.float32,
+                      shape=gate2)
+            z, r = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
+            pre = _binary(c, "ADD", x_h, _fc(c, _binary(c, "MUL", r, h, gate1), w_h, None, gate1), gate1)
+        cand = _act(c, activation, pre)
+        prev = h if h is not None else np.zeros(gate1, np.float32)
+        h = _binary(c, "ADD", cand, _binary(c, "MUL", z, _binary(c, "SUB", prev, cand, gate1), gate1), gate1)
+        outs.append(h)
+    return outs
+
+
+def pack_steps(c, outs: list, time_major: bool):
+    """The per-step states as one [batch, time, units] (or [time, batch, units]) sequence."""
+    batch, units = outs[0].shape
+    steps = len(outs)
+    return c.op("PACK", outs, {"values_count": steps, "axis": 0 if time_major else 1}, dtype=np.float32,
+                shape=(steps, batch, units) if time_major else (batch, steps, units))
 
 
 @fusion("keras.layers.GRU")
@@ -49,8 +134,8 @@ def fuse_keras_gru(c):
     if a.get("has_mask"):
         c.decline("GRU receives a mask; the unrolled form does not implement masking")
     if not a.get("reset_after", False):
-        c.decline("GRU with reset_after=False is converted from its loop")
-    if a.get("recurrent_activation") != "sigmoid" or a.get("activation") not in (*_ACT, "linear"):
+        c.decline("GRU with reset_after=False is converted from its loop (which fusion/loops.py may unroll)")
+    if a.get("recurrent_activation") != "sigmoid" or a.get("activation") not in ACTIVATIONS:
         c.decline(f"GRU activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
                   "by the unrolled form")
     x = c.args[0]
@@ -63,49 +148,12 @@ def fuse_keras_gru(c):
         c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
     if batch is None:
         raise NeedsStaticBatch("the unrolled GRU needs a static batch size")
-    units = int(a["units"])
     k, rk, b = c.args[1].const, c.args[2].const, c.args[3].const
     if k is None or rk is None or b is None:
         c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
     b_in, b_rec = (b[0], b[1]) if b.ndim == 2 else (b, np.zeros_like(b))
-    n_init = int(a.get("n_initial_states", 0))
-
-    seq_in = x
-    if a.get("go_backwards"):
-        seq_in = c.op("REVERSE_V2", [x, np.array([0 if tm else 1], np.int32)], dtype=np.float32, shape=x.shape)
-    proj_shape = (steps, batch, 3 * units) if tm else (batch, steps, 3 * units)
-    proj = _fc(c, seq_in, np.ascontiguousarray(k.T), b_in.astype(np.float32), proj_shape, keep=True)
-    step_in = c.op("UNPACK", [proj], {"num": steps, "axis": 0 if tm else 1},
-                   outs=[(np.dtype(np.float32), (batch, 3 * units))] * steps)
-    step_in = step_in if isinstance(step_in, list) else [step_in]
-    w_rec = np.ascontiguousarray(rk.T)
-    gate2, gate1 = (batch, 2 * units), (batch, units)
-    sizes = np.array([2 * units, units], np.int32)
-    axis = np.array(-1, np.int32)
-    h = c.args[4].value if n_init else None
-    outs = []
-    for xt in step_in:
-        if h is None:  # zero state: the recurrent projection is just its bias
-            hp = np.broadcast_to(b_rec.astype(np.float32), (batch, 3 * units)).copy()
-        else:
-            hp = _fc(c, h, w_rec, b_rec.astype(np.float32), (batch, 3 * units))
-        x_zr, x_h = c.op("SPLIT_V", [xt, sizes, axis], {"num_splits": 2}, outs=[(np.dtype(np.float32), gate2),
-                                                                                (np.dtype(np.float32), gate1)])
-        if isinstance(hp, np.ndarray):
-            h_zr, h_h = hp[:, : 2 * units], hp[:, 2 * units:]
-        else:
-            h_zr, h_h = c.op("SPLIT_V", [hp, sizes, axis], {"num_splits": 2},
-                             outs=[(np.dtype(np.float32), gate2), (np.dtype(np.float32), gate1)])
-        zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, h_zr, gate2)], dtype=np.float32, shape=gate2)
-        z, r = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2},
-                    outs=[(np.dtype(np.float32), gate1)] * 2)
-        cand = _act(c, a["activation"], _binary(c, "ADD", x_h, _binary(c, "MUL", r, h_h, gate1), gate1))
-        prev = h if h is not None else np.zeros(gate1, np.float32)
-        h = _binary(c, "ADD", cand, _binary(c, "MUL", z, _binary(c, "SUB", prev, cand, gate1), gate1), gate1)
-        outs.append(h)
-    if a.get("return_sequences"):
-        out = c.op("PACK", outs, {"values_count": steps, "axis": 0 if tm else 1}, dtype=np.float32,
-                   shape=(steps, batch, units) if tm else (batch, steps, units))
-    else:
-        out = outs[-1]
+    h0 = c.args[4].value if int(a.get("n_initial_states", 0)) else None
+    outs = unrolled_gru(c, x, k, rk, b_in, b_rec, h0, activation=a["activation"], time_major=tm,
+                        go_backwards=bool(a.get("go_backwards")), batch=batch)
+    out = pack_steps(c, outs, tm) if a.get("return_sequences") else outs[-1]
     return [out, outs[-1]] if a.get("return_state") else out
