@@ -29,7 +29,7 @@ from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
-from fuselite.passes.variables import freeze_variables
+from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.report import Report
 
 
@@ -130,6 +130,9 @@ class Converter:
             rewrite_tf_patterns(module)
             lower_tensor_lists(module, report)
             dce(module)
+        with self._stage("variables"):  # assigned variables become LiteRT resource variables
+            report.mutable_variables = materialize_variables(module)
+            report.signatures = list(module.signatures)
         with self._stage("lower"):
             lower_module(module)
         with self._stage("optimize"):

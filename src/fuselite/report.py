@@ -6,6 +6,9 @@ import json
 from dataclasses import asdict, dataclass, field
 
 
+_LISTED = 10  # frozen variables named in the text report
+
+
 @dataclass
 class Report:
     source: str = ""
@@ -14,6 +17,7 @@ class Report:
     ops_after: dict[str, int] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     frozen_variables: list[dict] = field(default_factory=list)
+    mutable_variables: list[dict] = field(default_factory=list)  # LiteRT resource variables
     composites: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     size_bytes: int = 0
@@ -48,12 +52,24 @@ class Report:
         if self.frozen_variables:
             n = sum(_size(v["shape"]) for v in self.frozen_variables)
             lines.append(f"  frozen variables: {len(self.frozen_variables)} ({n:,} values)")
+            for v in self.frozen_variables[:_LISTED]:
+                lines.append(f"    {_describe(v)}")
+            if len(self.frozen_variables) > _LISTED:
+                lines.append(f"    ... and {len(self.frozen_variables) - _LISTED} more (all in to_json())")
+        if self.mutable_variables:
+            lines.append(f"  mutable variables (resource variables): {len(self.mutable_variables)}")
+            for v in self.mutable_variables:
+                lines.append(f"    {_describe(v)}")
         for c in self.composites:
             what = f"fused into {', '.join(c['into'])}" if c["status"] == "fused" else f"{c['status']}: {c['reason']}"
             lines.append(f"  composite '{c['interface']}' ({c['call_sites']} call site(s)): {what}")
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
+
+
+def _describe(v: dict) -> str:
+    return f"{v['name']}: {v['dtype']}[{', '.join(str(d) for d in v['shape'])}]"
 
 
 def _size(shape) -> int:

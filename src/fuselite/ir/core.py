@@ -103,6 +103,18 @@ class Op:
         return f"{outs} = {self.type}({ins}) {attrs if attrs else ''}".rstrip()
 
 
+# Ops whose order relative to each other is part of the program's meaning (variable state).
+STATEFUL_OPS = frozenset({
+    "tf.VarHandleOp", "tf.ReadVariableOp", "tf.AssignVariableOp", "tf.AssignAddVariableOp",
+    "tf.AssignSubVariableOp", "tfl.READ_VARIABLE", "tfl.ASSIGN_VARIABLE", "tfl.CALL_ONCE",
+})
+
+
+def is_ordered(op: Op) -> bool:
+    """True for ops that read or write variable state (or call functions that do)."""
+    return op.type in STATEFUL_OPS or bool(op.attrs.get("_side_effect"))
+
+
 class Function:
     """An ordered list of ops with inputs and outputs (a TFLite subgraph after export)."""
 
@@ -183,16 +195,26 @@ class Function:
         self.outputs = [mapping.get(v.uid, v) for v in self.outputs]
 
     def topo_sort(self) -> None:
-        """Order ops so that every value is defined before it is used."""
+        """Order ops so that every value is defined before it is used.
+
+        Stable: an already valid order is kept. Ops with side effects
+        (:func:`is_ordered`: variable reads and assigns, ``CALL_ONCE``, loops that touch
+        variables) also keep their order relative to each other, which is the program's.
+        """
         placed: set[int] = {v.uid for v in self.inputs}
         remaining = list(self.ops)
+        sequence = [op for op in self.ops if is_ordered(op)]
+        next_effect = 0
         ordered: list[Op] = []
         while remaining:
             progressed = []
             for op in remaining:
-                if all(v is None or v.is_const or v.producer is None or v.uid in placed for v in op.inputs):
+                effect = is_ordered(op)
+                if (all(v is None or v.is_const or v.producer is None or v.uid in placed for v in op.inputs)
+                        and (not effect or sequence[next_effect] is op)):
                     ordered.append(op)
                     placed.update(o.uid for o in op.outputs)
+                    next_effect += effect
                 else:
                     progressed.append(op)
             if len(progressed) == len(remaining):

@@ -26,6 +26,9 @@ def lower_module(module: Module) -> None:
             except LowerError as e:
                 problems.append(str(e))
                 continue
+            if op.attrs.get("_side_effect"):  # loops / branches that touch mutable variables
+                for new in ctx.new_ops:
+                    new.attrs["_side_effect"] = True
             new_ops.extend(ctx.new_ops)
             for old, new in zip(op.outputs, results):
                 if new is not None and new is not old:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from fuselite.ir import Function, Module
 
-# Ops that must stay even when their results are unused.
+# Ops that must stay even when their results are unused (see also ``Op.has_side_effects``).
 _SIDE_EFFECTS = {"tf.AssignVariableOp", "tf.AssignAddVariableOp", "tf.AssignSubVariableOp",
                  "tfl.ASSIGN_VARIABLE", "tfl.CALL_ONCE"}
 
 
 def dce_function(fn: Function) -> int:
+    """Drop ops whose results nothing uses; assigns, CALL_ONCE and loops/branches/calls
+    that touch mutable variables (``_side_effect``) always stay."""
     live = {v.uid for v in fn.outputs}
     kept = []
     for op in reversed(fn.ops):
-        if op.type in _SIDE_EFFECTS or any(o.uid in live for o in op.outputs):
+        if (op.type in _SIDE_EFFECTS or op.attrs.get("_side_effect")
+                or any(o.uid in live for o in op.outputs)):
             kept.append(op)
             live.update(v.uid for v in op.inputs if v is not None)
     removed = len(fn.ops) - len(kept)

@@ -1,22 +1,54 @@
-"""Mutability analysis: read-only variables become constants.
+"""Mutability analysis: read-only variables become constants, assigned ones stay variables.
 
-A variable that the program assigns is mutable; converting mutable state is a later
-feature, so for now such a program gets a :class:`MutableVariableError` naming every
-assigned variable.
+A captured ``tf.Variable`` that nothing in the program assigns (no
+``AssignVariableOp`` / ``AssignAddVariableOp`` / ``AssignSubVariableOp`` anywhere in
+the module: entry functions, loop bodies, branches, called functions) is *frozen*: each
+``ReadVariableOp`` becomes a constant holding the variable's value at conversion time.
+
+A variable that is assigned is *mutable*. It stays a variable in the output, as a
+LiteRT resource variable:
+
+- :func:`freeze_variables` keeps its ``ReadVariableOp`` / ``Assign*VariableOp`` as TF
+  ops (in program order, which import already follows: TF orders reads and assigns of
+  one variable through control dependencies). Any other resource op on a mutable
+  variable is a :class:`~fuselite.errors.MutableVariableError` naming the op, the node
+  and the variable (all such problems are reported together).
+- :func:`materialize_variables` (run just before lowering) gives every function that
+  uses a mutable variable its own ``VarHandleOp`` (container ``""``, a ``shared_name``
+  unique per variable: its TF name), adds an init function that assigns each variable
+  its value at conversion time, puts a ``CALL_ONCE`` of it first in every signature
+  that uses variables, and adds a ``reset_variables`` signature that assigns the
+  initial values again (see ``docs/variables.md``).
+
+Example::
+
+    frozen = freeze_variables(module)          # [{"name", "shape", "dtype"}, ...]
+    ...                                         # fusion, folding
+    mutable = materialize_variables(module)     # same format; module now has the init
+    lower_module(module)                        # VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from fuselite.errors import MutableVariableError
-from fuselite.ir import Module
+from fuselite.errors import ConversionError, MutableVariableError
+from fuselite.ir import Function, Module, Op, Value
 
-_ASSIGN_OPS = {
-    "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ResourceScatterUpdate",
-    "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterNdUpdate", "ResourceScatterNdAdd",
-    "ResourceApplyGradientDescent", "AssignVariableXlaConcatND",
+ASSIGN_OPS = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}
+READ_OPS = {"ReadVariableOp"}
+# Ops that only pass a resource on to another function (call sites, loops, branches).
+_FORWARDING = {"While", "StatelessWhile", "If", "StatelessIf", "PartitionedCall", "StatefulPartitionedCall"}
+_CALLEE_KEYS = ("f", "cond", "body", "then_branch", "else_branch")
+# Other ops that write a variable: a mutable variable that only these write is still an error.
+_OTHER_WRITES = {
+    "ResourceScatterUpdate", "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterMul",
+    "ResourceScatterDiv", "ResourceScatterMin", "ResourceScatterMax", "ResourceScatterNdUpdate",
+    "ResourceScatterNdAdd", "ResourceScatterNdSub", "ResourceApplyGradientDescent",
+    "ResourceApplyAdam", "ResourceApplyMomentum", "AssignVariableXlaConcatND", "DestroyResourceOp",
 }
+RESET_SIGNATURE = "reset_variables"
+INIT_FUNCTION = "fuselite_init_variables"
 
 
 def _read_variable(handle, dtype) -> np.ndarray:
@@ -43,49 +75,260 @@ def read_variable_value(v, dtype) -> np.ndarray:
     return _read_variable(v.meta["handle"], dtype)
 
 
+def _is_var(v: Value | None) -> bool:
+    return v is not None and v.dtype == "resource" and "handle" in v.meta
+
+
+def _var_key(v: Value) -> int:
+    """Identity of the variable behind a captured resource (one handle per variable)."""
+    return id(v.meta["handle"])
+
+
+# -- analysis ---------------------------------------------------------------------------
+def _callee_inputs(op: Op, module: Module) -> list[tuple[Value, Function]]:
+    """(operand, callee) pairs: operands an op forwards into the inputs of other functions."""
+    pairs = []
+    for key in _CALLEE_KEYS:
+        name = op.attrs.get(key)
+        if not isinstance(name, str) or name not in module.functions:
+            continue
+        callee = module.functions[name]
+        args = op.inputs[1:] if key in ("then_branch", "else_branch") else op.inputs
+        pairs.extend((a, c) for a, c in zip(args, callee.inputs) if a is not None)
+    return pairs
+
+
+def propagate_handles(module: Module) -> None:
+    """A function input bound (at every call site) to one captured variable becomes that variable.
+
+    Loop bodies, branches and kept calls then see the variable itself, so that reads
+    there freeze and assigns there are recognised.
+    """
+    changed = True
+    while changed:
+        changed = False
+        bound: dict[int, list] = {}
+        for fn in module.functions.values():
+            for op in fn.ops:
+                if op.kind in _FORWARDING:
+                    for arg, inp in _callee_inputs(op, module):
+                        bound.setdefault(inp.uid, [inp]).append(arg)
+        for inp, *args in bound.values():
+            if _is_var(inp) or inp.dtype != "resource" or not all(_is_var(a) for a in args):
+                continue
+            if len({_var_key(a) for a in args}) == 1:
+                inp.meta.update(handle=args[0].meta["handle"], variable=args[0].meta["variable"])
+                changed = True
+
+
+def assigned_variables(module: Module) -> dict[int, str]:
+    """The mutability analysis: ``{variable key: name}`` of every variable the program assigns."""
+    out = {}
+    for fn in module.functions.values():
+        for op in fn.ops:
+            if (op.kind in ASSIGN_OPS or op.kind in _OTHER_WRITES) and op.inputs and _is_var(op.inputs[0]):
+                out[_var_key(op.inputs[0])] = op.inputs[0].meta["variable"]
+    return out
+
+
+def _touching_functions(module: Module, mutable: dict[int, str]) -> set[str]:
+    """Functions that read or write a mutable variable, directly or through their callees."""
+    direct = {fn.name for fn in module.functions.values()
+              if any(_is_var(v) and _var_key(v) in mutable for op in fn.ops for v in op.inputs)}
+    calls = {fn.name: {op.attrs[k] for op in fn.ops for k in _CALLEE_KEYS if isinstance(op.attrs.get(k), str)}
+             for fn in module.functions.values()}
+    result, changed = set(direct), True
+    while changed:
+        changed = False
+        for name, callees in calls.items():
+            if name not in result and callees & result:
+                result.add(name)
+                changed = True
+    return result
+
+
+def _mark_ordered(module: Module, mutable: dict[int, str]) -> None:
+    """Control flow / calls whose callees touch mutable variables are side effects: never dropped or moved."""
+    touching = _touching_functions(module, mutable)
+    for fn in module.functions.values():
+        for op in fn.ops:
+            if any(op.attrs.get(k) in touching for k in _CALLEE_KEYS if isinstance(op.attrs.get(k), str)):
+                op.attrs["_side_effect"] = True
+
+
+# -- freezing -----------------------------------------------------------------------------
 def freeze_variables(module: Module) -> list[dict]:
     """Replace reads of captured, never-assigned variables with constants.
 
-    Returns ``[{"name":..., "shape":..., "dtype":...}, ...]`` for the report.
+    Reads and assigns of assigned (mutable) variables stay; any other resource op on a
+    mutable variable raises :class:`MutableVariableError`, listing every such use.
+    Returns ``[{"name":..., "shape":..., "dtype":...}, ...]`` of the frozen variables.
     """
-    problems = []
-    for fn in module.functions.values():
-        for op in fn.ops:
-            if op.kind in _ASSIGN_OPS and op.inputs and op.inputs[0] is not None:
-                var = op.inputs[0].meta.get("variable", op.inputs[0].name)
-                problems.append(f"variable '{var}' is assigned by {op.describe()}")
-    if problems:
-        raise MutableVariableError(
-            "the program assigns variables; fuselite freezes read-only variables only "
-            "(mutable state is not supported yet)",
-            sorted(set(problems)),
-        )
+    propagate_handles(module)
+    mutable = assigned_variables(module)
+    _check_mutable_uses(module, mutable)
+    _mark_ordered(module, mutable)
     frozen: dict[str, dict] = {}
     cache: dict[int, np.ndarray] = {}
+
+    def value_of(src: Value, dtype) -> np.ndarray:
+        key = _var_key(src)
+        if key not in cache:
+            cache[key] = _read_variable(src.meta["handle"], dtype)
+        return cache[key]
+
     for fn in module.functions.values():
         kept = []
         for op in fn.ops:
             src = op.inputs[0] if op.inputs else None
-            if op.kind == "ReadVariableOp" and src is not None and "handle" in src.meta:
-                arr = cache.get(src.uid)
-                if arr is None:
-                    arr = cache[src.uid] = _read_variable(src.meta["handle"], op.outputs[0].dtype)
-                const = fn.const(arr, src.meta["variable"])
-                fn.replace_uses(op.outputs[0], const)
-                name = src.meta["variable"]
+            if not _is_var(src):
+                kept.append(op)
+                continue
+            is_mutable = _var_key(src) in mutable
+            name = src.meta["variable"]
+            if op.kind == "ReadVariableOp" and is_mutable:
+                src.meta["mutable"] = True
+                if op.outputs[0].shape is None or not op.outputs[0].static_shape:
+                    op.outputs[0].shape = tuple(value_of(src, op.outputs[0].dtype).shape)
+            elif op.kind == "ReadVariableOp":
+                arr = value_of(src, op.outputs[0].dtype)
+                fn.replace_uses(op.outputs[0], fn.const(arr, name))
                 frozen[name] = {"name": name, "shape": list(arr.shape), "dtype": arr.dtype.name}
                 continue
-            if op.kind == "ResourceGather" and src is not None and "handle" in src.meta:
+            elif op.kind == "ResourceGather" and is_mutable:
+                # the variable's current value, then a plain gather (keeps program order)
+                arr = value_of(src, op.attrs["dtype"])
+                read = fn.make_op("tf.ReadVariableOp", [src], [(arr.dtype, tuple(arr.shape))],
+                                  {"dtype": arr.dtype, "_stateful": True}, name=f"{op.name}/read",
+                                  location=op.location)
+                kept.append(read)
+                _to_gather(fn, op, read.outputs[0], arr.dtype)
+            elif op.kind == "ResourceGather":
                 # tf-keras Embedding gathers straight from the variable
-                arr = cache.get(src.uid)
-                if arr is None:
-                    arr = cache[src.uid] = _read_variable(src.meta["handle"], op.attrs["dtype"])
-                name = src.meta["variable"]
+                arr = value_of(src, op.attrs["dtype"])
                 frozen[name] = {"name": name, "shape": list(arr.shape), "dtype": arr.dtype.name}
-                op.type = "tf.GatherV2"
-                op.inputs = [fn.const(arr, name), op.inputs[1], fn.const(np.array(0, np.int32), "axis")]
-                op.attrs = {"batch_dims": op.attrs.get("batch_dims", 0),
-                            "_node_def": _gather_node_def(op, arr.dtype), "_stateful": False}
+                _to_gather(fn, op, fn.const(arr, name), arr.dtype)
             kept.append(op)
         fn.ops = kept
     return sorted(frozen.values(), key=lambda d: d["name"])
+
+
+def _to_gather(fn: Function, op: Op, params: Value, dtype) -> None:
+    op.type = "tf.GatherV2"
+    op.inputs = [params, op.inputs[1], fn.const(np.array(0, np.int32), "axis")]
+    op.attrs = {"batch_dims": op.attrs.get("batch_dims", 0),
+                "_node_def": _gather_node_def(op, dtype), "_stateful": False}
+
+
+def _check_mutable_uses(module: Module, mutable: dict[int, str]) -> None:
+    """Only reads, assigns (and gathers) of a mutable variable can become LiteRT resource ops."""
+    problems = []
+    for fn in module.functions.values():
+        for op in fn.ops:
+            if op.kind in READ_OPS | ASSIGN_OPS | _FORWARDING or op.kind == "ResourceGather":
+                if op.kind in ASSIGN_OPS and op.inputs and op.inputs[0] is not None and not _is_var(op.inputs[0]):
+                    problems.append(f"{op.describe()} assigns a resource that is not a captured variable")
+                continue
+            for v in op.inputs:
+                if _is_var(v) and _var_key(v) in mutable:
+                    problems.append(f"{op.describe()} uses mutable variable '{v.meta['variable']}'; only "
+                                    "reads and assign / assign_add / assign_sub of mutable variables convert")
+    if problems:
+        raise MutableVariableError("the program uses mutable variables in ways LiteRT resource variables "
+                                   "cannot express:", sorted(set(problems)))
+
+
+# -- resource variables in the output -------------------------------------------------------
+def _shared_names(module: Module, mutable: dict[int, str]) -> dict[int, str]:
+    """A unique, stable ``shared_name`` per variable: its TF name (suffixed if two share a name)."""
+    names: dict[int, str] = {}
+    taken: set[str] = set()
+    for key, name in sorted(mutable.items(), key=lambda kv: kv[1]):
+        base = name or "variable"
+        unique, i = base, 1
+        while unique in taken:
+            unique, i = f"{base}_{i}", i + 1
+        taken.add(unique)
+        names[key] = unique
+    return names
+
+
+def _var_handle(fn: Function, shared_name: str, info: dict) -> Op:
+    return fn.make_op("tf.VarHandleOp", [], [("resource", ())],
+                      {"container": "", "shared_name": shared_name, "dtype": info["array"].dtype,
+                       "shape": tuple(info["array"].shape), "_pinned": True, "_stateful": True},
+                      name=f"{shared_name}/handle")
+
+
+def _unique_function_name(module: Module, base: str) -> str:
+    name, i = base, 1
+    while name in module.functions:
+        name, i = f"{base}_{i}", i + 1
+    return name
+
+
+def _assign_all(module: Module, name: str, infos: dict[int, dict]) -> Function:
+    """A function with no inputs or outputs that assigns every variable its initial value."""
+    fn = module.add(Function(_unique_function_name(module, name)))
+    for info in infos.values():
+        handle = _var_handle(fn, info["shared_name"], info)
+        fn.ops.append(handle)
+        fn.add_op("tf.AssignVariableOp", [handle.outputs[0], fn.const(info["array"], info["shared_name"])], [],
+                  {"dtype": info["array"].dtype, "_stateful": True}, name=f"{info['shared_name']}/init")
+    return fn
+
+
+def materialize_variables(module: Module, reset_signature: str = RESET_SIGNATURE) -> list[dict]:
+    """Turn the mutable variables that remain into resource variables of the output.
+
+    Every function using a variable gets a ``VarHandleOp`` of it (first in the function);
+    an init function assigns the initial values and runs through a ``CALL_ONCE`` placed
+    first in each signature that (directly or through loops and branches) uses
+    variables; the ``reset_signature`` signature assigns the initial values again.
+    Returns ``[{"name", "shape", "dtype"}, ...]`` for the report (``[]`` and no change
+    when there are no mutable variables).
+    """
+    propagate_handles(module)
+    mutable = assigned_variables(module)
+    if not mutable:
+        return []
+    if reset_signature in module.signatures:
+        raise ConversionError(
+            f"the program has a signature named '{reset_signature}', which fuselite adds to models with "
+            f"mutable variables (it resets them); rename that signature")
+    shared = _shared_names(module, mutable)
+    infos: dict[int, dict] = {}
+    for fn in module.functions.values():
+        for op in fn.ops:
+            v = op.inputs[0] if op.inputs else None
+            if (op.kind in READ_OPS | ASSIGN_OPS and _is_var(v) and _var_key(v) in mutable
+                    and _var_key(v) not in infos and op.attrs.get("dtype") is not None):
+                array = _read_variable(v.meta["handle"], op.attrs["dtype"])  # the value at conversion time
+                infos[_var_key(v)] = {"shared_name": shared[_var_key(v)], "array": array}
+    touching = _touching_functions(module, mutable)
+    for fn in list(module.functions.values()):
+        handles: dict[int, Op] = {}
+        for op in fn.ops:
+            for v in op.inputs:
+                if not _is_var(v) or _var_key(v) not in mutable:
+                    continue
+                key = _var_key(v)
+                if key not in infos:
+                    raise MutableVariableError(f"cannot tell the dtype of variable '{mutable[key]}' "
+                                               f"used by {op.describe()}")
+                if key not in handles:
+                    handles[key] = _var_handle(fn, shared[key], infos[key])
+        for key, handle in handles.items():
+            for op in fn.ops:
+                op.inputs = [handle.outputs[0] if _is_var(v) and _var_key(v) == key else v for v in op.inputs]
+        fn.ops[:0] = list(handles.values())
+    init = _assign_all(module, INIT_FUNCTION, infos)
+    for name in dict.fromkeys(module.signatures.values()):
+        if name in touching:
+            fn = module.functions[name]
+            fn.ops.insert(0, fn.make_op("tfl.CALL_ONCE", [], [], {"init_subgraph_index": "@" + init.name,
+                                                                  "_pinned": True}, name="init_variables"))
+    reset = _assign_all(module, reset_signature, infos)
+    module.signatures[reset_signature] = reset.name
+    return sorted(({"name": i["shared_name"], "shape": list(i["array"].shape), "dtype": i["array"].dtype.name}
+                   for i in infos.values()), key=lambda d: d["name"])

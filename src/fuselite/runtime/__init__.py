@@ -39,3 +39,28 @@ def run(model: bytes, inputs: dict | list, signature_key: str | None = None, num
         names = sigs[key]["inputs"]
         inputs = dict(zip(names, inputs))
     return {k: np.asarray(v) for k, v in runner(**inputs).items()}
+
+
+RESET_SIGNATURE = "reset_variables"
+
+
+def reset_variables(interp) -> None:
+    """Put every variable of a converted model back to its initial value.
+
+    LiteRT's ``interpreter.reset_all_variables()`` zeroes only ``is_variable`` tensors
+    (the state tensors of fused RNN ops); it leaves resource variables (``VAR_HANDLE`` /
+    ``ASSIGN_VARIABLE``) alone. fuselite adds a ``reset_variables`` signature to models
+    with mutable variables that assigns each its value at conversion time; this calls
+    ``reset_all_variables()`` and then runs that signature if the model has it. Any
+    runtime can do the same: invoke the ``reset_variables`` signature.
+
+    Example::
+
+        interp = fuselite.runtime.interpreter(model)
+        counter = interp.get_signature_runner("serving_default")
+        counter(x=one); counter(x=one)
+        fuselite.runtime.reset_variables(interp)   # back to the initial count
+    """
+    interp.reset_all_variables()
+    if RESET_SIGNATURE in interp.get_signature_list():
+        interp.get_signature_runner(RESET_SIGNATURE)()
