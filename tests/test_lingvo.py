@@ -177,6 +177,11 @@ def _declined_model(kind):
         impl, call = "LSTMCellSimple", lambda x: [x, w, tf.concat([b, b], 0), tf.constant(0.0)]
     elif kind == "ln_scale_rank":
         impl, call = "LayerNormalizedLstmCellSimple", lambda x: [x, w, b, tf.constant(0.0), tf.reshape(s, [4, 4])]
+    elif kind == "projection_transposed":  # [n_out, n_cell], transposed in the body: fine for TF, not the contract
+        proj_t = tf.Variable(RNG.standard_normal((3, n_cell)).astype(np.float32), name="proj_t")
+        w = tf.Variable(RNG.standard_normal((n_in + 3, 4 * n_cell)).astype(np.float32) * 0.5, name="proj_t_wm")
+        p = (p, proj_t)
+        impl, call = "LSTMCellSimple", lambda x: [x, w, b, proj_t]
     elif kind == "result_shape":
         impl, call = "LSTMCellSimple", lambda x: [x, w, b, tf.constant(0.0)]
     else:
@@ -190,6 +195,9 @@ def _declined_model(kind):
             return lingvo_cell_step(args[0], args[1], args[2][:16], args[3])
         if kind == "ln_scale_rank":
             return lingvo_cell_step(*args[:4], tf.reshape(args[4], [-1]))
+        if kind == "projection_transposed":
+            x, wm, bias, proj = args
+            return lingvo_cell_step(x, wm, bias, tf.transpose(proj))
         if kind == "arity_layer_norm":
             return lingvo_cell_step(*args, tf.ones([16]))
         m = lingvo_cell_step(*args)
@@ -212,6 +220,7 @@ DECLINES = {
     "variable_weight": "the weight (argument 1) must be constant",
     "bias_shape": "the bias (argument 2) must have shape [16], got [32]",
     "ln_scale_rank": "the layer norm scale (argument 4) must have shape [16], got [4, 4]",
+    "projection_transposed": "the projection (argument 3) must be [n_cell, n_out] = [4, n_out], got [3, 4]",
     "result_shape": "the body returns shape [1, 8], but the arguments give [batch, 4]",
 }
 
