@@ -27,16 +27,47 @@ def dce_function(fn: Function) -> int:
 def referenced_functions(fn: Function) -> set[str]:
     names = set()
     for op in fn.ops:
-        for key, val in op.attrs.items():
-            if key in ("f", "cond", "body", "then_branch", "else_branch"):
-                names.add(val)
-            elif key.endswith("_subgraph_index") and isinstance(val, str):
-                names.add(val.lstrip("@"))
+        names |= referenced_functions_of(op)
+    return names
+
+
+_WRITES = {"tf.ResourceScatterUpdate", "tf.ResourceScatterAdd", "tf.ResourceScatterSub",
+           "tf.ResourceScatterNdUpdate", "tf.ResourceScatterNdAdd", "tf.ResourceScatterNdSub"}
+
+
+def mark_side_effects(module: Module) -> None:
+    """Mark calls, loops and branches whose functions (transitively) write variables ``_side_effect``.
+
+    Such an op stays even when nothing uses its results (a ``while`` loop that only
+    ``assign_add``s), and keeps its place among the program's reads and writes.
+    """
+    effects = {fn.name for fn in module.functions.values()
+               if any(op.type in _SIDE_EFFECTS or op.type in _WRITES or op.attrs.get("_side_effect")
+                      for op in fn.ops)}
+    changed = True
+    while changed:
+        changed = False
+        for fn in module.functions.values():
+            for op in fn.ops:
+                if not op.attrs.get("_side_effect") and referenced_functions_of(op) & effects:
+                    op.attrs["_side_effect"] = True
+                    changed = True
+                    effects.add(fn.name)
+
+
+def referenced_functions_of(op) -> set[str]:
+    names = set()
+    for key, val in op.attrs.items():
+        if key in ("f", "cond", "body", "then_branch", "else_branch") and isinstance(val, str):
+            names.add(val)
+        elif key.endswith("_subgraph_index") and isinstance(val, str):
+            names.add(val.lstrip("@"))
     return names
 
 
 def dce(module: Module) -> int:
     """Remove dead ops everywhere, then functions unreachable from the signatures."""
+    mark_side_effects(module)
     removed = sum(dce_function(fn) for fn in module.functions.values())
     reachable, stack = set(), list(module.signatures.values())
     while stack:
