@@ -81,19 +81,30 @@ def test_bad_batch_size():
         fuselite.Converter.from_concrete_functions([f.get_concrete_function()], batch_size=0)
 
 
-def test_assigned_variable_is_named():
+def test_assigned_variable_converts_but_unsupported_uses_are_named():
+    """assign_add converts (a LiteRT resource variable); a scatter into it is an error naming op and variable."""
+
     class Counter(tf.Module):
         def __init__(self):
-            self.count = tf.Variable(0.0, name="count")
+            self.count = tf.Variable([0.0, 0.0], name="count")
 
         @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
         def __call__(self, x):
-            self.count.assign_add(x)
+            self.count.assign_add(tf.stack([x, x]))
+            return self.count.read_value()
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+        def scatter(self, x):
+            self.count.scatter_add(tf.IndexedSlices(x[None], tf.constant([0])))
+            self.count.assign_add(tf.stack([x, x]))
             return self.count.read_value()
 
     c = Counter()
-    with pytest.raises(MutableVariableError, match="count"):
-        fuselite.Converter.from_concrete_functions([c.__call__.get_concrete_function()], c).convert()
+    conv = fuselite.Converter.from_concrete_functions([c.__call__.get_concrete_function()], c)
+    conv.convert()
+    assert [v["name"] for v in conv.report.mutable_variables] == ["count"]
+    with pytest.raises(MutableVariableError, match="ResourceScatterAdd .*'count'"):
+        fuselite.Converter.from_concrete_functions([c.scatter.get_concrete_function()], c).convert()
 
 
 def test_errors_are_conversion_errors():

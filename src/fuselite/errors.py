@@ -22,7 +22,11 @@ class InputError(ConversionError):
 
 
 class MutableVariableError(ConversionError):
-    """The program assigns a variable; converting mutable state is not supported yet."""
+    """A mutable (assigned) variable is used in a way LiteRT resource variables cannot express.
+
+    Reads, ``assign``, ``assign_add`` and ``assign_sub`` convert (see docs/variables.md);
+    scatters, optimizer updates and other resource ops on an assigned variable do not.
+    """
 
 
 class NeedsStaticBatch(ConversionError):

@@ -15,7 +15,7 @@ def dce_function(fn: Function) -> int:
     live = {v.uid for v in fn.outputs}
     kept = []
     for op in reversed(fn.ops):
-        if (op.type in _SIDE_EFFECTS or op.attrs.get("_side_effect")
+        if (writes_variable(op) or op.attrs.get("_side_effect")
                 or any(o.uid in live for o in op.outputs)):
             kept.append(op)
             live.update(v.uid for v in op.inputs if v is not None)
@@ -31,8 +31,12 @@ def referenced_functions(fn: Function) -> set[str]:
     return names
 
 
-_WRITES = {"tf.ResourceScatterUpdate", "tf.ResourceScatterAdd", "tf.ResourceScatterSub",
-           "tf.ResourceScatterNdUpdate", "tf.ResourceScatterNdAdd", "tf.ResourceScatterNdSub"}
+_WRITE_PREFIXES = ("tf.ResourceScatter", "tf.ResourceApply", "tf.ResourceSparseApply", "tf.AssignVariable")
+
+
+def writes_variable(op) -> bool:
+    """True for TF ops that write a resource variable (assigns, scatters, optimizer updates)."""
+    return op.type in _SIDE_EFFECTS or op.type.startswith(_WRITE_PREFIXES)
 
 
 def mark_side_effects(module: Module) -> None:
@@ -42,7 +46,7 @@ def mark_side_effects(module: Module) -> None:
     ``assign_add``s), and keeps its place among the program's reads and writes.
     """
     effects = {fn.name for fn in module.functions.values()
-               if any(op.type in _SIDE_EFFECTS or op.type in _WRITES or op.attrs.get("_side_effect")
+               if any(writes_variable(op) or op.attrs.get("_side_effect")
                       for op in fn.ops)}
     changed = True
     while changed:

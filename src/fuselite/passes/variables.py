@@ -34,19 +34,13 @@ import numpy as np
 
 from fuselite.errors import ConversionError, MutableVariableError
 from fuselite.ir import Function, Module, Op, Value
+from fuselite.passes.dce import writes_variable
 
 ASSIGN_OPS = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}
 READ_OPS = {"ReadVariableOp"}
 # Ops that only pass a resource on to another function (call sites, loops, branches).
 _FORWARDING = {"While", "StatelessWhile", "If", "StatelessIf", "PartitionedCall", "StatefulPartitionedCall"}
 _CALLEE_KEYS = ("f", "cond", "body", "then_branch", "else_branch")
-# Other ops that write a variable: a mutable variable that only these write is still an error.
-_OTHER_WRITES = {
-    "ResourceScatterUpdate", "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterMul",
-    "ResourceScatterDiv", "ResourceScatterMin", "ResourceScatterMax", "ResourceScatterNdUpdate",
-    "ResourceScatterNdAdd", "ResourceScatterNdSub", "ResourceApplyGradientDescent",
-    "ResourceApplyAdam", "ResourceApplyMomentum", "AssignVariableXlaConcatND", "DestroyResourceOp",
-}
 RESET_SIGNATURE = "reset_variables"
 INIT_FUNCTION = "fuselite_init_variables"
 
@@ -126,7 +120,7 @@ def assigned_variables(module: Module) -> dict[int, str]:
     out = {}
     for fn in module.functions.values():
         for op in fn.ops:
-            if (op.kind in ASSIGN_OPS or op.kind in _OTHER_WRITES) and op.inputs and _is_var(op.inputs[0]):
+            if writes_variable(op) and op.inputs and _is_var(op.inputs[0]):
                 out[_var_key(op.inputs[0])] = op.inputs[0].meta["variable"]
     return out
 
