@@ -343,3 +343,57 @@ def test_read_only_variables_are_still_constants():
     assert not op_names(interp) & {"VAR_HANDLE", "READ_VARIABLE", "CALL_ONCE"}
     assert "reset_variables" not in interp.get_signature_list()
     assert conv.report.mutable_variables == []
+
+
+# -- ordering machinery ---------------------------------------------------------------------------------------
+def test_import_order_follows_control_dependencies():
+    from types import SimpleNamespace as NS
+
+    from fuselite.frontend.tf_graph import program_order
+
+    def op(name, inputs=(), control=()):
+        o = NS(name=name, inputs=[NS(op=i) for i in inputs], control_inputs=list(control))
+        return o
+
+    read1 = op("read1")
+    assign = op("assign", control=[read1])
+    read2 = op("read2", control=[assign])
+    add = op("add", inputs=[read1, read2])
+    assert program_order([read1, assign, read2, add]) == [read1, assign, read2, add]  # unchanged
+    assert program_order([read2, add, assign, read1]) == [read1, assign, read2, add]
+
+
+def test_topo_sort_keeps_side_effects_in_program_order():
+    from fuselite.ir import Function
+
+    fn = Function("f")
+    x = fn.add_input("x", np.float32, (2,))
+    h = fn.add_op("tfl.VAR_HANDLE", [], [("resource", ())]).outputs[0]
+    read1 = fn.make_op("tfl.READ_VARIABLE", [h], [(np.float32, (2,))])
+    neg = fn.make_op("tfl.NEG", [x], [(np.float32, (2,))])
+    assign = fn.make_op("tfl.ASSIGN_VARIABLE", [h, neg.outputs[0]], [])
+    read2 = fn.make_op("tfl.READ_VARIABLE", [h], [(np.float32, (2,))])
+    # invalid order (assign before its operand): a plain topological sort could hoist read2 above assign
+    fn.ops += [read1, assign, read2, neg]
+    fn.outputs = [read1.outputs[0], read2.outputs[0]]
+    fn.topo_sort()
+    kinds = [op.kind for op in fn.ops]
+    assert kinds.index("READ_VARIABLE") < kinds.index("ASSIGN_VARIABLE") < len(kinds) - 1
+    assert fn.ops[-1] is read2 and fn.ops.index(neg) < fn.ops.index(assign)
+
+
+def test_optimizer_does_not_merge_or_drop_reads():
+    from fuselite.ir import Function
+    from fuselite.passes.optimize import optimize_function
+
+    fn = Function("f")
+    x = fn.add_input("x", np.float32, (2,))
+    h = fn.add_op("tfl.VAR_HANDLE", [], [("resource", ())], {"_pinned": True}).outputs[0]
+    r1 = fn.add_op("tfl.READ_VARIABLE", [h], [(np.float32, (2,))], {"_pinned": True}).outputs[0]
+    fn.add_op("tfl.ASSIGN_VARIABLE", [h, x], [], {"_pinned": True})
+    r2 = fn.add_op("tfl.READ_VARIABLE", [h], [(np.float32, (2,))], {"_pinned": True}).outputs[0]
+    fn.add_op("tfl.ASSIGN_VARIABLE", [h, x], [], {"_pinned": True})  # unused result: still kept
+    fn.outputs = [r1, r2]
+    optimize_function(fn)
+    assert [op.kind for op in fn.ops] == ["VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "READ_VARIABLE",
+                                          "ASSIGN_VARIABLE"]

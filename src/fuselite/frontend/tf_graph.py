@@ -217,7 +217,7 @@ class GraphImporter:
     def _import_ops(self, fn: Function, tf_ops, env: dict[str, Value]) -> None:
         from tensorflow.python.framework import tensor_util
 
-        for tf_op in tf_ops:
+        for tf_op in program_order(tf_ops):
             t = tf_op.type
             if t == "Placeholder" and tf_op.outputs[0].name in env:
                 continue
@@ -269,6 +269,45 @@ class GraphImporter:
             shapes = [v.shape for v in op.inputs[1:]]
             op.attrs["then_branch"] = self.function(op.attrs["then_branch"], shapes)
             op.attrs["else_branch"] = self.function(op.attrs["else_branch"], shapes)
+
+
+def program_order(tf_ops) -> list:
+    """``tf_ops`` ordered so that every op follows its data *and control* inputs (stable).
+
+    Control inputs are not imported as edges: the order of the imported op list is what
+    keeps variable reads and assigns as TensorFlow runs them (``tf.function``'s automatic
+    control dependencies chain the ops touching one variable in program order). Traced
+    graphs list ops in creation order and imported FunctionDefs in a topological order,
+    so this returns the list unchanged unless some op precedes one of its dependencies.
+    """
+    import heapq
+
+    tf_ops = list(tf_ops)
+    pos = {op.name: i for i, op in enumerate(tf_ops)}
+
+    def deps(op):
+        names = [t.op.name for t in op.inputs] + [c.name for c in op.control_inputs]
+        return [pos[n] for n in names if n in pos]
+
+    if all(d < i for i, op in enumerate(tf_ops) for d in deps(op)):
+        return tf_ops
+    waiting = [0] * len(tf_ops)
+    users: dict[int, list[int]] = {}
+    for i, op in enumerate(tf_ops):
+        for d in set(deps(op)):
+            waiting[i] += 1
+            users.setdefault(d, []).append(i)
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(tf_ops[i])
+        for u in users.get(i, []):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    return order if len(order) == len(tf_ops) else tf_ops  # a cycle (v1 loops): keep the graph's order
 
 
 def graph_from_function_def(fdef, arg_shapes: list):
