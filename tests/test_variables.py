@@ -397,3 +397,20 @@ def test_optimizer_does_not_merge_or_drop_reads():
     optimize_function(fn)
     assert [op.kind for op in fn.ops] == ["VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "READ_VARIABLE",
                                           "ASSIGN_VARIABLE"]
+
+
+def test_gather_from_a_mutable_variable_reads_it_in_order():
+    class Table(tf.Module):
+        def __init__(self):
+            self.t = tf.Variable(np.arange(8, dtype=np.float32).reshape(4, 2), name="t")
+
+        @tf.function(input_signature=[tf.TensorSpec([2], tf.int32)])
+        def f(self, i):
+            before = tf.gather(self.t, i)  # ResourceGather on the variable
+            self.t.assign_add(tf.ones([4, 2]))
+            return before * 10.0 + tf.gather(self.t, i)
+
+    m = Table()
+    runner = stock_interpreter(fuselite.Converter.from_concrete_functions(
+        [m.f.get_concrete_function()], m).convert()).get_signature_runner("serving_default")
+    run_and_compare(m.f, runner, [{"i": np.array([3, 1], np.int32)}, {"i": np.array([0, 0], np.int32)}] * 2)

@@ -52,7 +52,7 @@ def _resolve_const(v: Value, reader_dtype, read_variable) -> np.ndarray | None:
         return None
     if v.is_const:
         return v.const
-    if v.dtype == "resource" and "handle" in v.meta and reader_dtype is not None:
+    if v.dtype == "resource" and "handle" in v.meta and not v.meta.get("mutable") and reader_dtype is not None:
         return read_variable(v, reader_dtype)
     return None
 

@@ -162,6 +162,10 @@ def freeze_variables(module: Module) -> list[dict]:
     mutable = assigned_variables(module)
     _check_mutable_uses(module, mutable)
     _mark_ordered(module, mutable)
+    for fn in module.functions.values():  # fusion rules must not take these for constants
+        for v in [*fn.inputs, *(x for op in fn.ops for x in op.inputs)]:
+            if _is_var(v) and _var_key(v) in mutable:
+                v.meta["mutable"] = True
     frozen: dict[str, dict] = {}
     cache: dict[int, np.ndarray] = {}
 
@@ -181,7 +185,6 @@ def freeze_variables(module: Module) -> list[dict]:
             is_mutable = _var_key(src) in mutable
             name = src.meta["variable"]
             if op.kind == "ReadVariableOp" and is_mutable:
-                src.meta["mutable"] = True
                 if op.outputs[0].shape is None or not op.outputs[0].static_shape:
                     op.outputs[0].shape = tuple(value_of(src, op.outputs[0].dtype).shape)
             elif op.kind == "ReadVariableOp":
