@@ -1,4 +1,4 @@
-"""Recognise Keras LSTM / SimpleRNN ``while`` loops in graphs that carry no marker (SavedModels).
+"""Recognise Keras LSTM / SimpleRNN / GRU ``while`` loops in graphs that carry no marker (SavedModels).
 
 Keras 3 marks nothing: a SavedModel from ``model.export()`` holds a ``While`` whose
 body reads step ``t`` of a TensorList, runs an LSTM cell on constant weights and
@@ -9,10 +9,14 @@ writes ``h`` into another TensorList. A loop is fused into one
   read and one write per step, two recurrent states, every other loop output unused),
 * and the body, evaluated by TensorFlow on random inputs, gives the cell's numbers
   for the weights found within 1e-5: an LSTM (gates i, f, c, o; sigmoid gates) into
-  ``UNIDIRECTIONAL_SEQUENCE_LSTM``, a SimpleRNN into ``UNIDIRECTIONAL_SEQUENCE_RNN``.
+  ``UNIDIRECTIONAL_SEQUENCE_LSTM``, a SimpleRNN into ``UNIDIRECTIONAL_SEQUENCE_RNN``, a
+  GRU (gates z, r, h; ``reset_after`` True or False) into the unrolled builtins of
+  ``fusion/gru.py`` (LiteRT has no GRU op; at most ``MAX_UNROLL`` steps).
 
 Anything else stays a loop. ``go_backwards`` needs no special case: the loop reads
-its (already reversed) time-major input in order.
+its (already reversed) time-major input in order. tf-keras passes the weights of its
+``standard_gru`` loop as loop variables; they become constants of the body first
+(``fold_tf``, ``specialize_loop_invariants``).
 """
 
 from __future__ import annotations
@@ -21,11 +25,16 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.composite import Composite
+from fuselite.fusion.gru import MAX_UNROLL, pack_steps, unrolled_gru
 from fuselite.fusion.rnn import ACTIVATIONS, _read_state, _state, _time_step
 from fuselite.ir import Function, Module
+from fuselite.passes.control_flow import specialize_loop_invariants
+from fuselite.passes.fold_tf import fold_tf
 
 _WHILE = ("tf.While", "tf.StatelessWhile")
 _ACT = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0)}
+_GRU_ACT = {**_ACT, "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "linear": lambda v: v}
+_CELLS = {4: "LSTM", 3: "GRU", 1: "SimpleRNN"}  # gates -> cell
 
 
 class _NoMatch(Exception):
@@ -85,20 +94,28 @@ def _match(module: Module, fn: Function, op):
     get = _find(body, lambda o: o.kind == "TensorListGetItem")
     i_in, i_time = ins.index(get.inputs[0]), ins.index(get.inputs[1])
     mm_x = _find(body, lambda o: o.kind == "MatMul" and o.inputs[0] is get.outputs[0] and o.inputs[1].is_const)
-    mm_h = _find(body, lambda o: o.kind == "MatMul" and o.inputs[0] in ins and o.inputs[1].is_const)
-    if mm_x.attrs.get("transpose_a") or mm_x.attrs.get("transpose_b") or mm_h.attrs.get("transpose_a") or \
-            mm_h.attrs.get("transpose_b"):
+    rec_mms = [o for o in body.ops if o.kind == "MatMul" and o is not mm_x and o.inputs[1].is_const]
+    mm_h = _find(body, lambda o: o in rec_mms and o.inputs[0] in ins)
+    if any(o.attrs.get("transpose_a") or o.attrs.get("transpose_b") for o in (mm_x, *rec_mms)):
         raise _NoMatch
     kernel, rec = mm_x.inputs[1].const, mm_h.inputs[1].const
     units = rec.shape[0]
-    gates = rec.shape[1] // units if units else 0
-    cell = {4: "LSTM", 1: "SimpleRNN"}.get(gates)
-    if cell is None or rec.shape != (units, gates * units) or kernel.shape[1] != gates * units:
+    gates = kernel.shape[1] // units if units and kernel.ndim == 2 else 0
+    cell = _CELLS.get(gates)
+    if cell is None or kernel.shape[1] != gates * units:
         raise _NoMatch
     i_h = ins.index(mm_h.inputs[0])
-    biases = [v.const for o in body.ops for v in o.inputs if o.kind in ("BiasAdd", "AddV2", "Add")
-              and v is not None and v.is_const and v.const.shape == (gates * units,)]
-    bias = biases[0] if len(biases) == 1 else np.zeros(gates * units, np.float32)
+    reset_after, bias_rec = True, None
+    if cell == "GRU":
+        rec, reset_after = _gru_recurrent_kernel(mm_h, rec_mms, units)
+        bias = _bias_of(body, mm_x.outputs[0], 3 * units)
+        bias_rec = _bias_of(body, mm_h.outputs[0], 3 * units) if reset_after else None
+    else:
+        if rec.shape != (units, gates * units):
+            raise _NoMatch
+        biases = [v.const for o in body.ops for v in o.inputs if o.kind in ("BiasAdd", "AddV2", "Add")
+                  and v is not None and v.is_const and v.const.shape == (gates * units,)]
+        bias = biases[0] if len(biases) == 1 else np.zeros(gates * units, np.float32)
     floats = [i for i, v in enumerate(ins) if v.dtype == np.float32 and v.rank == 2 and i != i_h]
     if len(floats) != (1 if cell == "LSTM" else 0):
         raise _NoMatch
@@ -120,6 +137,8 @@ def _match(module: Module, fn: Function, op):
     if xt.rank != 3 or xt.shape[0] is None or xt.shape[2] != kernel.shape[0]:
         raise _NoMatch
     steps = xt.shape[0]
+    if cell == "GRU" and steps > MAX_UNROLL:
+        raise _NoMatch
     less = [o for o in cond.ops if o.kind == "Less" and o.inputs[0] is cond.inputs[i_time]]
     if len(less) != 1 or _const_scalar(less[0].inputs[1]) != steps:
         raise _NoMatch
@@ -134,18 +153,49 @@ def _match(module: Module, fn: Function, op):
     if any(users.get(o.uid) or o in fn.outputs for i, o in enumerate(op.outputs) if i not in (i_out, i_h, i_c)):
         raise _NoMatch
     return dict(body=body, get=get, i_h=i_h, i_c=i_c, i_out=i_out, kernel=kernel, rec=rec, bias=bias,
-                units=units, xt=xt, steps=steps, sequences=sequences, cell=cell)
+                units=units, xt=xt, steps=steps, sequences=sequences, cell=cell, reset_after=reset_after,
+                bias_rec=bias_rec)
+
+
+def _gru_recurrent_kernel(mm_h, rec_mms, units):
+    """(recurrent kernel [u, 3u], reset_after): one h @ [u, 3u], or h @ [u, 2u] and (r * h) @ [u, u]."""
+    rec = mm_h.inputs[1].const
+    if rec.shape == (units, 3 * units) and len(rec_mms) == 1:
+        return rec, True
+    others = [o for o in rec_mms if o is not mm_h]
+    if rec.shape != (units, 2 * units) or len(others) != 1 or others[0].inputs[1].const.shape != (units, units):
+        raise _NoMatch
+    return np.concatenate([rec, others[0].inputs[1].const], axis=1), False
+
+
+def _bias_of(body: Function, v, n: int) -> np.ndarray:
+    """The constant [n] vector added to ``v`` (zeros when nothing is added)."""
+    users = [o for o in body.ops if any(i is v for i in o.inputs)]
+    adds = [o for o in users if o.kind in ("BiasAdd", "AddV2", "Add")]
+    consts = [i.const for o in adds for i in o.inputs if i is not v and i is not None and i.is_const]
+    if len(adds) == 1 and len(consts) == 1 and consts[0].shape == (n,):
+        return consts[0]
+    if adds:
+        raise _NoMatch
+    return np.zeros(n, np.float32)
 
 
 def _verify(m) -> str:
-    """The activation whose LSTM cell reproduces the loop body's numbers (else _NoMatch)."""
+    """The activation whose cell reproduces the loop body's numbers (else _NoMatch)."""
     rng = np.random.default_rng(0)
     body, units = m["body"], m["units"]
     x = rng.standard_normal((2, m["kernel"].shape[0])).astype(np.float32)
     h = rng.standard_normal((2, units)).astype(np.float32)
     c = rng.standard_normal((2, units)).astype(np.float32)
-    z = x @ m["kernel"] + h @ m["rec"] + m["bias"]
     feeds = {m["get"].outputs[0].uid: x, body.inputs[m["i_h"]].uid: h}
+    if m["cell"] == "GRU":
+        (h_new,) = _cell_values(body, feeds, [body.outputs[m["i_h"]]])
+        for name, act in _GRU_ACT.items():
+            if np.abs(numpy_gru_cell(x, h, m["kernel"], m["rec"], m["bias"], m["bias_rec"], act,
+                                     m["reset_after"]) - h_new).max() < 1e-5:
+                return name
+        raise _NoMatch
+    z = x @ m["kernel"] + h @ m["rec"] + m["bias"]
     if m["cell"] == "SimpleRNN":
         (h_new,) = _cell_values(body, feeds, [body.outputs[m["i_h"]]])
         for name, act in _ACT.items():
@@ -163,6 +213,22 @@ def _verify(m) -> str:
     raise _NoMatch
 
 
+def numpy_gru_cell(x, h, kernel, recurrent_kernel, bias, bias_rec, act=np.tanh, reset_after=True):
+    """One step of Keras' GRU (gates z, r, h) in float64."""
+    x, h, k, rk = (np.asarray(a, np.float64) for a in (x, h, kernel, recurrent_kernel))
+    x_z, x_r, x_h = np.split(x @ k + bias, 3, axis=-1)
+    units = h.shape[-1]
+    if reset_after:
+        h_z, h_r, h_h = np.split(h @ rk + (0 if bias_rec is None else bias_rec), 3, axis=-1)
+        z, r = _sigmoid(x_z + h_z), _sigmoid(x_r + h_r)
+        cand = act(x_h + r * h_h)
+    else:
+        h_z, h_r = np.split(h @ rk[:, :2 * units], 2, axis=-1)
+        z, r = _sigmoid(x_z + h_z), _sigmoid(x_r + h_r)
+        cand = act(x_h + (r * h) @ rk[:, 2 * units:])
+    return z * h + (1 - z) * cand
+
+
 def _initial(c, v, batch, units):
     if v.is_const and not v.const.any():
         return _state(c, batch, units)
@@ -173,8 +239,12 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
     xt, units, steps = m["xt"], m["units"], m["steps"]
     batch = xt.shape[1] or batch_size
     if batch is None:
-        raise NeedsStaticBatch("a recognised LSTM loop keeps its state in tensors that need a static batch size")
-    c = Composite(fn, "keras3.LSTM loop", {}, [], [])
+        raise NeedsStaticBatch("the unrolled GRU needs a static batch size" if m["cell"] == "GRU" else
+                               f"a recognised {m['cell']} loop keeps its state in tensors that need a static batch size")
+    c = Composite(fn, f"Keras {m['cell']} loop", {}, [], [])
+    if m["cell"] == "GRU":
+        _replace_gru(fn, op, m, c, activation, batch)
+        return c.ops
     h = _initial(c, op.inputs[m["i_h"]], batch, units)
     lstm = m["cell"] == "LSTM"
     cs = _initial(c, op.inputs[m["i_c"]], batch, units) if lstm else None
@@ -202,14 +272,39 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
     results = [(m["i_out"], out_list), (m["i_h"], last)]
     if lstm:
         results.append((m["i_c"], _read_state(c, cs, last)))
+    _splice(fn, op, c.ops, results)
+    return c.ops
+
+
+def _replace_gru(fn: Function, op, m, c, activation: str, batch: int):
+    """The loop -> the unrolled GRU of ``fusion/gru.py`` over its time-major input."""
+    v = op.inputs[m["i_h"]]
+    h0 = None if v.is_const and not v.const.any() else v
+    outs = unrolled_gru(c, m["xt"], m["kernel"], m["rec"], m["bias"], m["bias_rec"], h0, activation=activation,
+                        reset_after=m["reset_after"], time_major=True, batch=batch)
+    if m["sequences"]:
+        out_list = pack_steps(c, outs, time_major=True)
+    else:  # the loop kept only the last step, as a list of one
+        out_list = c.op("RESHAPE", [outs[-1], np.array([1, batch, m["units"]], np.int32)], dtype=np.float32,
+                        shape=(1, batch, m["units"]))
+    _splice(fn, op, c.ops, [(m["i_out"], out_list), (m["i_h"], outs[-1])])
+
+
+def _splice(fn: Function, op, ops, results):
     pos = fn.ops.index(op)
-    fn.ops[pos:pos + 1] = c.ops
+    fn.ops[pos:pos + 1] = ops
     for i, new in results:
         fn.replace_uses(op.outputs[i], new)
 
 
 def fuse_lstm_loops(module: Module, batch_size: int | None = None) -> list[dict]:
-    """Fuse every recognised Keras 3 LSTM loop; one report record per fused loop."""
+    """Fuse every recognised Keras LSTM / SimpleRNN / GRU loop; one report record per loop."""
+    if not any(op.type in _WHILE for fn in module.functions.values() for op in fn.ops):
+        return []
+    # tf-keras' standard_gru loop (its composite just inlined) carries its weights as loop
+    # variables, the bias rows unstacked from a constant: fold them, then bind them in the body
+    fold_tf(module)
+    specialize_loop_invariants(module)
     records = []
     for fn in list(module.functions.values()):
         for op in [o for o in fn.ops if o.type in _WHILE]:
@@ -218,9 +313,12 @@ def fuse_lstm_loops(module: Module, batch_size: int | None = None) -> list[dict]
                 activation = _verify(m)
             except (_NoMatch, ValueError, KeyError, IndexError):
                 continue
-            _replace(fn, op, m, activation, batch_size)
-            into = "UNIDIRECTIONAL_SEQUENCE_LSTM" if m["cell"] == "LSTM" else "UNIDIRECTIONAL_SEQUENCE_RNN"
+            ops = _replace(fn, op, m, activation, batch_size)
+            into = {"LSTM": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "SimpleRNN": ["UNIDIRECTIONAL_SEQUENCE_RNN"]}.get(
+                m["cell"]) or list(dict.fromkeys(o.kind for o in ops))
+            attrs = {"units": m["units"], "return_sequences": m["sequences"]}
+            if m["cell"] == "GRU":
+                attrs.update(reset_after=m["reset_after"], activation=activation, steps=m["steps"])
             records.append({"function": fn.name, "interface": f"Keras {m['cell']} loop (recognised)",
-                            "call_sites": 1, "attrs": {"units": m["units"], "return_sequences": m["sequences"]},
-                            "status": "fused", "into": [into], "reason": ""})
+                            "call_sites": 1, "attrs": attrs, "status": "fused", "into": into, "reason": ""})
     return records

@@ -1,20 +1,56 @@
-"""Two sequence LSTMs over ``x`` and ``reverse(x)`` -> one BIDIRECTIONAL_SEQUENCE_LSTM.
+"""Two sequence ops over ``x`` and ``reverse(x)`` -> one bidirectional sequence op.
 
-This is how a Keras ``Bidirectional(LSTM)`` looks after its two ``while`` loops were
-recognised in a SavedModel (``fusion/loops.py``). The backward op's outputs are in
-processing order, i.e. the reverse of the bidirectional op's time-aligned backward
+This is how a Keras ``Bidirectional(LSTM)`` or ``Bidirectional(SimpleRNN)`` looks after
+its two ``while`` loops were recognised in a SavedModel (``fusion/loops.py``): two
+``UNIDIRECTIONAL_SEQUENCE_LSTM`` (or ``_RNN``) ops with the same options, the backward
+one reading ``REVERSE_V2(x)`` along time. They become one
+``BIDIRECTIONAL_SEQUENCE_LSTM`` (or ``_RNN``) with ``merge_outputs=False``; the merge
+mode (concat, sum, ave, mul) stays as the ops that follow. The backward op's outputs are
+in processing order, i.e. the reverse of the bidirectional op's time-aligned backward
 output, so its uses get ``REVERSE_V2(bw)``; a following reverse (Keras re-aligns the
 backward sequence) cancels against it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from fuselite.ir import Function
 
-_LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
-_UNUSED = (9, 10, 11, 16, 17, 20, 21, 22, 23)  # peepholes, projection, layer norm
+
+@dataclass(frozen=True)
+class _Pair:
+    """Where the operands of one direction sit in the unidirectional op and its options."""
+
+    uni: str
+    bi: str
+    n_inputs: int
+    weights: slice  # weights and biases of one direction
+    states: tuple  # the state tensors (each rewritten before the op on every invoke)
+    unused: tuple  # optional inputs the bidirectional op cannot take
+    options: tuple
+
+    def plain(self, op) -> bool:
+        return len(op.inputs) == self.n_inputs and all(op.inputs[i] is None for i in self.unused) and \
+            all(op.inputs[i] is not None for i in self.states)
+
+    def inputs(self, x, fw, bw) -> list:
+        if self.uni == _LSTM.uni:
+            return [x, *fw.inputs[self.weights], *bw.inputs[self.weights],
+                    *(fw.inputs[i] for i in self.states), *(bw.inputs[i] for i in self.states)] + [None] * 9
+        # RNN: x, fw weights, fw state, bw weights, bw state, aux input and aux weights
+        return [x, *fw.inputs[self.weights], *(fw.inputs[i] for i in self.states), *bw.inputs[self.weights],
+                *(bw.inputs[i] for i in self.states), None, None, None]
+
+
+_LSTM = _Pair("UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", 24, slice(1, 18), (18, 19),
+              (9, 10, 11, 16, 17, 20, 21, 22, 23),  # peepholes, projection, layer norm
+              ("fused_activation_function", "cell_clip", "proj_clip", "time_major", "asymmetric_quantize_inputs"))
+_RNN = _Pair("UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", 5, slice(1, 4), (4,), (),
+             ("fused_activation_function", "time_major", "asymmetric_quantize_inputs"))
+PAIRS = (_LSTM, _RNN)
 
 
 def _reverse_axis(op) -> int | None:
@@ -23,30 +59,27 @@ def _reverse_axis(op) -> int | None:
     return int(op.inputs[1].const.reshape(-1)[0])
 
 
-def _plain(op) -> bool:
-    return len(op.inputs) == 24 and all(op.inputs[i] is None for i in _UNUSED) and \
-        all(op.inputs[i] is not None for i in (18, 19))
+def merge_bidirectional_pairs(fn: Function) -> bool:
+    """Merge one forward/backward pair of sequence LSTMs or RNNs; True if something changed."""
+    return any(_merge(fn, pair) for pair in PAIRS)
 
 
-def merge_bidirectional_lstms(fn: Function) -> bool:
-    lstms = [op for op in fn.ops if op.kind == _LSTM and _plain(op)]
-    for bw in lstms:
+def _merge(fn: Function, pair: _Pair) -> bool:
+    ops = [op for op in fn.ops if op.kind == pair.uni and pair.plain(op)]
+    for bw in ops:
         rev = bw.inputs[0].producer
         axis = _reverse_axis(rev)
         tm = bool(bw.attrs.get("time_major"))
         if axis is None or axis != (0 if tm else 1) or rev not in fn.ops:
             continue
         x = rev.inputs[0]
-        for fw in lstms:
+        for fw in ops:
             if fw is bw or fw.inputs[0] is not x or fw.attrs != bw.attrs:
                 continue
-            opts = {k: v for k, v in fw.attrs.items() if k in ("fused_activation_function", "cell_clip", "proj_clip",
-                                                               "time_major", "asymmetric_quantize_inputs")}
+            opts = {k: v for k, v in fw.attrs.items() if k in pair.options}
             opts["merge_outputs"] = False
-            inputs = [x, *fw.inputs[1:18], *bw.inputs[1:18], fw.inputs[18], fw.inputs[19], bw.inputs[18],
-                      bw.inputs[19]] + [None] * 9
             shape = fw.outputs[0].shape
-            bi = fn.make_op("tfl.BIDIRECTIONAL_SEQUENCE_LSTM", inputs, [(np.dtype(np.float32), shape)] * 2, opts,
+            bi = fn.make_op("tfl." + pair.bi, pair.inputs(x, fw, bw), [(np.dtype(np.float32), shape)] * 2, opts,
                             name=fw.name, location=fw.location)
             processing = fn.make_op("tfl.REVERSE_V2", [bi.outputs[1], fn.const(np.array([axis], np.int32))],
                                     [(np.dtype(np.float32), bw.outputs[0].shape)], name=bw.name + "/reverse")
@@ -61,12 +94,29 @@ def merge_bidirectional_lstms(fn: Function) -> bool:
 
 
 def cancel_reverse_pairs(fn: Function) -> bool:
-    """REVERSE_V2(REVERSE_V2(y, a), a) -> y."""
+    """REVERSE_V2(REVERSE_V2(y, a), a) -> y, also through a TRANSPOSE that moves axis a to b.
+
+    ``REVERSE_V2(TRANSPOSE(REVERSE_V2(y, a), perm), b)`` with ``perm[b] == a`` is
+    ``TRANSPOSE(y, perm)``: a time-major backward sequence reversed into processing order,
+    swapped to batch-major and re-aligned by Keras.
+    """
+    users = fn.users()
     for op in fn.ops:
         axis = _reverse_axis(op)
-        inner = op.inputs[0].producer if axis is not None else None
-        if inner is not None and inner in fn.ops and _reverse_axis(inner) == axis and op.outputs[0] not in fn.outputs:
-            fn.replace_uses(op.outputs[0], inner.inputs[0])
+        mid = op.inputs[0].producer if axis is not None else None
+        if mid is None or mid not in fn.ops or op.outputs[0] in fn.outputs:
+            continue
+        if _reverse_axis(mid) == axis:
+            fn.replace_uses(op.outputs[0], mid.inputs[0])
             fn.ops.remove(op)
             return True
+        inner = mid.inputs[0].producer if mid.kind == "TRANSPOSE" and mid.inputs[1].is_const else None
+        perm = mid.inputs[1].const.reshape(-1) if inner is not None else None
+        if inner is None or inner not in fn.ops or not 0 <= axis < perm.size or \
+                _reverse_axis(inner) != int(perm[axis]) or len(users.get(mid.outputs[0].uid, [])) != 1:
+            continue
+        mid.inputs[0] = inner.inputs[0]  # TRANSPOSE(y, perm), the only use of which was this reverse
+        fn.replace_uses(op.outputs[0], mid.outputs[0])
+        fn.ops.remove(op)
+        return True
     return False

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.ir import Function, Module, Op
-from fuselite.passes.bidirectional import cancel_reverse_pairs, merge_bidirectional_lstms
+from fuselite.passes.bidirectional import cancel_reverse_pairs, merge_bidirectional_pairs
 from fuselite.passes.fold_tfl import is_pinned
 
 _WEIGHTED = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
@@ -366,7 +366,7 @@ def optimize_function(fn: Function) -> None:
         dce_function(fn)
         if _static_reshapes(fn) or _merge_transposes(fn) or _drop_noops(fn, outs):
             continue
-        if _cse(fn) or merge_bidirectional_lstms(fn) or cancel_reverse_pairs(fn):
+        if _cse(fn) or merge_bidirectional_pairs(fn) or cancel_reverse_pairs(fn):
             continue
         if _merge_reshape_fc(fn):
             dce_function(fn)
