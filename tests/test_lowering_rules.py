@@ -159,6 +159,22 @@ def _cond_stateful(x):
     return tf.cond(tf.reduce_sum(x) > -1e6, then, lambda: x - 1.0)
 
 
+_VARIABLES: dict = {}
+
+
+def _variable_updates(x):
+    # resource-variable rules (tests/test_variables.py has the multi-invoke tests); the first
+    # assign makes every call start from the same state
+    if "acc" not in _VARIABLES:
+        with tf.init_scope():
+            _VARIABLES["acc"] = tf.Variable(tf.zeros([2, 3]), name="acc")
+    v = _VARIABLES["acc"]
+    v.assign(x)
+    v.assign_add(x * 2.0)
+    v.assign_sub(tf.ones_like(x))
+    return v.read_value()
+
+
 def _reduce(f, axes, keep):
     return lambda x: f(x, axis=axes, keepdims=keep)
 
@@ -467,6 +483,8 @@ CASES = [
     C("cond_stateful", _cond_stateful, F(2, 3), expect=["IF"]),
     C("cond_then", _cond(-1e6), F(2, 3), expect=["IF"]),
     C("cond_else", _cond(1e6), F(2, 3), expect=["IF"]),
+    C("variable_updates", _variable_updates, F(2, 3),
+      expect=["VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"]),
 ]
 
 _BUILTINS = {k: v for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
