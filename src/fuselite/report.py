@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-
 _LISTED = 10  # frozen variables named in the text report
 
 
