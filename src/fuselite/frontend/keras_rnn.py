@@ -9,7 +9,7 @@ that the fusion rules decline (``fuselite.fusion.rnn``) still converts exactly.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from fuselite.fusion.implements import implements
 
@@ -121,6 +121,48 @@ def _call_layer(layer, x, initial_state, mask):
     return layer._fuselite_original_call(x, **kwargs)
 
 
+@contextmanager
+def _stateless_with_states(layer):
+    """Run a stateful layer as a stateless one that returns its final states.
+
+    The composite must not touch the layer's state variables (TensorFlow forbids an
+    ``experimental_implements`` function to capture them), so the caller reads them
+    into the initial-state arguments and assigns the returned final states itself.
+    """
+    saved = {a: getattr(layer, a) for a in ("stateful", "return_state")}  # tf-keras: properties
+    object.__setattr__(layer, "stateful", False)
+    object.__setattr__(layer, "return_state", True)
+    try:
+        yield
+    finally:
+        for attr, value in saved.items():
+            object.__setattr__(layer, attr, value)
+
+
+def _start_from_zero_state(layer, state_vars) -> None:
+    """The converted model starts from, and resets to, zero state, as ``reset_states()`` does."""
+    import numpy as np
+    import tensorflow as tf
+
+    from fuselite.passes.variables import mark_zero_initial
+
+    for v in state_vars:
+        mark_zero_initial(v)
+    with tf.init_scope():  # the current values, read eagerly while tracing
+        nonzero = any(np.any(np.asarray(_tensor(v))) for v in state_vars)
+    if nonzero:
+        _NOTES.append(f"stateful {type(layer).__name__} layer '{layer.name}' has a non-zero state now; the "
+                      "converted model starts from zero state (as after reset_states())")
+
+
+def _state_variables(layer) -> list:
+    """A stateful layer's state variables (built with the layer), in Keras' order."""
+    import tensorflow as tf
+
+    states = getattr(layer, "states", None)
+    return [s for s in tf.nest.flatten(states) if s is not None] if states is not None else []
+
+
 def _make_call(layer, kind: str):
     import tensorflow as tf
 
@@ -140,25 +182,44 @@ def _make_call(layer, kind: str):
                                                  training=False, **kwargs)
         states = list(initial_state) if isinstance(initial_state, (list, tuple)) else (
             [initial_state] if initial_state is not None else [])
+        state_vars = []
+        if kind != "Bidirectional" and getattr(layer, "stateful", False):
+            state_vars = _state_variables(layer)
+            if states or not state_vars:  # an initial state given to a stateful layer: Keras' own rules
+                _NOTES.append(f"{kind} layer '{layer.name}' is stateful and "
+                              f"{'receives an initial state' if states else 'has no state variables'}: "
+                              "it is converted without fusion")
+                return layer._fuselite_original_call(inputs, initial_state=initial_state, mask=mask,
+                                                     training=False)
+            states = [_tensor(v) for v in state_vars]
+            _start_from_zero_state(layer, state_vars)
         if kind == "Bidirectional":
             n = _gates(attrs["layer"])
             weights = _weights(layer.forward_layer, n) + _weights(layer.backward_layer, n)
         else:
             weights = _weights(layer, _gates(kind))
         spec = dict(attrs, has_mask=mask is not None, n_initial_states=len(states))
+        if state_vars:  # the composite itself is stateless: states in, final states out
+            spec.update(stateful=False, state_variables=True, return_state=True)
         n_w, n_s = len(weights), len(states)
 
         @tf.function(experimental_implements=implements(interface, **spec), autograph=False)
         def composite(x, *rest):
             st = list(rest[n_w:n_w + n_s]) or None
             m = rest[n_w + n_s] if mask is not None else None
-            with _weights_bound(_cells(layer, kind), rest[:n_w]):
+            with _weights_bound(_cells(layer, kind), rest[:n_w]), \
+                    (_stateless_with_states(layer) if state_vars else nullcontext()):
                 out = _call_layer(layer, x, st, m)
             return list(out) if isinstance(out, (list, tuple)) else out
 
         extra = [mask] if mask is not None else []
         try:
-            return composite(inputs, *weights, *states, *extra)
+            out = composite(inputs, *weights, *states, *extra)
+            if not state_vars:
+                return out
+            for var, final in zip(state_vars, out[1:]):
+                var.assign(final)
+            return out if layer.return_state else out[0]
         except Exception as e:  # the layer does something the composite cannot capture
             _NOTES.append(f"{kind} layer '{layer.name}' is converted without fusion: it could not be "
                           f"traced as a composite ({type(e).__name__}: {str(e).strip().splitlines()[0][:200]})")

@@ -31,8 +31,8 @@ ACTIVATIONS = {"tanh": "TANH", "relu": "RELU", "relu6": "RELU6", "sigmoid": "SIG
 
 def _check_common(c, what: str):
     a = c.attrs
-    if a.get("stateful"):
-        c.decline(f"{what} has stateful=True: state carried across invokes is not supported yet")
+    if a.get("stateful"):  # the frontend passes a stateful layer's state as arguments (state_variables)
+        c.decline(f"{what} has stateful=True but its state is not passed as arguments")
     if a.get("has_mask"):
         c.decline(f"{what} receives a mask (e.g. from Embedding(mask_zero=True)); the fused op has no mask input")
     if a.get("activation") not in ACTIVATIONS:

@@ -30,6 +30,8 @@ Example::
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from fuselite.errors import ConversionError, MutableVariableError
@@ -43,6 +45,26 @@ _FORWARDING = {"While", "StatelessWhile", "If", "StatelessIf", "PartitionedCall"
 _CALLEE_KEYS = ("f", "cond", "body", "then_branch", "else_branch")
 RESET_SIGNATURE = "reset_variables"
 INIT_FUNCTION = "fuselite_init_variables"
+_ZERO_INITIAL: dict[int, weakref.ref] = {}  # id(handle) -> handle, for variables that start (and reset) at zero
+
+
+def mark_zero_initial(variable) -> None:
+    """Make ``variable`` start from, and reset to, zeros in converted models.
+
+    For state that the source framework resets to zeros whatever its current value,
+    such as the state of a stateful Keras RNN (``reset_states()``).
+    """
+    handle = getattr(variable, "handle", None)
+    if handle is None:
+        handle = variable.value.handle  # a Keras 3 variable
+    _ZERO_INITIAL[id(handle)] = weakref.ref(handle)
+
+
+def _initial_value(handle, dtype) -> np.ndarray:
+    """The value a mutable variable starts from: its value at conversion time, or zeros if so marked."""
+    value = _read_variable(handle, dtype)
+    ref = _ZERO_INITIAL.get(id(handle))
+    return np.zeros_like(value) if ref is not None and ref() is handle else value
 
 
 def _read_variable(handle, dtype) -> np.ndarray:
@@ -300,7 +322,7 @@ def materialize_variables(module: Module, reset_signature: str = RESET_SIGNATURE
             v = op.inputs[0] if op.inputs else None
             if (op.kind in READ_OPS | ASSIGN_OPS and _is_var(v) and _var_key(v) in mutable
                     and _var_key(v) not in infos and op.attrs.get("dtype") is not None):
-                array = _read_variable(v.meta["handle"], op.attrs["dtype"])  # the value at conversion time
+                array = _initial_value(v.meta["handle"], op.attrs["dtype"])
                 infos[_var_key(v)] = {"shared_name": shared[_var_key(v)], "array": array}
     touching = _touching_functions(module, mutable)
     for fn in list(module.functions.values()):

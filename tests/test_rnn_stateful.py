@@ -1,0 +1,122 @@
+"""Stateful Keras RNNs (``stateful=True``) -> fused sequence ops whose state carries across invokes.
+
+A long sequence fed in chunks must give Keras' outputs chunk by chunk on LiteRT, and a
+reset (``fuselite.runtime.reset_variables``) must bring both back to zero state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import keras_flavour, litert_op_names
+
+import fuselite
+from fuselite.runtime import interpreter, reset_variables
+
+TOL = 1e-5
+FUSED = {"LSTM": "UNIDIRECTIONAL_SEQUENCE_LSTM", "SimpleRNN": "UNIDIRECTIONAL_SEQUENCE_RNN"}
+BATCH, STEPS, FEATURES = 2, 6, 3
+
+
+def _model(k, layer: str, **kw):
+    k.utils.set_random_seed(1)
+    i = k.Input(shape=(STEPS, FEATURES), batch_size=BATCH)
+    y = getattr(k.layers, layer)(5, stateful=True, **kw)(i)
+    if isinstance(y, (list, tuple)):
+        return k.Model(i, list(y))
+    return k.Model(i, k.layers.Dense(2)(y))
+
+
+def _reset_keras(model) -> None:
+    for layer in model.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_states()
+
+
+def _invoke(interp, x):
+    interp.set_tensor(interp.get_input_details()[0]["index"], x)
+    interp.invoke()
+    return [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+
+
+def _keras(model, x):
+    y = model(x, training=False)
+    return [np.asarray(t) for t in (y if isinstance(y, (list, tuple)) else [y])]
+
+
+def _assert_same(got, want):
+    assert len(got) == len(want)
+    for w in want:  # output order of the signature may differ from Keras': pair by closeness
+        err = min(float(np.abs(g - w).max()) for g in got if g.shape == w.shape)
+        assert err <= TOL, err
+
+
+def _check_chunks(model, data, chunks):
+    interp = interpreter(data)
+    _reset_keras(model)
+    for x in chunks:
+        _assert_same(_invoke(interp, x), _keras(model, x))
+    # the state really carries: the last chunk again gives another answer than from zero state
+    carried = _invoke(interp, chunks[0])
+    _reset_keras(model)
+    reset_variables(interp)
+    fresh = _invoke(interp, chunks[0])
+    assert max(float(np.abs(a - b).max()) for a, b in zip(carried, fresh)) > 1e-3
+    _assert_same(fresh, _keras(model, chunks[0]))
+    for x in chunks[1:3]:
+        _assert_same(_invoke(interp, x), _keras(model, x))
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+@pytest.mark.parametrize("layer", ["LSTM", "SimpleRNN"])
+@pytest.mark.parametrize("variant", ["last", "sequences", "state"])
+def test_stateful_rnn_carries_state_across_invokes_and_resets(flavour, layer, variant):
+    k = keras_flavour(flavour)
+    kw = {"last": {}, "sequences": {"return_sequences": True}, "state": {"return_state": True}}[variant]
+    model = _model(k, layer, **kw)
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert FUSED[layer] in ops and "WHILE" not in ops, ops
+    assert not [c for c in conv.report.composites if c.get("status") != "fused"], conv.report.composites
+    mutable = {v["name"] for v in conv.report.mutable_variables}
+    assert len(mutable) == (2 if layer == "LSTM" else 1), conv.report.mutable_variables
+    rng = np.random.default_rng(3)
+    chunks = [(rng.standard_normal((BATCH, STEPS, FEATURES)) * 2).astype(np.float32) for _ in range(5)]
+    _check_chunks(model, data, chunks)
+
+
+def test_stateful_lstm_chunks_equal_one_long_sequence():
+    """Feeding 4 chunks of 6 steps ends where one 24-step stateless pass ends."""
+    k = keras_flavour("keras3")
+    model = _model(k, "LSTM", return_sequences=True)
+    data = fuselite.Converter.from_keras_model(model).convert()
+    rng = np.random.default_rng(5)
+    long = rng.standard_normal((BATCH, 4 * STEPS, FEATURES)).astype(np.float32)
+    interp = interpreter(data)
+    outs = [_invoke(interp, long[:, s:s + STEPS])[0] for s in range(0, 4 * STEPS, STEPS)]
+    twin_in = k.Input(shape=(4 * STEPS, FEATURES), batch_size=BATCH)
+    lstm = k.layers.LSTM(5, return_sequences=True)
+    twin = k.Model(twin_in, model.layers[-1](lstm(twin_in)))
+    lstm.set_weights(model.layers[1].get_weights())
+    np.testing.assert_allclose(np.concatenate(outs, axis=1), np.asarray(twin(long)), atol=TOL)
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+def test_model_converted_mid_stream_starts_from_zero_state(flavour):
+    """Keras' reset state is zeros: a model converted after it ran starts (and resets) there."""
+    k = keras_flavour(flavour)
+    model = _model(k, "LSTM")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((BATCH, STEPS, FEATURES)).astype(np.float32)
+    model(x)  # leaves a non-zero state behind
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    assert any("starts from zero state" in w for w in conv.report.warnings), conv.report.warnings
+    interp = interpreter(data)
+    _reset_keras(model)
+    _assert_same(_invoke(interp, x), _keras(model, x))
+    _assert_same(_invoke(interp, x), _keras(model, x))
+    reset_variables(interp)
+    _reset_keras(model)
+    _assert_same(_invoke(interp, x), _keras(model, x))
