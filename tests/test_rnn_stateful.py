@@ -1,4 +1,4 @@
-"""Stateful Keras RNNs (``stateful=True``) -> fused sequence ops whose state carries across invokes.
+"""Stateful Keras RNNs (``stateful=True``) -> fused sequence ops (GRU: unrolled) whose state carries across invokes.
 
 A long sequence fed in chunks must give Keras' outputs chunk by chunk on LiteRT, and a
 reset (``fuselite.runtime.reset_variables``) must bring both back to zero state.
@@ -14,7 +14,8 @@ import fuselite
 from fuselite.runtime import interpreter, reset_variables
 
 TOL = 1e-5
-FUSED = {"LSTM": "UNIDIRECTIONAL_SEQUENCE_LSTM", "SimpleRNN": "UNIDIRECTIONAL_SEQUENCE_RNN"}
+# GRU has no builtin: it is unrolled into FULLY_CONNECTED and friends
+FUSED = {"LSTM": "UNIDIRECTIONAL_SEQUENCE_LSTM", "SimpleRNN": "UNIDIRECTIONAL_SEQUENCE_RNN", "GRU": "FULLY_CONNECTED"}
 BATCH, STEPS, FEATURES = 2, 6, 3
 
 
@@ -68,7 +69,7 @@ def _check_chunks(model, data, chunks):
 
 
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
-@pytest.mark.parametrize("layer", ["LSTM", "SimpleRNN"])
+@pytest.mark.parametrize("layer", ["LSTM", "SimpleRNN", "GRU"])
 @pytest.mark.parametrize("variant", ["last", "sequences", "state"])
 def test_stateful_rnn_carries_state_across_invokes_and_resets(flavour, layer, variant):
     k = keras_flavour(flavour)
