@@ -273,3 +273,123 @@ def test_weights_that_hide_the_step_order_fall_back_to_random_weights():
     fn = tf.function(lambda x: model(x, training=False))
     conv = fuselite.Converter.from_concrete_functions([fn.get_concrete_function(tf.TensorSpec([1, 7, 3]))], model)
     check_converted(conv, model, _inputs(model, 1))
+
+
+# -- GRU and Bidirectional(SimpleRNN) in SavedModels: Keras 3 (model.export) and tf-keras -----------
+#
+# Keras 3 GRUs and tf-keras GRUs with reset_after=False are plain while loops; a tf-keras GRU
+# (reset_after=True) is its "gru_*" composite around one. Either way the loop is recognised,
+# checked against a NumPy GRU cell and unrolled like an in-memory GRU (fusion/gru.py).
+
+FLAVOURS = ["keras3", "tf_keras"]
+
+
+def _saved(flavour, build, tmp_path, shape=(7, 3)):
+    """A one-input model in ``flavour``, saved as a SavedModel the way its users do."""
+    import tensorflow as tf
+    from conftest import keras_flavour
+
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(0)
+    i = k.Input(shape)
+    model = k.Model(i, build(k.layers, i))
+    path = str(tmp_path / "saved_model")
+    if flavour == "keras3":
+        model.export(path, verbose=False)
+    else:
+        tf.saved_model.save(model, path)
+    return model, path
+
+
+GRU_VARIANTS = {  # name: (build, input shape, number of GRU layers)
+    "last_step": (lambda L, i: L.GRU(5)(i), (7, 3), 1),
+    "sequences": (lambda L, i: L.GRU(5, return_sequences=True)(i), (7, 3), 1),
+    "go_backwards": (lambda L, i: L.GRU(5, go_backwards=True, return_sequences=True)(i), (7, 3), 1),
+    "go_backwards_last": (lambda L, i: L.GRU(5, go_backwards=True)(i), (7, 3), 1),
+    "state": (lambda L, i: L.GRU(5, return_sequences=True, return_state=True)(i), (7, 3), 1),
+    "reset_before": (lambda L, i: L.GRU(5, reset_after=False, return_sequences=True)(i), (7, 3), 1),
+    "reset_before_backwards_last": (lambda L, i: L.GRU(5, reset_after=False, go_backwards=True)(i), (7, 3), 1),
+    "no_bias": (lambda L, i: L.GRU(5, use_bias=False)(i), (7, 3), 1),
+    "relu": (lambda L, i: L.GRU(5, activation="relu", return_sequences=True)(i), (7, 3), 1),
+    "stacked": (lambda L, i: L.GRU(4)(L.GRU(5, return_sequences=True)(i)), (7, 3), 2),
+    "long": (lambda L, i: L.GRU(8, return_sequences=True)(i), (100, 3), 1),
+}
+
+
+def check_unrolled_gru(conv, model, xs, n_layers):
+    """No WHILE: every GRU loop was recognised and unrolled; stateless and within 1e-5 of Keras."""
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert "WHILE" not in ops, ops
+    assert {"FULLY_CONNECTED", "UNPACK", "SPLIT_V", "LOGISTIC"} <= set(ops), ops
+    grus = [r for r in conv.report.composites if r["interface"] == "Keras GRU loop (recognised)"]
+    assert len(grus) == n_layers and all(r["status"] == "fused" for r in grus), conv.report.composites
+    assert_stateless_and_matches(data, model, xs, TOL)
+    return grus
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("variant", sorted(GRU_VARIANTS))
+def test_saved_model_gru_unrolled(tmp_path, flavour, variant):
+    build, shape, n = GRU_VARIANTS[variant]
+    model, path = _saved(flavour, build, tmp_path, shape)
+    grus = check_unrolled_gru(fuselite.Converter.from_saved_model(path), model, _inputs(model, 1), n)
+    assert all(r["attrs"]["reset_after"] == (not variant.startswith("reset_before")) for r in grus), grus
+    assert all(r["attrs"]["activation"] == ("relu" if variant == "relu" else "tanh") for r in grus), grus
+    if variant in ("sequences", "reset_before"):
+        check_unrolled_gru(fuselite.Converter.from_saved_model(path, batch_size=2), model,
+                           _inputs(model, 2, seed=1), n)
+
+
+def test_saved_model_gru_hard_sigmoid_stays_a_correct_loop(tmp_path):
+    """A cell the NumPy GRU does not reproduce (other gate activation) is left a WHILE loop."""
+    model, path = _saved("keras3", lambda L, i: L.GRU(5, recurrent_activation="hard_sigmoid")(i), tmp_path)
+    conv = fuselite.Converter.from_saved_model(path)
+    data = conv.convert()
+    assert "WHILE" in litert_op_names(data)
+    assert not any(r["interface"] == "Keras GRU loop (recognised)" for r in conv.report.composites)
+    assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
+
+
+def test_numpy_gru_cell_matches_keras():
+    """The reference the loop recognition compares against is Keras' GRU cell (both reset_after)."""
+    from conftest import keras_flavour
+
+    from fuselite.fusion.loops import numpy_gru_cell
+
+    k = keras_flavour("keras3")
+    rng = np.random.default_rng(0)
+    x, h = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 5)).astype(np.float32)
+    for reset_after in (True, False):
+        cell = k.layers.GRUCell(5, reset_after=reset_after, bias_initializer="random_normal")
+        want = np.asarray(cell(x, [h])[0])
+        kernel, rec, bias = (np.asarray(w) for w in cell.weights)
+        b_in, b_rec = (bias[0], bias[1]) if reset_after else (bias, None)
+        got = numpy_gru_cell(x, h, kernel, rec, b_in, b_rec, reset_after=reset_after)
+        np.testing.assert_allclose(got, want, atol=TOL)
+
+
+BIDIRECTIONAL_RNN = {  # name: (build, input shape)
+    "concat": (lambda L, i: L.Bidirectional(L.SimpleRNN(4, return_sequences=True))(i), (7, 3)),
+    "sum": (lambda L, i: L.Bidirectional(L.SimpleRNN(4, return_sequences=True), merge_mode="sum")(i), (7, 3)),
+    "ave": (lambda L, i: L.Bidirectional(L.SimpleRNN(4, return_sequences=True), merge_mode="ave")(i), (7, 3)),
+    "mul": (lambda L, i: L.Bidirectional(L.SimpleRNN(4, return_sequences=True), merge_mode="mul")(i), (7, 3)),
+    "sum_last": (lambda L, i: L.Bidirectional(L.SimpleRNN(4), merge_mode="sum")(i), (7, 3)),
+    "concat_relu_last": (lambda L, i: L.Bidirectional(L.SimpleRNN(4, activation="relu"))(i), (7, 3)),
+    "concat_long": (lambda L, i: L.Bidirectional(L.SimpleRNN(6, return_sequences=True))(i), (80, 3)),
+}
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("variant", sorted(BIDIRECTIONAL_RNN))
+def test_saved_model_bidirectional_simple_rnn_is_one_op(tmp_path, flavour, variant):
+    build, shape = BIDIRECTIONAL_RNN[variant]
+    model, path = _saved(flavour, build, tmp_path, shape)
+    conv = fuselite.Converter.from_saved_model(path)
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert ops.count("BIDIRECTIONAL_SEQUENCE_RNN") == 1, ops
+    assert "UNIDIRECTIONAL_SEQUENCE_RNN" not in ops and "WHILE" not in ops, ops
+    loops = [r for r in conv.report.composites if r["interface"] == "Keras SimpleRNN loop (recognised)"]
+    assert len(loops) == 2 and all(r["status"] == "fused" for r in loops), conv.report.composites
+    assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)

@@ -14,9 +14,8 @@ writes ``h`` into another TensorList. A loop is fused into one
   ``fusion/gru.py`` (LiteRT has no GRU op; at most ``MAX_UNROLL`` steps).
 
 Anything else stays a loop. ``go_backwards`` needs no special case: the loop reads
-its (already reversed) time-major input in order. tf-keras passes the weights of its
-``standard_gru`` loop as loop variables; they become constants of the body first
-(``fold_tf``, ``specialize_loop_invariants``).
+its (already reversed) time-major input in order. Constants and shapes are folded before
+matching (see ``_settle``), and again after a fusion, for a loop that reads a fused one.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from fuselite.fusion.rnn import ACTIVATIONS, _read_state, _state, _time_step
 from fuselite.ir import Function, Module
 from fuselite.passes.control_flow import specialize_loop_invariants
 from fuselite.passes.fold_tf import fold_tf
+from fuselite.passes.shapes import refine_shapes
 
 _WHILE = ("tf.While", "tf.StatelessWhile")
 _ACT = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0)}
@@ -295,30 +295,55 @@ def _splice(fn: Function, op, ops, results):
     fn.ops[pos:pos + 1] = ops
     for i, new in results:
         fn.replace_uses(op.outputs[i], new)
+    dense = results[0][1]  # the output list, now a dense [time, batch, units] tensor
+    for o in [o for o in fn.ops if o.kind == "TensorListStack" and o.inputs[0] is dense]:
+        if o.outputs[0].rank == dense.rank:  # stacking it is the tensor itself (with static shapes to refine)
+            fn.replace_uses(o.outputs[0], dense)
+            fn.ops.remove(o)
+
+
+def _settle(module: Module) -> None:
+    """Fold constants and shapes and bind loop invariants, as the converter's fold stage does.
+
+    tf-keras' standard_gru loop (its composite just inlined) carries its weights as loop
+    variables, the bias rows unstacked from a constant; and a loop that reads the output of
+    a loop fused just before only gets static shapes (its number of steps) now.
+    """
+    fold_tf(module)
+    for _ in range(4):
+        if not refine_shapes(module) or not fold_tf(module):
+            break
+    specialize_loop_invariants(module)
+
+
+def _loops(module: Module) -> list:
+    return [(fn, op) for fn in list(module.functions.values()) for op in fn.ops if op.type in _WHILE]
 
 
 def fuse_lstm_loops(module: Module, batch_size: int | None = None) -> list[dict]:
     """Fuse every recognised Keras LSTM / SimpleRNN / GRU loop; one report record per loop."""
-    if not any(op.type in _WHILE for fn in module.functions.values() for op in fn.ops):
-        return []
-    # tf-keras' standard_gru loop (its composite just inlined) carries its weights as loop
-    # variables, the bias rows unstacked from a constant: fold them, then bind them in the body
-    fold_tf(module)
-    specialize_loop_invariants(module)
-    records = []
-    for fn in list(module.functions.values()):
-        for op in [o for o in fn.ops if o.type in _WHILE]:
-            try:
-                m = _match(module, fn, op)
-                activation = _verify(m)
-            except (_NoMatch, ValueError, KeyError, IndexError):
-                continue
-            ops = _replace(fn, op, m, activation, batch_size)
-            into = {"LSTM": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "SimpleRNN": ["UNIDIRECTIONAL_SEQUENCE_RNN"]}.get(
-                m["cell"]) or list(dict.fromkeys(o.kind for o in ops))
-            attrs = {"units": m["units"], "return_sequences": m["sequences"]}
-            if m["cell"] == "GRU":
-                attrs.update(reset_after=m["reset_after"], activation=activation, steps=m["steps"])
-            records.append({"function": fn.name, "interface": f"Keras {m['cell']} loop (recognised)",
-                            "call_sites": 1, "attrs": attrs, "status": "fused", "into": into, "reason": ""})
+    records: list[dict] = []
+    while _loops(module):
+        _settle(module)
+        fused = [_fuse(module, fn, op, batch_size) for fn, op in _loops(module)]
+        fused = [r for r in fused if r is not None]
+        if not fused:
+            break
+        records += fused
     return records
+
+
+def _fuse(module: Module, fn: Function, op, batch_size) -> dict | None:
+    try:
+        m = _match(module, fn, op)
+        activation = _verify(m)
+    except (_NoMatch, ValueError, KeyError, IndexError):
+        return None
+    ops = _replace(fn, op, m, activation, batch_size)
+    into = {"LSTM": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "SimpleRNN": ["UNIDIRECTIONAL_SEQUENCE_RNN"]}.get(
+        m["cell"]) or list(dict.fromkeys(o.kind for o in ops))
+    attrs = {"units": m["units"], "return_sequences": m["sequences"]}
+    if m["cell"] == "GRU":
+        attrs.update(reset_after=m["reset_after"], activation=activation, steps=m["steps"])
+    return {"function": fn.name, "interface": f"Keras {m['cell']} loop (recognised)", "call_sites": 1,
+            "attrs": attrs, "status": "fused", "into": into, "reason": ""}
