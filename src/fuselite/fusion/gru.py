@@ -134,7 +134,7 @@ def fuse_keras_gru(c):
     if a.get("has_mask"):
         c.decline("GRU receives a mask; the unrolled form does not implement masking")
     if not a.get("reset_after", False):
-        c.decline("GRU with reset_after=False is converted from its loop (which fusion/loops.py may unroll)")
+        c.decline("GRU with reset_after=False is converted from its loop")
     if a.get("recurrent_activation") != "sigmoid" or a.get("activation") not in ACTIVATIONS:
         c.decline(f"GRU activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
                   "by the unrolled form")
