@@ -121,3 +121,25 @@ def test_model_converted_mid_stream_starts_from_zero_state(flavour):
     reset_variables(interp)
     _reset_keras(model)
     _assert_same(_invoke(interp, x), _keras(model, x))
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+@pytest.mark.parametrize("layer", ["LSTM", "SimpleRNN"])
+def test_stateful_rnn_from_saved_model(flavour, layer, tmp_path):
+    """Through a SavedModel the recognised loop reads and assigns the state variables;
+    the batch comes from the state variables even when the signature's batch is unknown."""
+    k = keras_flavour(flavour)
+    model = _model(k, layer)
+    if flavour == "keras3":
+        model.export(str(tmp_path), verbose=False)
+    else:
+        import tensorflow as tf
+
+        tf.saved_model.save(model, str(tmp_path))
+    conv = fuselite.Converter.from_saved_model(tmp_path)
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert FUSED[layer] in ops and "WHILE" not in ops, ops
+    assert "reset_variables" in conv.report.signatures
+    rng = np.random.default_rng(4)
+    _check_chunks(model, data, [rng.standard_normal((BATCH, STEPS, FEATURES)).astype(np.float32) for _ in range(4)])

@@ -87,8 +87,9 @@ class Converter:
         """Run the pipeline; return the ``.tflite`` bytes. Raises :class:`ConversionError`.
 
         A model that needs a static batch (fused RNN state tensors, tensor lists whose
-        element shape depends on the batch) is converted with batch size 1 unless
-        ``batch_size`` was given; the report says so.
+        element shape depends on the batch) is converted with batch size 1 (or the batch
+        size of a stateful RNN's state variables) unless ``batch_size`` was given; the
+        report says so.
         """
         self.report.stage_seconds.clear()
         self.report.warnings.clear()
@@ -97,9 +98,11 @@ class Converter:
         except NeedsStaticBatch as e:
             if self.batch_size is not None:
                 raise
-            self.report.warn(f"converted with a fixed batch size of 1: {e} "
+            batch = e.batch or 1
+            implied = " (the batch size of the model's state)" if e.batch else ""
+            self.report.warn(f"converted with a fixed batch size of {batch}{implied}: {e} "
                              "(pass batch_size=N to choose another)")
-            return self._convert(1)
+            return self._convert(batch)
 
     def _convert(self, batch_size: int | None) -> bytes:
         report = self.report

@@ -32,5 +32,10 @@ class MutableVariableError(ConversionError):
 class NeedsStaticBatch(ConversionError):
     """Part of the model (a tensor list, a fused RNN's state) needs a static batch size.
 
-    The converter retries with batch size 1 unless the user chose one.
+    The converter retries with ``batch`` (a batch size the model itself implies, such as
+    the one of a stateful RNN's state variables) or else 1, unless the user chose one.
     """
+
+    def __init__(self, message: str, batch: int | None = None):
+        super().__init__(message)
+        self.batch = batch

@@ -239,8 +239,10 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
     xt, units, steps = m["xt"], m["units"], m["steps"]
     batch = xt.shape[1] or batch_size
     if batch is None:
+        state = op.inputs[m["i_h"]]  # a stateful layer's state variable fixes the batch
         raise NeedsStaticBatch("the unrolled GRU needs a static batch size" if m["cell"] == "GRU" else
-                               f"a recognised {m['cell']} loop keeps its state in tensors that need a static batch size")
+                               f"a recognised {m['cell']} loop keeps its state in tensors that need a static batch size",
+                               state.shape[0] if state.rank == 2 and not state.is_const else None)
     c = Composite(fn, f"Keras {m['cell']} loop", {}, [], [])
     if m["cell"] == "GRU":
         _replace_gru(fn, op, m, c, activation, batch)
