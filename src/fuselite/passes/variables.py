@@ -57,6 +57,8 @@ def mark_zero_initial(variable) -> None:
     handle = getattr(variable, "handle", None)
     if handle is None:
         handle = variable.value.handle  # a Keras 3 variable
+    for key in [k for k, ref in _ZERO_INITIAL.items() if ref() is None]:  # variables gone since
+        del _ZERO_INITIAL[key]
     _ZERO_INITIAL[id(handle)] = weakref.ref(handle)
 
 
