@@ -190,20 +190,21 @@ class Row:
         for metric, limit in targets_for(self.flavour, self.model).items():
             r = self.ratio(metric)
             if r is not None and round(r, 3) > limit:  # judged at the precision shown
-                out.append(f"{metric} (within noise)" if metric == "latency" and self.latency_tie() else metric)
+                tie = metric == "latency" and self.latency_tie(limit)
+                out.append(f"{metric} (within noise)" if tie else metric)
         return out
 
-    def latency_tie(self) -> bool:
-        """True when a latency ratio above 1 is not a consistent slowdown.
+    def latency_tie(self, limit: float = 1.0) -> bool:
+        """True when a latency ratio above ``limit`` is not a consistent miss.
 
-        That is: some block had fuselite at least as fast, or the excess over 1 is no larger
-        than the A/A control's own distance from 1.
+        That is: some block's ratio met the limit, or the excess over the limit is no
+        larger than the A/A control's own distance from 1.
         """
         r = self.ratio("latency")
         if r is None or not self.latency_ratios:
             return False
         noise = self.noise()
-        return min(self.latency_ratios) <= 1.0 or (noise is not None and r - 1.0 <= noise)
+        return min(self.latency_ratios) <= limit or (noise is not None and r - limit <= noise)
 
     def noise(self) -> float | None:
         """How far from 1 the A/A latency ratio strayed (the noise floor of the latency ratio)."""
@@ -692,8 +693,8 @@ def markdown(rows: list[Row], settings: Settings, started: datetime.datetime, wa
         f"~{settings.latency_seconds / settings.latency_blocks:g} s of `invoke()` calls, the two models "
         "interleaved; the median of the block medians. In brackets: the range of the per-block ratios. "
         "*A/A lat* times TF's model against a second instance of itself the same way: its distance "
-        "from 1 is the noise floor. A latency miss is marked *within noise* when it is no larger than that, "
-        "or when in some block fuselite's model was at least as fast.",
+        "from 1 is the noise floor. A latency miss is marked *within noise* when its excess over the target "
+        "is no larger than that, or when in some block the ratio met the target.",
         "- Max abs err: against the Keras model's own output (`training=False`), same inputs.",
         f"- Ratios are fuselite / TF; targets: {targets}; recurrent models (lstm_64 ... text_lstm) are "
         "judged on latency only: Keras 3 ≤ 0.6×, tf-keras ≤ 1.0×, GRU ≤ 1.0×; ✗ marks a miss.",
