@@ -7,6 +7,7 @@ import pytest
 from conftest import assert_stateless_and_matches, invoke_twice, litert_op_names
 
 import fuselite
+from fuselite.fusion.keras_saved_gru import numpy_gru
 from fuselite.fusion.keras_saved_lstm import evaluate_function, numpy_lstm
 from fuselite.runtime import interpreter
 
@@ -61,14 +62,14 @@ def _inputs(model, batch, seed=0):
     return [rng.standard_normal([batch] + list(t.shape[1:])).astype(np.float32) for t in model.inputs]
 
 
-def _time_major(units, **kw):
-    """A time-major tf-keras LSTM between two transposes, so the composite's axis 1 is the batch."""
+def _time_major(units, layer="LSTM", **kw):
+    """A time-major tf-keras LSTM (or GRU) between two transposes, so the composite's axis 1 is the batch."""
 
     def build(L, i):
         import tensorflow as tf
 
         x = L.Lambda(lambda t: tf.transpose(t, [1, 0, 2]))(i)
-        y = L.LSTM(units, time_major=True, **kw)(x)
+        y = getattr(L, layer)(units, time_major=True, **kw)(x)
         return L.Lambda(lambda t: tf.transpose(t, [1, 0, 2]))(y) if kw.get("return_sequences") else y
 
     return build
@@ -277,9 +278,11 @@ def test_weights_that_hide_the_step_order_fall_back_to_random_weights():
 
 # -- GRU and Bidirectional(SimpleRNN) in SavedModels: Keras 3 (model.export) and tf-keras -----------
 #
-# Keras 3 GRUs and tf-keras GRUs with reset_after=False are plain while loops; a tf-keras GRU
-# (reset_after=True) is its "gru_*" composite around one. Either way the loop is recognised,
-# checked against a NumPy GRU cell and unrolled like an in-memory GRU (fusion/gru.py).
+# Keras 3 GRUs and tf-keras GRUs with reset_after=False (or another activation, no bias) are
+# plain while loops: the loop is recognised, checked against a NumPy GRU cell and unrolled like
+# an in-memory GRU (fusion/gru.py). A tf-keras GRU that could run on cuDNN is its "gru_*"
+# composite (standard_gru) around such a loop; the composite itself is fused into the same
+# unrolled builtins (fusion/keras_saved_gru.py).
 
 FLAVOURS = ["keras3", "tf_keras"]
 
@@ -317,13 +320,16 @@ GRU_VARIANTS = {  # name: (build, input shape, number of GRU layers)
 
 
 def check_unrolled_gru(conv, model, xs, n_layers):
-    """No WHILE: every GRU loop was recognised and unrolled; stateless and within 1e-5 of Keras."""
+    """No WHILE: every GRU (recognised loop or tf-keras "gru_*" composite) was unrolled; stateless and
+    within 1e-5 of Keras. Returns the report records of the recognised loops."""
     data = conv.convert()
     ops = litert_op_names(data)
     assert "WHILE" not in ops, ops
     assert {"FULLY_CONNECTED", "UNPACK", "SPLIT_V", "LOGISTIC"} <= set(ops), ops
     grus = [r for r in conv.report.composites if r["interface"] == "Keras GRU loop (recognised)"]
-    assert len(grus) == n_layers and all(r["status"] == "fused" for r in grus), conv.report.composites
+    composites = [r for r in conv.report.composites if r["interface"].startswith("gru_") and r["status"] == "fused"]
+    assert len(grus) + len(composites) == n_layers, conv.report.composites
+    assert all(r["status"] == "fused" for r in grus), conv.report.composites
     assert_stateless_and_matches(data, model, xs, TOL)
     return grus
 
@@ -334,6 +340,7 @@ def test_saved_model_gru_unrolled(tmp_path, flavour, variant):
     build, shape, n = GRU_VARIANTS[variant]
     model, path = _saved(flavour, build, tmp_path, shape)
     grus = check_unrolled_gru(fuselite.Converter.from_saved_model(path), model, _inputs(model, 1), n)
+    # recognised loops only (tf-keras' fused "gru_*" composites are reset_after=True and tanh by construction)
     assert all(r["attrs"]["reset_after"] == (not variant.startswith("reset_before")) for r in grus), grus
     assert all(r["attrs"]["activation"] == ("relu" if variant == "relu" else "tanh") for r in grus), grus
     if variant in ("sequences", "reset_before"):
@@ -367,6 +374,205 @@ def test_numpy_gru_cell_matches_keras():
         b_in, b_rec = (bias[0], bias[1]) if reset_after else (bias, None)
         got = numpy_gru_cell(x, h, kernel, rec, b_in, b_rec, reset_after=reset_after)
         np.testing.assert_allclose(got, want, atol=TOL)
+
+
+# -- tf-keras' "gru_*" composite (standard_gru) -> the unrolled GRU, also with strict_fusion ----------
+
+# tf-keras calls standard_gru for tanh / sigmoid, reset_after=True, use_bias, no recurrent dropout
+TF_KERAS_GRU = {  # name: (build, input shape, number of "gru_*" composites)
+    **{name: GRU_VARIANTS[name] for name in ("last_step", "sequences", "go_backwards", "go_backwards_last",
+                                              "state", "long")},
+    "time_major": (_time_major(5, "GRU", return_sequences=True), (7, 3), 1),
+    "time_major_backwards_last": (_time_major(5, "GRU", go_backwards=True), (7, 3), 1),
+    "dropout": (lambda L, i: L.GRU(5, dropout=0.3, return_sequences=True)(i), (7, 3), 1),
+    "one_step": (lambda L, i: L.GRU(5, return_sequences=True)(i), (1, 3), 1),
+    # reset_after=False never reaches standard_gru: a plain loop, nothing for strict fusion to reject
+    "reset_before": GRU_VARIANTS["reset_before"][:2] + (0,),
+}
+
+
+def check_fused_gru_composites(conv, model, xs, n):
+    """Every "gru_*" composite is fused into the unrolled builtins (no WHILE); stateless, within 1e-5."""
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert "WHILE" not in ops and "FULLY_CONNECTED" in ops, ops
+    grus = [r for r in conv.report.composites if r["interface"].startswith("gru_")]
+    assert len(grus) == n, conv.report.composites
+    for r in grus:
+        assert r["status"] == "fused", r
+        assert {"FULLY_CONNECTED", "UNPACK", "LOGISTIC"} <= set(r["into"]), r
+    assert not [r for r in conv.report.composites if r["status"] != "fused"], conv.report.composites
+    if n:
+        assert "fused into" in str(conv.report) and "no fusion rule" not in str(conv.report)
+        assert not any(r["interface"] == "Keras GRU loop (recognised)" for r in conv.report.composites)
+    assert_stateless_and_matches(data, model, xs, TOL)
+    return data
+
+
+@pytest.mark.parametrize("variant", sorted(TF_KERAS_GRU))
+def test_saved_model_tf_keras_gru_composite_fused(tmp_path, variant):
+    build, shape, n = TF_KERAS_GRU[variant]
+    model, path = _saved("tf_keras", build, tmp_path, shape)
+    conv = fuselite.Converter.from_saved_model(path, strict_fusion=True)  # the unknown batch becomes 1
+    check_fused_gru_composites(conv, model, _inputs(model, 1), n)
+    assert any("batch size of 1" in w for w in conv.report.warnings), conv.report.warnings
+    if variant in ("sequences", "time_major_backwards_last"):
+        conv = fuselite.Converter.from_saved_model(path, batch_size=2, strict_fusion=True)
+        check_fused_gru_composites(conv, model, _inputs(model, 2, seed=1), n)
+
+
+def _stacked_tf_keras_gru(tmp_path):
+    return _saved("tf_keras", GRU_VARIANTS["stacked"][0], tmp_path)
+
+
+def test_stacked_tf_keras_gru_second_composite_is_converted_from_its_loop(tmp_path):
+    """A GRU fed by another tf-keras RNN sees no static number of steps at its composite's boundary
+    (tf-keras' loop output has none, and composite signatures are not refined from their call sites
+    after a fusion): it is declined, and its loop is recognised and unrolled instead."""
+    model, path = _stacked_tf_keras_gru(tmp_path)
+    conv = fuselite.Converter.from_saved_model(path)
+    check_unrolled_gru(conv, model, _inputs(model, 1), 2)
+    grus = [r for r in conv.report.composites if r["interface"].startswith("gru_")]
+    assert [r["status"] for r in grus] == ["fused", "declined"], grus
+    assert "static number of time steps" in grus[1]["reason"], grus
+
+
+@pytest.mark.xfail(raises=fuselite.FusionError, strict=True,
+                   reason="needs call-site shapes refined into the next composite's signature in fusion/prepare.py")
+def test_stacked_tf_keras_gru_strict_fusion(tmp_path):
+    model, path = _stacked_tf_keras_gru(tmp_path)
+    check_fused_gru_composites(fuselite.Converter.from_saved_model(path, strict_fusion=True), model,
+                               _inputs(model, 1), 2)
+
+
+def test_saved_model_tf_keras_gru_initial_state_as_input(tmp_path):
+    """A non-constant initial state feeds the first step's recurrent projection."""
+    k = _tf_keras()
+    k.utils.set_random_seed(0)
+    x, h = k.Input((5, 3), name="seq"), k.Input((4,), name="h0")
+    model = k.Model([x, h], k.layers.GRU(4, return_sequences=True, go_backwards=True)(x, initial_state=[h]))
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), strict_fusion=True)
+    data = conv.convert()
+    assert "WHILE" not in litert_op_names(data)
+    assert [r["status"] for r in conv.report.composites if r["interface"].startswith("gru_")] == ["fused"]
+    rng = np.random.default_rng(3)
+    xv, hv = (rng.standard_normal(s).astype(np.float32) for s in ((1, 5, 3), (1, 4)))
+    names = [d["name"] for d in interpreter(data).get_input_details()]
+    feeds = [xv if "seq" in n else hv for n in names]
+    first, second = invoke_twice(data, feeds)
+    np.testing.assert_array_equal(first[0], second[0])
+    np.testing.assert_allclose(first[0], model([xv, hv]), atol=TOL)
+
+
+def test_concrete_function_tf_keras_gru_fused():
+    import tensorflow as tf
+
+    model = _model(lambda L, i: L.GRU(6, go_backwards=True)(i))
+    fn = tf.function(lambda x: model(x, training=False))
+    cf = fn.get_concrete_function(tf.TensorSpec([2, 7, 3], tf.float32))
+    conv = fuselite.Converter.from_concrete_functions([cf], model, strict_fusion=True)
+    check_fused_gru_composites(conv, model, _inputs(model, 2, seed=2), 1)
+
+
+def test_masked_tf_keras_gru_is_declined_and_correct(tmp_path):
+    k = _tf_keras()
+    k.utils.set_random_seed(0)
+    i = k.Input((6,), dtype="int32")
+    model = k.Model(i, k.layers.GRU(4)(k.layers.Embedding(20, 3, mask_zero=True)(i)))
+    path = _save(model, tmp_path)
+    conv = fuselite.Converter.from_saved_model(path)
+    data = conv.convert()
+    grus = [r for r in conv.report.composites if r["interface"].startswith("gru_")]
+    assert grus and all(r["status"] == "declined" and "mask" in r["reason"] for r in grus), conv.report.composites
+    assert "mask" in str(conv.report)
+    ids = np.array([[3, 5, 1, 0, 0, 0]], np.int32)
+    np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [ids]).values())), model(ids), atol=TOL)
+    with pytest.raises(fuselite.FusionError, match="mask"):
+        fuselite.Converter.from_saved_model(path, strict_fusion=True).convert()
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+@pytest.mark.parametrize("go_backwards", [False, True])
+def test_numpy_gru_matches_the_tf_keras_function(time_major, go_backwards):
+    """The NumPy GRU the "gru_*" rule compares against is tf-keras' standard_gru, run as a FunctionDef."""
+    import tensorflow as tf
+    from tf_keras.src.layers.rnn.gru import standard_gru
+
+    rng = np.random.default_rng(0)
+    t, b, f, u = 4, 2, 3, 5
+    x = rng.standard_normal((t, b, f) if time_major else (b, t, f)).astype(np.float32)
+    h0 = rng.standard_normal((b, u)).astype(np.float32)
+    k, rk, bias = (rng.standard_normal(s).astype(np.float32) * 0.5 for s in ((f, 3 * u), (u, 3 * u), (2, 3 * u)))
+
+    @tf.function(autograph=False)
+    def fn(x, h0, k, rk, bias):
+        return standard_gru(x, h0, k, rk, bias, None, time_major, go_backwards, None, False, True)
+
+    cf = fn.get_concrete_function(*(tf.TensorSpec(a.shape, tf.float32) for a in (x, h0, k, rk, bias)))
+    library = {f.signature.name: f for f in cf.graph.as_graph_def().library.function}
+    got = evaluate_function(cf.function_def, library, [x, h0, k, rk, bias])
+    seq, h = numpy_gru(x, h0, k, rk, bias, time_major=time_major, go_backwards=go_backwards)
+    for g, w in zip(got[:3], [seq[-1], seq if time_major else seq.transpose(1, 0, 2), h]):
+        np.testing.assert_allclose(g, w, atol=TOL)
+
+
+def _hand_made_gru_composite(time_major, go_backwards, return_sequences, attrs=None, body_scale=1.0):
+    """A concrete function calling tf-keras' standard_gru as a "gru_*" composite, like tf-keras does."""
+    import tensorflow as tf
+    from tf_keras.src.layers.rnn.gru import standard_gru
+
+    rng = np.random.default_rng(5)
+    t, b, f, u = 6, 2, 3, 4
+    k, rk, bias = (tf.constant(rng.standard_normal(s).astype(np.float32) * 0.5)
+                   for s in ((f, 3 * u), (u, 3 * u), (2, 3 * u)))
+    attributes = {"api_implements": "gru_hand_made", "time_major": time_major, "go_backwards": go_backwards}
+    attributes.update(attrs or {})
+
+    @tf.function(autograph=False, experimental_attributes=attributes)
+    def gru(inputs, init_h, kernel, recurrent_kernel, bias):
+        res = standard_gru(inputs, init_h, kernel, recurrent_kernel, bias, None, time_major, go_backwards, None,
+                           False, return_sequences)
+        return (res[0] * body_scale,) + tuple(res[1:])
+
+    shape = [t, b, f] if time_major else [b, t, f]
+
+    @tf.function(input_signature=[tf.TensorSpec(shape, tf.float32)])
+    def model(x):
+        last, outputs, h, _ = gru(x, tf.zeros([b, u]), k, rk, bias)
+        return {"last": last, "outputs": outputs, "h": h}
+
+    return model, rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("flags", [(False, False, True), (True, True, False), (True, False, True), (False, True, False)])
+def test_gru_flags_are_determined_by_evaluation(flags):
+    model, x = _hand_made_gru_composite(*flags)
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()], strict_fusion=True)
+    data = conv.convert()
+    assert "WHILE" not in litert_op_names(data)
+    assert conv.report.composites[0]["status"] == "fused", conv.report.composites
+    got = fuselite.runtime.run(data, [x])
+    want = {k: np.asarray(v) for k, v in model(x).items()}
+    assert len(got) == len(want)
+    for name, w in want.items():
+        np.testing.assert_allclose(next(v for key, v in got.items() if name in key), w, atol=TOL)
+
+
+@pytest.mark.parametrize("case", ["not_a_gru", "contradicting_attribute"])
+def test_gru_composite_that_does_not_fit_is_declined(case):
+    if case == "not_a_gru":
+        model, x = _hand_made_gru_composite(False, False, True, body_scale=1.01)
+        reason = "did not reproduce"
+    else:
+        model, x = _hand_made_gru_composite(True, False, True, attrs={"time_major": False})
+        reason = "contradicts"
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    data = conv.convert()
+    (composite,) = [r for r in conv.report.composites if r["interface"].startswith("gru_")]
+    assert composite["status"] == "declined" and reason in composite["reason"], conv.report.composites
+    got = fuselite.runtime.run(data, [x])
+    for name, w in model(x).items():
+        np.testing.assert_allclose(next(v for key, v in got.items() if name in key), w, atol=TOL)
 
 
 BIDIRECTIONAL_RNN = {  # name: (build, input shape)

@@ -94,48 +94,71 @@ def fuse_tf_keras_saved_lstm(c):
 
 def _determine_flags(c, fdef, library):
     """(time_major, go_backwards, return_sequences, runtime) of the body, or decline."""
-    x, h0, c0, k, rk, b = c.args
+
+    def reference(x, states, weights, time_major, go_backwards):
+        seq, h, cell = numpy_lstm(x, *states, *weights, time_major=time_major, go_backwards=go_backwards)
+        return seq, [h, cell]
+
+    return determine_flags(c, fdef, library, n_states=2, what="LSTM",
+                           cell="a standard LSTM (tanh/sigmoid, gates i, f, c, o)", reference=reference)
+
+
+def determine_flags(c, fdef, library, *, n_states: int, what: str, cell: str, reference):
+    """(time_major, go_backwards, return_sequences, runtime) baked into a tf-keras RNN composite, or decline.
+
+    For tf-keras' ``standard_lstm`` / ``standard_gru``: the arguments of ``c`` are the input
+    sequence, ``n_states`` initial states, then the constant weights; the results are
+    ``(last_output, outputs, *final states, runtime)``. The function is run once with
+    TensorFlow on random inputs and compared with ``reference(x, states, weights,
+    time_major, go_backwards) -> (outputs [time, batch, units] in processing order, [final
+    states])`` for every hypothesis; exactly one must reproduce every float result within
+    1e-5. ``what`` ("LSTM") and ``cell`` (what the reference computes) go into the reasons.
+    """
+    x = c.args[0]
+    states = c.args[1:1 + n_states]
     rng = np.random.default_rng(0)
     xs = tuple(_FILL if d is None else d for d in x.shape)
     feeds = [rng.standard_normal(xs).astype(np.float32)]
-    for s in (h0, c0):
+    for s in states:
         if s.const is not None:
             feeds.append(s.const.astype(np.float32))
         else:
             feeds.append((0.5 * rng.standard_normal(tuple(_FILL if d is None else d for d in s.shape)))
                          .astype(np.float32))
-    weights = [k.const, rk.const, b.const]
-    matches, got = _matching_hypotheses(c, fdef, library, feeds, weights)
+    weights = [a.const for a in c.args[1 + n_states:]]
+    check = (c, fdef, library, feeds, what, reference)
+    matches, got = _matching_hypotheses(*check, weights)
     if len(matches) > 1:
         # Weights that hide the order of the steps (e.g. zero kernels): the flags are part of
         # the body, not of the data, so ask again with random weights.
         weights = [(0.5 * rng.standard_normal(w.shape)).astype(np.float32) for w in weights]
-        matches, got = _matching_hypotheses(c, fdef, library, feeds, weights)
+        matches, got = _matching_hypotheses(*check, weights)
     if not matches:
-        c.decline("evaluating the tf-keras LSTM function did not reproduce a standard LSTM (tanh/sigmoid, "
-                  "gates i, f, c, o) for any of time_major x go_backwards within 1e-5")
+        c.decline(f"evaluating the tf-keras {what} function did not reproduce {cell} "
+                  "for any of time_major x go_backwards within 1e-5")
     if len(matches) > 1:
-        c.decline(f"evaluating the tf-keras LSTM function is ambiguous: {len(matches)} flag combinations "
+        c.decline(f"evaluating the tf-keras {what} function is ambiguous: {len(matches)} flag combinations "
                   f"reproduce it ({matches})")
     (tm, gb, rs), = matches
     for flag, value in (("time_major", tm), ("go_backwards", gb)):
         if flag in fdef.attr and fdef.attr[flag].b != value:
             c.decline(f"the function's attribute {flag}={fdef.attr[flag].b} contradicts its body ({value})")
-    runtime = got[4]
+    runtime = got[-1]
     if runtime.shape != () or not np.isfinite(runtime):
         c.decline(f"unexpected runtime result {runtime!r}")
     return tm, gb, rs, float(runtime)
 
 
-def _matching_hypotheses(c, fdef, library, feeds, weights):
+def _matching_hypotheses(c, fdef, library, feeds, what, reference, weights):
+    n_results = len(feeds) + 2  # last_output, outputs, the final states, runtime
     try:
         got = evaluate_function(fdef, library, feeds + weights)
     except Exception as e:  # noqa: BLE001 - a body TensorFlow cannot run is not fused
-        c.decline(f"could not evaluate the tf-keras LSTM function with TensorFlow: {type(e).__name__}: "
+        c.decline(f"could not evaluate the tf-keras {what} function with TensorFlow: {type(e).__name__}: "
                   f"{str(e).splitlines()[0] if str(e) else ''}")
-    if len(got) != 5:
-        c.decline(f"the tf-keras LSTM function returned {len(got)} result(s), expected 5")
-    x, h0, c0 = feeds
+    if len(got) != n_results:
+        c.decline(f"the tf-keras {what} function returned {len(got)} result(s), expected {n_results}")
+    x, states = feeds[0], feeds[1:]
     matches = []
     for tm in (False, True):
         steps, batch = (x.shape[0], x.shape[1]) if tm else (x.shape[1], x.shape[0])
@@ -143,16 +166,16 @@ def _matching_hypotheses(c, fdef, library, feeds, weights):
         for gb in (False, True):
             if gb and real_steps == 1:
                 continue  # one step: reversing changes nothing
-            if h0.shape[0] != batch or c0.shape[0] != batch:
+            if any(s.shape[0] != batch for s in states):
                 continue
-            seq, h, cell = numpy_lstm(x, h0, c0, *weights, time_major=tm, go_backwards=gb)
+            seq, finals = reference(x, states, weights, tm, gb)
             last = seq[-1]
             full = seq if tm else seq.transpose(1, 0, 2)
             one = last[None] if tm else last[:, None]
             for rs, outputs in ((True, full), (False, one)):
                 if not rs and real_steps == 1:
                     continue  # one step: all outputs are the last output
-                if all(_close(g, w) for g, w in zip(got[:4], (last, outputs, h, cell))):
+                if all(_close(g, w) for g, w in zip(got[:-1], (last, outputs, *finals))):
                     matches.append((tm, gb, rs))
     # time_major with both leading dimensions 1 is the same computation as batch-major
     if c.args[0].shape[0] == 1 and c.args[0].shape[1] == 1:

@@ -1,0 +1,126 @@
+"""tf-keras GRU layers in SavedModels and concrete functions -> the unrolled GRU of ``fusion/gru.py``.
+
+When a tf-keras model is saved with ``tf.saved_model.save`` (or traced into a concrete
+function), a ``GRU`` layer that could run on cuDNN (tanh / sigmoid, ``reset_after=True``,
+``use_bias``, no recurrent dropout, not unrolled) appears as tf-keras' own composite: the
+``standard_gru`` function, tagged ``api_implements = "gru_<uuid>"``. Its tensor arguments
+are ``(inputs, init_h, kernel, recurrent_kernel, bias)`` with ``bias`` [2, 3u] (input and
+recurrent bias); a masked layer adds ``mask``, a ragged input ``sequence_lengths``. Its
+results are ``(last_output, outputs, new_h, runtime)``; ``outputs`` is the whole sequence
+or, without ``return_sequences``, the last output with a time axis of 1. Every other GRU
+(``reset_after=False``, another activation, no bias) is a plain ``while`` loop, which
+``fusion/loops.py`` recognises.
+
+LiteRT has no GRU op, so the composite becomes the unrolled builtins of an in-memory
+GRU (at most ``MAX_UNROLL`` steps). As for tf-keras' LSTM (``keras_saved_lstm.py``), the
+baked-in ``time_major``, ``go_backwards`` and ``return_sequences`` are found by running
+the function once with TensorFlow and matching a NumPy GRU (gates z, r, h;
+``reset_after=True``) for every hypothesis; the rule fuses only when exactly one
+reproduces all three float results within 1e-5. Anything else is declined with a
+reason and converted from the body (whose loop may still be recognised).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.errors import NeedsStaticBatch
+from fuselite.fusion.gru import MAX_UNROLL, pack_steps, unrolled_gru
+from fuselite.fusion.keras_saved_lstm import determine_flags
+from fuselite.fusion.registry import fusion
+
+ARG_NAMES = ("inputs", "init_h", "kernel", "recurrent_kernel", "bias")
+
+
+@fusion("gru_*")
+def fuse_tf_keras_saved_gru(c):
+    fdef = c.function.attrs.get("_function_def")
+    library = c.function.attrs.get("_library") or {}
+    if fdef is None:
+        c.decline("the original TensorFlow function is not available to check the GRU's flags")
+    names = tuple(a.name for a in c.args)
+    if len(c.args) > 5 and names[:5] == ARG_NAMES:
+        c.decline(f"the tf-keras GRU receives {', '.join(names[5:])} (a mask, e.g. from "
+                  "Embedding(mask_zero=True), or ragged sequence lengths); the unrolled GRU has no mask input")
+    if names != ARG_NAMES:
+        c.decline(f"not tf-keras' standard_gru: arguments ({', '.join(names)}), expected ({', '.join(ARG_NAMES)})")
+    c.expect_results(4)
+    if any(a.dtype != np.float32 for a in c.args) or any(r.dtype != np.float32 for r in c.results):
+        c.decline(f"only float32 GRUs are fused (arguments: {', '.join(str(a.dtype) for a in c.args)})")
+    x, h0, k, rk, b = c.args
+    if x.rank != 3 or x.shape[2] is None:
+        c.decline(f"the sequence input must have rank 3 and static features, got shape {x.shape}")
+    if k.const is None or rk.const is None or b.const is None:
+        c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
+    units = rk.shape[0] if rk.rank == 2 else 0
+    if not units or k.shape != (x.shape[2], 3 * units) or rk.shape != (units, 3 * units) or b.shape != (2, 3 * units):
+        c.decline(f"weight shapes {k.shape}, {rk.shape}, {b.shape} do not fit a GRU (reset_after=True) of "
+                  f"{units} units over {x.shape[2]} features")
+    if h0.rank != 2 or h0.shape[1] not in (None, units):
+        c.decline(f"initial state 'init_h' has shape {h0.shape}, expected [batch, {units}]")
+
+    # tf-keras records its (unchecked) time_major flag as an attribute; the evaluation below
+    # has the last word. Checked first, so that an unknown batch is not evaluated twice.
+    hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
+    if x.shape[0] is None and x.shape[1] is None:
+        # e.g. the second of two stacked GRUs: tf-keras' loop output has no static length, and
+        # the composite's signature is not refined from its call site after the first is fused
+        c.decline(f"unrolling needs a static number of time steps, the input has shape {x.shape} at the "
+                  "composite's boundary")
+    if c.batch_size is None and x.shape[1 if hint else 0] is None:
+        raise NeedsStaticBatch("the unrolled GRU needs a static batch size", h0.shape[0] if h0.const is None else None)
+
+    time_major, go_backwards, return_sequences, runtime = determine_flags(
+        c, fdef, library, n_states=1, what="GRU", cell="a standard GRU (reset_after=True, tanh/sigmoid, gates z, r, h)",
+        reference=_reference)
+    steps = x.shape[0 if time_major else 1]
+    if steps is None or steps > MAX_UNROLL:
+        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
+    batch = x.shape[1 if time_major else 0] or c.batch_size
+    if batch is None:
+        raise NeedsStaticBatch("the unrolled GRU needs a static batch size", h0.shape[0] if h0.const is None else None)
+    if h0.shape[0] not in (None, batch):
+        c.decline(f"initial state 'init_h' has batch {h0.shape[0]}, the sequence has batch {batch}")
+
+    if h0.const is not None and not np.any(h0.const):
+        h = None  # zero state: the first step's recurrent projection folds to a constant
+    elif h0.shape == (batch, units):
+        h = h0.value
+    else:
+        h = c.op("RESHAPE", [h0, np.array([batch, units], np.int32)], dtype=np.float32, shape=(batch, units))
+    outs = unrolled_gru(c, x, k.const, rk.const, b.const[0], b.const[1], h, time_major=time_major,
+                        go_backwards=go_backwards, batch=batch)
+    last = outs[-1]
+    if return_sequences:
+        outputs = pack_steps(c, outs, time_major)
+    else:  # tf-keras returns the last output with a time axis of 1
+        shape = (1, batch, units) if time_major else (batch, 1, units)
+        outputs = c.op("RESHAPE", [last, np.array(shape, np.int32)], dtype=np.float32, shape=shape)
+    return [last, outputs, last, c.const(np.asarray(runtime, np.float32), name="runtime")]
+
+
+def _reference(x, states, weights, time_major, go_backwards):
+    (h0,), (kernel, recurrent_kernel, bias) = states, weights
+    seq, h = numpy_gru(x, h0, kernel, recurrent_kernel, bias, time_major=time_major, go_backwards=go_backwards)
+    return seq, [h]
+
+
+def numpy_gru(x, h0, kernel, recurrent_kernel, bias, *, time_major: bool, go_backwards: bool):
+    """tf-keras' standard_gru in float64: (outputs [time, batch, units] in processing order, h).
+
+    ``bias`` is tf-keras' [2, 3u] (input bias, recurrent bias); ``reset_after=True``.
+    """
+    from fuselite.fusion.loops import numpy_gru_cell
+
+    steps = np.asarray(x, np.float64)
+    steps = steps if time_major else steps.transpose(1, 0, 2)
+    if go_backwards:
+        steps = steps[::-1]
+    b = np.asarray(bias, np.float64)
+    h = np.asarray(h0, np.float64)
+    outs = []
+    for xt in steps:
+        h = numpy_gru_cell(xt, h, kernel, recurrent_kernel, b[0], b[1])
+        outs.append(h)
+    seq = np.stack(outs) if outs else np.zeros((0,) + h.shape)
+    return seq, h
