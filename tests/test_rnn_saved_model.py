@@ -425,21 +425,8 @@ def _stacked_tf_keras_gru(tmp_path):
     return _saved("tf_keras", GRU_VARIANTS["stacked"][0], tmp_path)
 
 
-def test_stacked_tf_keras_gru_second_composite_is_converted_from_its_loop(tmp_path):
-    """A GRU fed by another tf-keras RNN sees no static number of steps at its composite's boundary
-    (tf-keras' loop output has none, and composite signatures are not refined from their call sites
-    after a fusion): it is declined, and its loop is recognised and unrolled instead."""
-    model, path = _stacked_tf_keras_gru(tmp_path)
-    conv = fuselite.Converter.from_saved_model(path)
-    check_unrolled_gru(conv, model, _inputs(model, 1), 2)
-    grus = [r for r in conv.report.composites if r["interface"].startswith("gru_")]
-    assert [r["status"] for r in grus] == ["fused", "declined"], grus
-    assert "static number of time steps" in grus[1]["reason"], grus
-
-
-@pytest.mark.xfail(raises=fuselite.FusionError, strict=True,
-                   reason="needs call-site shapes refined into the next composite's signature in fusion/prepare.py")
 def test_stacked_tf_keras_gru_strict_fusion(tmp_path):
+    """The second GRU's composite sees the static number of steps the first fused one produces."""
     model, path = _stacked_tf_keras_gru(tmp_path)
     check_fused_gru_composites(fuselite.Converter.from_saved_model(path, strict_fusion=True), model,
                                _inputs(model, 1), 2)

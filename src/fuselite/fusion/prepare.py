@@ -95,6 +95,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
     were read as constant arguments ({name: array}).
     """
     from fuselite.fusion.custom_op import fuse_custom_op
+    from fuselite.passes.shapes import refine_shapes
     from fuselite.passes.variables import read_variable_value
 
     def read_variable(v, dtype):
@@ -137,6 +138,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
                 fn.ops, fn.outputs = c.ops, outs
                 fn.attrs["_fused"] = True
                 record.update(status="fused", into=[op.kind for op in c.ops])
+                refine_shapes(module)  # static result shapes reach the composites fed by this one
         if record["status"] != "fused":
             problems.append(f"composite '{iface}' (function {fname}) {record['status']}: {record['reason']}")
         records.append(record)
