@@ -54,3 +54,19 @@ def test_shared_conv_output_is_not_folded():
     # the conv output is used twice: folding the MUL into the weights would change the other use
     ops = _convert(lambda x: (lambda y: y * 2.0 + y)(tf.nn.conv2d(x, W, 1, "SAME")), [1, 8, 8, 4])
     assert "MUL" in ops or "ADD" in ops
+
+
+def test_reverse_pair_through_transpose_keeps_a_returned_transpose():
+    """REVERSE(TRANSPOSE(REVERSE(y))) cancels only when the TRANSPOSE has no other reader."""
+
+    @tf.function(input_signature=[tf.TensorSpec([2, 3, 4], tf.float32)])
+    def f(x):
+        t = tf.transpose(tf.reverse(x * 2.0, [0]), [1, 0, 2])
+        return t, tf.reverse(t, [1]) + 1.0
+
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    data = fuselite.Converter.from_concrete_functions([f.get_concrete_function()]).convert()
+    got = run(data, [x])
+    want = [np.asarray(t) for t in f(x)]
+    for name, w in zip(sorted(got), want):
+        np.testing.assert_allclose(got[name], w, atol=1e-6)

@@ -143,3 +143,26 @@ def test_stateful_rnn_from_saved_model(flavour, layer, tmp_path):
     assert "reset_variables" in conv.report.signatures
     rng = np.random.default_rng(4)
     _check_chunks(model, data, [rng.standard_normal((BATCH, STEPS, FEATURES)).astype(np.float32) for _ in range(4)])
+
+
+def test_zero_state_marks_do_not_outlive_their_conversion():
+    """After converting a stateful Keras model, another program reading its (non-zero) state
+    variable starts from the variable's current value, like any mutable variable."""
+    import tensorflow as tf
+
+    k = keras_flavour("keras3")
+    model = _model(k, "SimpleRNN")
+    fuselite.Converter.from_keras_model(model).convert()
+    model(np.ones((BATCH, STEPS, FEATURES), np.float32))  # non-zero state now
+    state = model.layers[1].states[0]
+    current = np.asarray(state.value)
+    assert np.abs(current).max() > 1e-3
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def bump(x):
+        state.assign(state.value + x)
+        return state.value
+
+    data = fuselite.Converter.from_concrete_functions([bump.get_concrete_function()], model).convert()
+    got = interpreter(data).get_signature_runner("serving_default")(x=np.float32(1.0))
+    np.testing.assert_allclose(next(iter(got.values())), current + 1.0, atol=1e-6)

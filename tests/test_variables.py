@@ -328,6 +328,23 @@ def test_unsupported_resource_op_on_mutable_variable_is_named():
     assert any("ResourceScatterUpdate" in p for p in e.value.problems)
 
 
+def test_sliced_assign_is_an_error_not_a_frozen_variable():
+    """``v[0].assign(x)`` (ResourceStridedSliceAssign) writes the variable: never frozen, never dropped."""
+    class Sliced(tf.Module):
+        def __init__(self):
+            self.v = tf.Variable(np.zeros(3, np.float32), name="sliced")
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+        def f(self, x):
+            self.v[0].assign(x)
+            return self.v.read_value() * 2.0
+
+    m = Sliced()
+    with pytest.raises(MutableVariableError) as e:
+        fuselite.Converter.from_concrete_functions([m.f.get_concrete_function()], m).convert()
+    assert "ResourceStridedSliceAssign" in str(e.value) and "'sliced'" in str(e.value)
+
+
 def test_read_only_variables_are_still_constants():
     class ReadOnly(tf.Module):
         def __init__(self):

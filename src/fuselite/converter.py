@@ -29,7 +29,7 @@ from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
-from fuselite.passes.variables import freeze_variables, materialize_variables
+from fuselite.passes.variables import clear_zero_initial_marks, freeze_variables, materialize_variables
 from fuselite.report import Report
 
 
@@ -107,6 +107,7 @@ class Converter:
     def _convert(self, batch_size: int | None) -> bytes:
         report = self.report
         with self._stage("import"):
+            clear_zero_initial_marks()  # marks are made while tracing, for this conversion only
             entries = self._trace()
             module = frontend.import_concrete_functions(entries, batch_size)
             report.signatures = list(module.signatures)

@@ -130,7 +130,7 @@ def pack_steps(c, outs: list, time_major: bool):
 def fuse_keras_gru(c):
     a = c.attrs
     if a.get("stateful"):
-        c.decline("GRU has stateful=True: state carried across invokes is not supported yet")
+        c.decline("GRU has stateful=True but its state is not passed as arguments")
     if a.get("has_mask"):
         c.decline("GRU receives a mask; the unrolled form does not implement masking")
     if not a.get("reset_after", False):

@@ -113,7 +113,8 @@ def cancel_reverse_pairs(fn: Function) -> bool:
         inner = mid.inputs[0].producer if mid.kind == "TRANSPOSE" and mid.inputs[1].is_const else None
         perm = mid.inputs[1].const.reshape(-1) if inner is not None else None
         if inner is None or inner not in fn.ops or not 0 <= axis < perm.size or \
-                _reverse_axis(inner) != int(perm[axis]) or len(users.get(mid.outputs[0].uid, [])) != 1:
+                _reverse_axis(inner) != int(perm[axis]) or len(users.get(mid.outputs[0].uid, [])) != 1 \
+                or any(v is mid.outputs[0] for v in fn.outputs):  # rewritten in place: no other reader
             continue
         mid.inputs[0] = inner.inputs[0]  # TRANSPOSE(y, perm), the only use of which was this reverse
         fn.replace_uses(op.outputs[0], mid.outputs[0])

@@ -31,12 +31,20 @@ def referenced_functions(fn: Function) -> set[str]:
     return names
 
 
-_WRITE_PREFIXES = ("tf.ResourceScatter", "tf.ResourceApply", "tf.ResourceSparseApply", "tf.AssignVariable")
+# TF ops that take a resource variable without changing it; every other TF op taking one
+# (assigns, sliced assigns, scatters, optimizer updates, CountUpTo, ...) counts as a write.
+_READS_RESOURCE = {"tf.ReadVariableOp", "tf.ResourceGather", "tf.ResourceGatherNd", "tf.VariableShape",
+                   "tf.VarIsInitializedOp", "tf.VarHandleOp", "tf.While", "tf.StatelessWhile", "tf.If",
+                   "tf.StatelessIf", "tf.PartitionedCall", "tf.StatefulPartitionedCall", "tf.Identity",
+                   "tf.LookupTableFindV2", "tf.LookupTableSizeV2"}
 
 
 def writes_variable(op) -> bool:
-    """True for TF ops that write a resource variable (assigns, scatters, optimizer updates)."""
-    return op.type in _SIDE_EFFECTS or op.type.startswith(_WRITE_PREFIXES)
+    """True for ops that (may) write a resource variable: kept by DCE, and what makes it mutable."""
+    if op.type in _SIDE_EFFECTS:
+        return True
+    return (op.type.startswith("tf.") and op.type not in _READS_RESOURCE
+            and any(v is not None and v.dtype == "resource" for v in op.inputs))
 
 
 def mark_side_effects(module: Module) -> None:

@@ -57,9 +57,12 @@ def mark_zero_initial(variable) -> None:
     handle = getattr(variable, "handle", None)
     if handle is None:
         handle = variable.value.handle  # a Keras 3 variable
-    for key in [k for k, ref in _ZERO_INITIAL.items() if ref() is None]:  # variables gone since
-        del _ZERO_INITIAL[key]
     _ZERO_INITIAL[id(handle)] = weakref.ref(handle)
+
+
+def clear_zero_initial_marks() -> None:
+    """Forget every :func:`mark_zero_initial` (done at the start of each conversion)."""
+    _ZERO_INITIAL.clear()
 
 
 def _initial_value(handle, dtype) -> np.ndarray:
