@@ -216,10 +216,14 @@ def test_gru_unrolled(flavour, variant):
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_gru_reset_before_is_declined_but_correct(flavour):
+@pytest.mark.parametrize("sequences", [False, True])
+def test_gru_reset_before_is_unrolled(flavour, sequences):
+    """reset_after=False: the reset gate multiplies the state before the recurrent projection."""
     k = keras_flavour(flavour)
-    conv, _ = check(_model(k, lambda L, i: L.GRU(5, reset_after=False)(i)), None)
-    assert "reset_after=False" in str(conv.report)
+    model = _model(k, lambda L, i: L.GRU(5, reset_after=False, return_sequences=sequences,
+                                         bias_initializer="random_normal")(i))
+    conv, ops = check(model, None, scale=2.0)
+    assert "WHILE" not in ops and conv.report.composites[0]["status"] == "fused", conv.report.composites
 
 
 # -- the benchmark's RNN models (batch 1, full size) -------------------------------------------------

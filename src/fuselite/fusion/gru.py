@@ -133,8 +133,6 @@ def fuse_keras_gru(c):
         c.decline("GRU has stateful=True but its state is not passed as arguments")
     if a.get("has_mask"):
         c.decline("GRU receives a mask; the unrolled form does not implement masking")
-    if not a.get("reset_after", False):
-        c.decline("GRU with reset_after=False is converted from its loop")
     if a.get("recurrent_activation") != "sigmoid" or a.get("activation") not in ACTIVATIONS:
         c.decline(f"GRU activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
                   "by the unrolled form")
@@ -153,7 +151,10 @@ def fuse_keras_gru(c):
         c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
     b_in, b_rec = (b[0], b[1]) if b.ndim == 2 else (b, np.zeros_like(b))
     h0 = c.args[4].value if int(a.get("n_initial_states", 0)) else None
-    outs = unrolled_gru(c, x, k, rk, b_in, b_rec, h0, activation=a["activation"], time_major=tm,
-                        go_backwards=bool(a.get("go_backwards")), batch=batch)
+    reset_after = bool(a.get("reset_after", True))
+    if not reset_after and b.ndim != 1:
+        c.decline(f"a reset_after=False GRU has one bias of [3 * units], got {b.shape}")
+    outs = unrolled_gru(c, x, k, rk, b_in, b_rec, h0, activation=a["activation"], reset_after=reset_after,
+                        time_major=tm, go_backwards=bool(a.get("go_backwards")), batch=batch)
     out = pack_steps(c, outs, tm) if a.get("return_sequences") else outs[-1]
     return [out, outs[-1]] if a.get("return_state") else out
