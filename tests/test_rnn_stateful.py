@@ -166,3 +166,19 @@ def test_zero_state_marks_do_not_outlive_their_conversion():
     data = fuselite.Converter.from_concrete_functions([bump.get_concrete_function()], model).convert()
     got = interpreter(data).get_signature_runner("serving_default")(x=np.float32(1.0))
     np.testing.assert_allclose(next(iter(got.values())), current + 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+def test_stateful_bidirectional_lstm_is_two_stateful_ops(flavour):
+    """Each direction reads and assigns its own state: two fused LSTMs (not merged), chunk by chunk."""
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(1)
+    i = k.Input(shape=(STEPS, FEATURES), batch_size=BATCH)
+    model = k.Model(i, k.layers.Bidirectional(k.layers.LSTM(5, stateful=True))(i))
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 2 and "WHILE" not in ops, ops
+    assert any("stateful" in w and "two" in w for w in conv.report.warnings), conv.report.warnings
+    rng = np.random.default_rng(6)
+    _check_chunks(model, data, [rng.standard_normal((BATCH, STEPS, FEATURES)).astype(np.float32) for _ in range(4)])

@@ -183,6 +183,10 @@ def _make_call(layer, kind: str):
         states = list(initial_state) if isinstance(initial_state, (list, tuple)) else (
             [initial_state] if initial_state is not None else [])
         state_vars = []
+        if kind == "Bidirectional" and getattr(layer.forward_layer, "stateful", False):
+            _NOTES.append(f"Bidirectional layer '{layer.name}' is stateful: its directions are converted as "
+                          "two stateful layers (two sequence ops), not one bidirectional op")
+            return layer._fuselite_original_call(inputs, initial_state=initial_state, mask=mask, training=False)
         if kind != "Bidirectional" and getattr(layer, "stateful", False):
             state_vars = _state_variables(layer)
             if states or not state_vars:  # an initial state given to a stateful layer: Keras' own rules

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fuselite.ir import Function
+from fuselite.ir.core import is_ordered
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,16 @@ def _reverse_axis(op) -> int | None:
     return int(op.inputs[1].const.reshape(-1)[0])
 
 
+def _from_variable(v, depth: int = 8) -> bool:
+    """True if ``v`` is computed from a variable read (a stateful layer's carried state)."""
+    op = v.producer if v is not None else None
+    if op is None or depth == 0:
+        return False
+    if is_ordered(op):
+        return True
+    return any(_from_variable(i, depth - 1) for i in op.inputs)
+
+
 def merge_bidirectional_pairs(fn: Function) -> bool:
     """Merge one forward/backward pair of sequence LSTMs or RNNs; True if something changed."""
     return any(_merge(fn, pair) for pair in PAIRS)
@@ -75,6 +86,10 @@ def _merge(fn: Function, pair: _Pair) -> bool:
         x = rev.inputs[0]
         for fw in ops:
             if fw is bw or fw.inputs[0] is not x or fw.attrs != bw.attrs:
+                continue
+            if any(_from_variable(op.inputs[i]) for op in (fw, bw) for i in pair.states):
+                # stateful directions: each reads and assigns its own state variables in program
+                # order (forward first); one merged op would need both reads before either assign
                 continue
             opts = {k: v for k, v in fw.attrs.items() if k in pair.options}
             opts["merge_outputs"] = False
