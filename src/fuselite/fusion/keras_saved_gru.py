@@ -26,7 +26,7 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.gru import MAX_UNROLL, pack_steps, unrolled_gru
-from fuselite.fusion.keras_saved_lstm import determine_flags
+from fuselite.fusion.keras_saved_lstm import determine_flags, tf_keras_composite
 from fuselite.fusion.registry import fusion
 
 ARG_NAMES = ("inputs", "init_h", "kernel", "recurrent_kernel", "bias")
@@ -34,19 +34,7 @@ ARG_NAMES = ("inputs", "init_h", "kernel", "recurrent_kernel", "bias")
 
 @fusion("gru_*")
 def fuse_tf_keras_saved_gru(c):
-    fdef = c.function.attrs.get("_function_def")
-    library = c.function.attrs.get("_library") or {}
-    if fdef is None:
-        c.decline("the original TensorFlow function is not available to check the GRU's flags")
-    names = tuple(a.name for a in c.args)
-    if len(c.args) > 5 and names[:5] == ARG_NAMES:
-        c.decline(f"the tf-keras GRU receives {', '.join(names[5:])} (a mask, e.g. from "
-                  "Embedding(mask_zero=True), or ragged sequence lengths); the unrolled GRU has no mask input")
-    if names != ARG_NAMES:
-        c.decline(f"not tf-keras' standard_gru: arguments ({', '.join(names)}), expected ({', '.join(ARG_NAMES)})")
-    c.expect_results(4)
-    if any(a.dtype != np.float32 for a in c.args) or any(r.dtype != np.float32 for r in c.results):
-        c.decline(f"only float32 GRUs are fused (arguments: {', '.join(str(a.dtype) for a in c.args)})")
+    fdef, library = tf_keras_composite(c, "GRU", ARG_NAMES, 4, "the unrolled GRU")
     x, h0, k, rk, b = c.args
     if x.rank != 3 or x.shape[2] is None:
         c.decline(f"the sequence input must have rank 3 and static features, got shape {x.shape}")

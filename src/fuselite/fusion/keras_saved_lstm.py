@@ -30,22 +30,32 @@ TOL = 1e-5
 _FILL = 3  # evaluation size of an unknown dimension (> 1, so go_backwards is observable)
 
 
-@fusion("lstm_*")
-def fuse_tf_keras_saved_lstm(c):
+def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_form: str):
+    """``(function_def, library)`` of a tf-keras ``standard_<what>`` composite whose signature fits.
+
+    Declines (with the reason) a mask or ragged lengths among the arguments, other
+    argument names, another number of results and anything but float32.
+    """
     fdef = c.function.attrs.get("_function_def")
     library = c.function.attrs.get("_library") or {}
     if fdef is None:
-        c.decline("the original TensorFlow function is not available to check the LSTM's flags")
-    names = tuple(a.name for a in c.args)
-    if len(c.args) > 6 and names[:6] == ARG_NAMES:
-        c.decline(f"the tf-keras LSTM receives {', '.join(names[6:])} (a mask, e.g. from "
-                  "Embedding(mask_zero=True), or ragged sequence lengths); the fused op has no mask input")
-    if names != ARG_NAMES:
-        c.decline(f"not tf-keras' standard_lstm: arguments ({', '.join(names)}), expected ({', '.join(ARG_NAMES)})")
-    c.expect_results(5)
+        c.decline(f"the original TensorFlow function is not available to check the {what}'s flags")
+    names, n = tuple(a.name for a in c.args), len(arg_names)
+    if len(c.args) > n and names[:n] == arg_names:
+        c.decline(f"the tf-keras {what} receives {', '.join(names[n:])} (a mask, e.g. from "
+                  f"Embedding(mask_zero=True), or ragged sequence lengths); {fused_form} has no mask input")
+    if names != arg_names:
+        c.decline(f"not tf-keras' standard_{what.lower()}: arguments ({', '.join(names)}), "
+                  f"expected ({', '.join(arg_names)})")
+    c.expect_results(n_results)
     if any(a.dtype != np.float32 for a in c.args) or any(r.dtype != np.float32 for r in c.results):
-        c.decline("only float32 LSTMs are fused (arguments: "
-                  f"{', '.join(str(a.dtype) for a in c.args)})")
+        c.decline(f"only float32 {what}s are fused (arguments: {', '.join(str(a.dtype) for a in c.args)})")
+    return fdef, library
+
+
+@fusion("lstm_*")
+def fuse_tf_keras_saved_lstm(c):
+    fdef, library = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, "the fused op")
     x, h0, c0, k, rk, b = c.args
     if x.rank != 3 or x.shape[2] is None:
         c.decline(f"the sequence input must have rank 3 and static features, got shape {x.shape}")
