@@ -23,7 +23,7 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.registry import fusion
-from fuselite.fusion.rnn import _lstm_sequence, _read_state, _state, _time_step, _weights
+from fuselite.fusion.rnn import _read_state, _state, _time_step, _weights, lstm_sequence
 
 ARG_NAMES = ("inputs", "init_h", "init_c", "kernel", "recurrent_kernel", "bias")
 TOL = 1e-5
@@ -87,9 +87,7 @@ def fuse_tf_keras_saved_lstm(c):
         initial.append(None if s.const is not None and not np.any(s.const) else s)  # zeros: FILL
 
     h, cs = (_state(c, batch, units, s) for s in initial)
-    steps = x.shape[0 if time_major else 1]
-    seq_shape = (steps, batch, units) if time_major else (batch, steps, units)
-    seq = _lstm_sequence(c, x, (wi, wr, bias), h, cs, "TANH", time_major, seq_shape, go_backwards)
+    seq = lstm_sequence(c, x, wi, wr, bias, h, cs, time_major=time_major, go_backwards=go_backwards)
     last = _time_step(c, seq, -1, time_major)
     if return_sequences:
         outputs = seq

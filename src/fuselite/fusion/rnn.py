@@ -125,26 +125,6 @@ def _time_major_input(c, x, time_major: bool, go_backwards: bool):
     return x_tm
 
 
-def _lstm_sequence(c, x, weights, h, cs, activation: str, time_major: bool, shape, go_backwards: bool = False):
-    """UNIDIRECTIONAL_SEQUENCE_LSTM over ``x`` with per-gate ``weights`` (see :func:`_weights`), no clipping.
-
-    The op always runs time-major: LiteRT's float kernel is much faster that way
-    (LSTM(64) over 50x32 steps, batch 1: 130 us instead of 200 us on the benchmark
-    machine), so a batch-major sequence is swapped in and out (a free RESHAPE at batch 1).
-    ``go_backwards`` reverses the time-major input, so that a forward and a backward
-    op over one sequence share its swap (and can be merged into a bidirectional op).
-    """
-    wi, wr, bias = weights
-    opts = {"fused_activation_function": activation, "cell_clip": 0.0, "proj_clip": 0.0,
-            "time_major": True, "asymmetric_quantize_inputs": False}
-    x_tm = _time_major_input(c, x, time_major, go_backwards)
-    tm_shape = shape if time_major else (shape[1], shape[0], shape[2])
-    seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
-               [x_tm, *wi, *wr, None, None, None, *bias, None, None, h, cs, None, None, None, None],
-               opts, dtype=np.float32, shape=tm_shape)
-    return seq if time_major else swap_batch_and_time(c, seq)
-
-
 @fusion("keras.layers.LSTM")
 def fuse_keras_lstm(c):
     a = c.attrs
@@ -154,8 +134,8 @@ def fuse_keras_lstm(c):
     h0, c0 = _initial_states(c, 4, 2)
     h = _state(c, batch, units, h0)
     cs = _state(c, batch, units, c0)
-    seq = _lstm_sequence(c, x, (wi, wr, bias), h, cs, ACTIVATIONS[a["activation"]], bool(a.get("time_major")),
-                         _seq_shape(x, batch, units, a.get("time_major")), bool(a.get("go_backwards")))
+    seq = lstm_sequence(c, x, wi, wr, bias, h, cs, activation=ACTIVATIONS[a["activation"]],
+                        time_major=bool(a.get("time_major")), go_backwards=bool(a.get("go_backwards")))
     last = _time_step(c, seq, -1, a.get("time_major"))
     out = seq if a.get("return_sequences") else last
     if a.get("return_state"):
@@ -278,7 +258,8 @@ def initial_state(c, value, batch: int, units: int):
 
 
 def lstm_sequence(c, x, input_weights, recurrent_weights, biases, output_state, cell_state, *,
-                  activation: str = "TANH", peepholes=None, layer_norm=None, time_major: bool = False):
+                  activation: str = "TANH", peepholes=None, layer_norm=None, time_major: bool = False,
+                  go_backwards: bool = False):
     """One ``UNIDIRECTIONAL_SEQUENCE_LSTM`` over ``x`` (no clipping, no projection).
 
     ``input_weights`` and ``recurrent_weights`` are four ``[units, in]`` / ``[units, units]``
@@ -299,7 +280,11 @@ def lstm_sequence(c, x, input_weights, recurrent_weights, biases, output_state, 
 
     ``x`` is ``[batch, time, in]`` (or ``[time, batch, in]`` with ``time_major=True``); the
     result has the same layout with ``units`` features. The op itself always runs
-    time-major (LiteRT's fast layout); batch-major sequences are swapped in and out.
+    time-major: LiteRT's float kernel is much faster that way (LSTM(64) over 50x32 steps,
+    batch 1: 130 us instead of 200 us on the benchmark machine), so a batch-major sequence
+    is swapped in and out (a free RESHAPE at batch 1). ``go_backwards`` reverses the
+    time-major input (the result is in processing order), so that a forward and a backward
+    op over one sequence share its swap and can be merged into a bidirectional op.
     """
     for s in (output_state, cell_state):
         if not s.meta.get("is_variable"):
@@ -316,7 +301,7 @@ def lstm_sequence(c, x, input_weights, recurrent_weights, biases, output_state, 
     wi, wr, bias = (weights(a, 4, w) for a, w in ((input_weights, "input_weights"),
                                                   (recurrent_weights, "recurrent_weights"), (biases, "biases")))
     batch, units = output_state.shape
-    x_tm = _time_major_input(c, x, time_major, False)
+    x_tm = _time_major_input(c, x, time_major, go_backwards)
     opts = {"fused_activation_function": activation, "cell_clip": 0.0, "proj_clip": 0.0,
             "time_major": True, "asymmetric_quantize_inputs": False}
     seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
