@@ -76,3 +76,37 @@ def assert_stateless_and_matches(data: bytes, model, xs: list[np.ndarray], atol:
     assert len(first) == len(refs)
     for got, want in match_outputs(first, refs):
         np.testing.assert_allclose(got, want, atol=atol)
+
+
+@pytest.fixture(autouse=True)
+def _record_fingerprints(request, monkeypatch):
+    """With ``FUSELITE_FINGERPRINTS=DIR``, record the hashes of every model a test converts.
+
+    One JSON line per conversion in ``DIR/<worker>.jsonl`` (see benchmarks/fingerprints.py):
+    compare two runs' files to check that a refactor leaves every output byte alone.
+    """
+    directory = os.environ.get("FUSELITE_FINGERPRINTS")
+    if not directory:
+        yield
+        return
+    import json
+    import sys
+
+    import fuselite
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks"))
+    from fingerprints import fingerprint
+
+    original = fuselite.Converter.convert
+    count = [0]
+
+    def convert(self):
+        data = original(self)
+        count[0] += 1
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(os.path.join(directory, f"{worker}.jsonl"), "a") as f:
+            f.write(json.dumps({"test": request.node.nodeid, "n": count[0], **fingerprint(data)}) + "\n")
+        return data
+
+    monkeypatch.setattr(fuselite.Converter, "convert", convert)
+    yield

@@ -1,0 +1,85 @@
+#!/usr/bin/env python
+"""Fingerprints of the ``.tflite`` bytes fuselite writes, to check that a refactor changes nothing.
+
+For every reference model of ``fuselite.testing.models`` in both Keras flavours, this
+converts the model in this process and prints one JSON line per model with:
+
+* ``sha256``: of the bytes as written;
+* ``normalized``: of the same model with TensorFlow's trace counters taken out of tensor
+  and subgraph names (``__inference_lstm_1341`` -> ``__inference_lstm_N``). The counters
+  depend on what else the process traced before, so the normalized hash is the one to
+  compare between runs that convert models in another order (or in test workers); the
+  unique suffix TensorFlow gives a variable's name (``embedding/embeddings/6``) too.
+
+The test suite records the same two hashes for every model it converts when the
+environment variable ``FUSELITE_FINGERPRINTS`` names a directory (see ``tests/conftest.py``).
+
+Example (from the repository root)::
+
+    .venv/bin/python benchmarks/fingerprints.py > /tmp/before.jsonl
+    # ... refactor ...
+    .venv/bin/python benchmarks/fingerprints.py > /tmp/after.jsonl
+    diff /tmp/before.jsonl /tmp/after.jsonl
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+
+_COUNTER = re.compile(rb"(__inference_[A-Za-z0-9_.-]*?_)\d+")
+_VARIABLE_UID = re.compile(rb"(/)\d+$")  # TF's unique suffix of a variable's name: 'embedding/embeddings/6'
+
+
+def _strip_counters(name: bytes | None) -> bytes | None:
+    return None if name is None else _VARIABLE_UID.sub(rb"\1N", _COUNTER.sub(rb"\1N", name))
+
+
+def normalized_sha256(data: bytes) -> str:
+    """sha256 of the model with TensorFlow trace counters removed from tensor and subgraph names."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    for sg in model.subgraphs or []:
+        sg.name = _strip_counters(sg.name)
+        for t in sg.tensors or []:
+            t.name = _strip_counters(t.name)
+    builder = flatbuffers.Builder(len(data) + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return hashlib.sha256(bytes(builder.Output())).hexdigest()
+
+
+def fingerprint(data: bytes) -> dict:
+    return {"sha256": hashlib.sha256(data).hexdigest(), "normalized": normalized_sha256(data),
+            "size": len(data)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="*", help="model names (default: all)")
+    parser.add_argument("--flavours", nargs="*", default=["keras3", "tf_keras"])
+    args = parser.parse_args(argv)
+
+    import fuselite
+    from fuselite.testing import models as zoo
+
+    names = args.models or [*zoo.BUILDERS, *zoo.RNN_BUILDERS]
+    for flavour in args.flavours:
+        k = zoo.keras3() if flavour == "keras3" else zoo.tf_keras()
+        for name in names:
+            model = zoo.build(name, k)
+            data = fuselite.Converter.from_keras_model(model).convert()
+            print(json.dumps({"model": f"{flavour}/{name}", **fingerprint(data)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
