@@ -11,6 +11,13 @@ Example::
     x = fn.add_input("x", np.float32, (None, 4))
     (y,) = fn.add_op("tfl.RELU", [x], [(np.float32, (None, 4))]).outputs
     fn.outputs = [y]
+    fn.uses(x)          # -> [the RELU op]
+
+Uses are indexed: ``fn.ops`` and every ``op.inputs`` are lists that tell their function
+when they change (however they are changed: ``append``, slice assignment, ``remove``,
+``op.inputs[1] = v``, ``fn.ops = [...]``), so :meth:`Function.users` and
+:meth:`Function.uses` are always current and cost nothing between changes. The text
+form is in :mod:`fuselite.ir.text`, the invariants in :mod:`fuselite.ir.verify`.
 """
 
 from __future__ import annotations
@@ -73,9 +80,68 @@ def _dtype_name(dt) -> str:
     return dt if isinstance(dt, str) else np.dtype(dt).name
 
 
+class _TrackedList(list):
+    """A list that calls ``self._changed()`` after every change (the users index's source of truth)."""
+
+    __slots__ = ()
+
+    def _changed(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _wrap(name):
+        def method(self, *args, **kwargs):
+            result = getattr(list, name)(self, *args, **kwargs)
+            self._changed()
+            return result
+
+        method.__name__ = name
+        return method
+
+    for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert", "pop",
+                  "remove", "clear", "sort", "reverse"):
+        locals()[_name] = _wrap(_name)
+    del _name, _wrap
+
+
+class _Operands(_TrackedList):
+    """``op.inputs``: a change marks the users index of the op's function stale."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, values, op: Op):
+        super().__init__(values)
+        self.op = op
+
+    def _changed(self) -> None:
+        fn = self.op._function
+        if fn is not None:
+            fn._users = None
+
+
+class _OpList(_TrackedList):
+    """``fn.ops``: a change marks the function's users index stale.
+
+    Building the index tells each op its function, so that a later change of the op's
+    inputs marks the index stale too.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, ops, fn: Function):
+        super().__init__(ops)
+        self.fn = fn
+        fn._users = None
+
+    def _changed(self) -> None:
+        self.fn._users = None
+
+
 @dataclass(eq=False)
 class Op:
-    """One operation. ``location`` is the user's source line (``file:line``) if known."""
+    """One operation. ``location`` is the user's source line (``file:line``) if known.
+
+    ``inputs`` may hold ``None`` for an omitted optional operand (LiteRT's ``-1``).
+    """
 
     type: str
     inputs: list[Value | None]
@@ -83,6 +149,15 @@ class Op:
     attrs: dict[str, Any] = field(default_factory=dict)
     name: str = ""
     location: str | None = None
+    _function: Function | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, key, value):
+        if key == "inputs":
+            value = _Operands(value, self)
+            fn = self.__dict__.get("_function")
+            if fn is not None:
+                fn._users = None
+        object.__setattr__(self, key, value)
 
     @property
     def dialect(self) -> str:
@@ -122,11 +197,21 @@ class Function:
         self.name = name
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
+        self._users: dict[int, list[Op]] | None = None
         self.ops: list[Op] = []
         self.attrs: dict[str, Any] = {}
         self.input_names: list[str] = []
         self.output_names: list[str] = []
         self._names: set[str] = set()
+
+    @property
+    def ops(self) -> list[Op]:
+        """The ops in program order (a list whose changes keep the users index current)."""
+        return self._ops
+
+    @ops.setter
+    def ops(self, ops: Iterable[Op]) -> None:
+        self._ops = _OpList(ops, self)
 
     # -- construction ---------------------------------------------------------
     def unique_name(self, base: str) -> str:
@@ -171,13 +256,32 @@ class Function:
 
     # -- queries and rewrites -------------------------------------------------
     def users(self) -> dict[int, list[Op]]:
-        """Map value uid -> ops that consume it."""
-        out: dict[int, list[Op]] = {}
-        for op in self.ops:
-            for v in op.inputs:
-                if v is not None:
-                    out.setdefault(v.uid, []).append(op)
-        return out
+        """Map value uid -> ops that consume it (in program order, an op once per operand).
+
+        The index is kept current by the IR's own lists and rebuilt only after a change;
+        the dict returned is a snapshot: do not modify it.
+
+        Example::
+
+            users = fn.users()
+            relu_users = users.get(relu.outputs[0].uid, [])
+        """
+        if self._users is None:
+            out: dict[int, list[Op]] = {}
+            for op in self._ops:
+                op._function = self
+                for v in op.inputs:
+                    if v is not None:
+                        out.setdefault(v.uid, []).append(op)
+            self._users = out
+        return self._users
+
+    def uses(self, value: Value) -> list[Op]:
+        """The ops that consume ``value`` (function outputs are not ops: see :meth:`is_output`)."""
+        return self.users().get(value.uid, [])
+
+    def is_output(self, value: Value) -> bool:
+        return any(v is value for v in self.outputs)
 
     def replace_uses(self, old: Value, new: Value) -> None:
         """Point every use of ``old`` (ops and function outputs) at ``new``."""
