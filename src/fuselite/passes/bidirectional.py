@@ -104,6 +104,7 @@ def _merge(fn: Function, pair: _Pair) -> bool:
             fn.replace_uses(bw.outputs[0], processing.outputs[0])
             fn.ops.remove(fw)
             fn.ops.remove(bw)
+            fn.topo_sort()  # users of the forward op may sit before the backward one: define before use
             return True
     return False
 
