@@ -77,7 +77,9 @@ def _literal(x, elide: int | None) -> str | None:
         return f"array({_literal(x.tolist(), None)}, {x.dtype.name})"
     if isinstance(x, np.generic):
         x = x.item()
-    if x is None or isinstance(x, (bool, int, str, bytes)):
+    if isinstance(x, str):
+        return json.dumps(x)  # a JSON string is a Python string literal too
+    if x is None or isinstance(x, (bool, int, bytes)):
         return repr(x)
     if isinstance(x, float):
         return repr(x) if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
@@ -94,7 +96,7 @@ def _literal(x, elide: int | None) -> str | None:
             lit = _literal(v, elide)
             if not isinstance(k, str) or lit is None:
                 return None
-            parts.append(f"{k!r}: {lit}")
+            parts.append(f"{json.dumps(k)}: {lit}")
         return "{" + ", ".join(parts) + "}"
     return None
 
@@ -411,6 +413,8 @@ def _parse_function(lines: list[tuple[int, str]], pos: int) -> tuple[Function, i
     while pos < len(lines):
         n, text = lines[pos]
         line = _Line(text, f"line {n}")
+        if text.strip() == "}":
+            break
         if line.take("return"):
             outs, names = [], []
             while not line.at_end():
