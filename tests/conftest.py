@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("FUSELITE_VERIFY_IR", "1")  # every conversion in the tests checks the IR after each pass
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Command line: ``fuselite convert SRC -o OUT.tflite`` and ``fuselite demo``."""
+"""Command line: ``fuselite convert SRC -o OUT.tflite``, ``fuselite pipeline`` and ``fuselite demo``."""
 
 from __future__ import annotations
 
@@ -23,10 +23,15 @@ def _load_source(src: str, args):
             model = keras.models.load_model(src, compile=False)
         except Exception as e:
             raise InputError(f"cannot load Keras model '{src}': {str(e).splitlines()[0] if str(e) else e}") from None
-        return fuselite.Converter.from_keras_model(model, batch_size=args.batch_size, strict_fusion=args.strict_fusion)
+        return fuselite.Converter.from_keras_model(model, batch_size=args.batch_size, **_options(args))
     keys = args.signature_keys.split(",") if args.signature_keys else None
     return fuselite.Converter.from_saved_model(src, signature_keys=keys, batch_size=args.batch_size,
-                                               strict_fusion=args.strict_fusion)
+                                               **_options(args))
+
+
+def _options(args) -> dict:
+    return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
+            "print_after": args.print_after or ()}
 
 
 def cmd_convert(args) -> int:
@@ -49,6 +54,14 @@ def cmd_convert(args) -> int:
     return 0
 
 
+def cmd_pipeline(args) -> int:
+    from fuselite.passes.manager import format_pipeline
+    from fuselite.pipeline import PIPELINE
+
+    print(format_pipeline(PIPELINE))
+    return 0
+
+
 def cmd_demo(args) -> int:
     from fuselite.demo import main as demo_main
 
@@ -66,7 +79,13 @@ def main(argv=None) -> int:
     c.add_argument("--strict-fusion", action="store_true",
                    help="fail if a composite (experimental_implements / api_implements) is not fused")
     c.add_argument("--json", action="store_true", help="print the conversion report as JSON")
+    c.add_argument("--print-after", action="append", metavar="PASS",
+                   help="print the IR (text form) to stderr after this pass; repeatable ('fuselite pipeline' "
+                        "lists the passes)")
+    c.add_argument("--verify-ir", action="store_true", help="check the IR's invariants after every pass")
     c.set_defaults(func=cmd_convert)
+    p = sub.add_parser("pipeline", help="print the conversion pipeline: every pass in order, with what it does")
+    p.set_defaults(func=cmd_pipeline)
     d = sub.add_parser("demo", help="convert a small Keras model built in-process and run it on LiteRT")
     d.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)

@@ -11,25 +11,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
-from collections import Counter
-from contextlib import contextmanager
 
 from fuselite import frontend
+from fuselite.context import ConversionContext
 from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
-from fuselite.export.flatbuffer import write_flatbuffer
-from fuselite.fusion import RuleSet, is_composite, prepare_composites
-from fuselite.fusion.loops import fuse_lstm_loops
-from fuselite.lower import lower_module
-from fuselite.passes.control_flow import specialize_loop_invariants
-from fuselite.passes.dce import dce
-from fuselite.passes.fold_tf import fold_tf
-from fuselite.passes.inline import inline_calls
-from fuselite.passes.optimize import optimize
-from fuselite.passes.patterns import rewrite_tf_patterns
-from fuselite.passes.shapes import refine_shapes
-from fuselite.passes.tensor_lists import lower_tensor_lists
-from fuselite.passes.variables import clear_zero_initial_marks, freeze_variables, materialize_variables
+from fuselite.fusion import RuleSet
+from fuselite.ir import Module
+from fuselite.passes.manager import pass_names, run_pipeline
+from fuselite.pipeline import PIPELINE
 from fuselite.report import Report
 
 
@@ -37,14 +26,24 @@ class Converter:
     """Converts a TensorFlow program to a LiteRT flatbuffer. Build it with a ``from_*`` method."""
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
-                 fusions=None, strict_fusion: bool = False):
-        self._trace = trace  # () -> entries
+                 fusions=None, strict_fusion: bool = False, verify_ir: bool | None = None,
+                 print_after=(), print_stream=None):
+        self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.batch_size = batch_size
         self.rules = RuleSet(fusions)
         self.strict_fusion = bool(strict_fusion)
+        # the IR verifier after every pass: on when asked, or with FUSELITE_VERIFY_IR=1 (the tests set it)
+        self.verify_ir = bool(verify_ir if verify_ir is not None else os.environ.get("FUSELITE_VERIFY_IR") == "1")
+        unknown = sorted(set(print_after) - set(pass_names(PIPELINE)))
+        if unknown:
+            raise InputError(f"print_after: no pass named {', '.join(map(repr, unknown))}; "
+                             f"passes: {', '.join(pass_names(PIPELINE))}")
+        self.print_after = frozenset(print_after)
+        self.print_stream = print_stream
+        self.source = source
         self.report = Report(source=source)
         self.module = None
 
@@ -53,48 +52,44 @@ class Converter:
     def from_keras_model(cls, model, batch_size: int | None = None, **options) -> Converter:
         """A Keras 3 or tf-keras model (functional, sequential or subclassed and built).
 
-        ``options``: ``fusions=[rule, ...]`` (extra fusion rules for this conversion) and
-        ``strict_fusion=True`` (a composite that is not fused is an error).
+        ``options`` (every ``from_*`` takes them): ``fusions=[rule, ...]`` (extra fusion
+        rules for this conversion), ``strict_fusion=True`` (a composite that is not fused
+        is an error), ``verify_ir=True`` (check the IR after every pass),
+        ``print_after=["lower", ...]`` (print the IR after these passes to
+        ``print_stream``, default stderr; ``fuselite pipeline`` lists the pass names).
         """
         if not hasattr(model, "inputs") or not callable(model):
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
-        conv = cls(None, f"Keras model '{model.name}'", model, batch_size, **options)
-        conv._trace = lambda: frontend.keras_entries(model, conv.report.warnings)
-        return conv
+        return cls(lambda ctx: frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial),
+                   f"Keras model '{model.name}'", model, batch_size, **options)
 
     @classmethod
     def from_saved_model(cls, path, signature_keys=None, tags=None, batch_size: int | None = None,
                          **options) -> Converter:
         """A SavedModel directory (``tf.saved_model.save`` or Keras ``model.export()``)."""
         entries, loaded = frontend.saved_model_entries(path, signature_keys, tags)
-        return cls(lambda: entries, f"SavedModel '{os.fspath(path)}'", loaded, batch_size, **options)
+        return cls(lambda ctx: entries, f"SavedModel '{os.fspath(path)}'", loaded, batch_size, **options)
 
     @classmethod
     def from_concrete_functions(cls, funcs, trackable_obj=None, batch_size: int | None = None,
                                 **options) -> Converter:
         """``tf.function(...).get_concrete_function(...)`` results (one signature each)."""
         entries = frontend.concrete_function_entries(funcs)
-        return cls(lambda: entries, f"{len(entries)} concrete function(s)", trackable_obj, batch_size, **options)
+        return cls(lambda ctx: entries, f"{len(entries)} concrete function(s)", trackable_obj, batch_size,
+                   **options)
 
     # -- conversion ----------------------------------------------------------------
-    @contextmanager
-    def _stage(self, name: str):
-        t0 = time.perf_counter()
-        yield
-        self.report.stage_seconds[name] = self.report.stage_seconds.get(name, 0.0) + time.perf_counter() - t0
-
     def convert(self) -> bytes:
-        """Run the pipeline; return the ``.tflite`` bytes. Raises :class:`ConversionError`.
+        """Run the pipeline (``fuselite.pipeline.PIPELINE``); return the ``.tflite`` bytes.
 
-        A model that needs a static batch (fused RNN state tensors, tensor lists whose
-        element shape depends on the batch) is converted with batch size 1 (or the batch
-        size of a stateful RNN's state variables) unless ``batch_size`` was given; the
-        report says so.
+        Raises :class:`ConversionError`. A model that needs a static batch (fused RNN
+        state tensors, tensor lists whose element shape depends on the batch) is
+        converted again with batch size 1 (or the batch size of a stateful RNN's state
+        variables) unless ``batch_size`` was given; the report says so.
         """
-        self.report.stage_seconds.clear()
-        self.report.warnings.clear()
+        self.report = Report(source=self.source)
         try:
-            return self._convert(self.batch_size)
+            return self._run(self.batch_size)
         except NeedsStaticBatch as e:
             if self.batch_size is not None:
                 raise
@@ -102,76 +97,22 @@ class Converter:
             implied = " (the batch size of the model's state)" if e.batch else ""
             self.report.warn(f"converted with a fixed batch size of {batch}{implied}: {e} "
                              "(pass batch_size=N to choose another)")
-            return self._convert(batch)
+            return self._run(batch)
 
-    def _convert(self, batch_size: int | None) -> bytes:
-        report = self.report
-        with self._stage("import"):
-            clear_zero_initial_marks()  # marks are made while tracing, for this conversion only
-            entries = self._trace()
-            module = frontend.import_concrete_functions(entries, batch_size)
-            report.signatures = list(module.signatures)
-            report.ops_before = _count(module)
-        with self._stage("inline"):
-            inline_calls(module, keep=is_composite)  # composites stay calls until fused
-            dce(module)
-        with self._stage("variables"):
-            specialize_loop_invariants(module)
-            frozen = freeze_variables(module)
-        with self._stage("fold"):
-            self._fold(module)
-        with self._stage("fuse"):
-            report.composites, read = prepare_composites(module, self.rules, self.strict_fusion, batch_size)
-            inline_calls(module)
-            dce(module)
-            frozen += freeze_variables(module)
-            report.composites += fuse_lstm_loops(module, batch_size)
-            dce(module)
-            frozen += [{"name": k, "shape": list(v.shape), "dtype": v.dtype.name} for k, v in read.items()]
-            report.frozen_variables = sorted({v["name"]: v for v in frozen}.values(), key=lambda v: v["name"])
-        with self._stage("fold"):
-            self._fold(module)
-            rewrite_tf_patterns(module)
-            lower_tensor_lists(module, report)
-            dce(module)
-        with self._stage("variables"):  # assigned variables become LiteRT resource variables
-            report.mutable_variables = materialize_variables(module)
-            report.signatures = list(module.signatures)
-        with self._stage("lower"):
-            lower_module(module)
-        with self._stage("optimize"):
-            optimize(module)
-            dce(module)
-        with self._stage("export"):
-            for fn in module.functions.values():
-                fn.topo_sort()
-            data = write_flatbuffer(module)
+    def _run(self, batch_size: int | None) -> bytes:
+        ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
+                                strict_fusion=self.strict_fusion, batch_size=batch_size, verify_ir=self.verify_ir,
+                                print_after=self.print_after, print_stream=self.print_stream)
+        module = Module()
+        run_pipeline(PIPELINE, module, ctx)
         self.module = module
-        report.ops_after = _count(module)
-        report.size_bytes = len(data)
-        report.subgraphs = len(module.functions)
-        return data
-
-    @staticmethod
-    def _fold(module) -> None:
-        fold_tf(module)
-        for _ in range(4):  # shapes and folded constants feed each other
-            if not refine_shapes(module) or not fold_tf(module):
-                break
-        specialize_loop_invariants(module)
+        return ctx.output
 
     def convert_to(self, path) -> bytes:
         """Convert and write ``path`` atomically (nothing is written if conversion fails)."""
         data = self.convert()
         write_atomic(path, data)
         return data
-
-
-def _count(module) -> dict[str, int]:
-    c: Counter = Counter()
-    for fn in module.functions.values():
-        c.update(op.kind for op in fn.ops)
-    return dict(sorted(c.items()))
 
 
 def write_atomic(path, data: bytes) -> None:

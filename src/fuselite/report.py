@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 _LISTED = 10  # frozen variables named in the text report
+_SLOWEST = 4  # passes named with their time in the text report (all of them in to_json())
 
 
 @dataclass
@@ -14,7 +15,7 @@ class Report:
     signatures: list[str] = field(default_factory=list)
     ops_before: dict[str, int] = field(default_factory=dict)
     ops_after: dict[str, int] = field(default_factory=dict)
-    stage_seconds: dict[str, float] = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # pass name -> seconds (all its runs)
     frozen_variables: list[dict] = field(default_factory=list)
     mutable_variables: list[dict] = field(default_factory=list)  # LiteRT resource variables
     composites: list[dict] = field(default_factory=list)
@@ -42,8 +43,9 @@ class Report:
         lines = [f"fuselite conversion of {self.source}"]
         if self.signatures:
             lines.append(f"  signatures: {', '.join(self.signatures)} ({self.subgraphs} subgraph(s))")
+        slowest = sorted(self.stage_seconds.items(), key=lambda kv: -kv[1])[:_SLOWEST]
         lines.append(f"  size: {self.size_bytes:,} bytes, time: {self.total_seconds:.2f} s "
-                     f"({', '.join(f'{k} {v:.2f}' for k, v in self.stage_seconds.items())})")
+                     f"(slowest passes: {', '.join(f'{k} {v:.2f}' for k, v in slowest)})")
         n_before, n_after = sum(self.ops_before.values()), sum(self.ops_after.values())
         lines.append(f"  TF ops: {n_before} -> LiteRT ops: {n_after}")
         for kind, n in sorted(self.ops_after.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -14,7 +14,6 @@ from contextlib import contextmanager, nullcontext
 from fuselite.fusion.implements import implements
 
 RECURRENT = ("LSTM", "SimpleRNN", "GRU")
-_NOTES: list[str] = []  # layers that could not be traced as composites (for the report)
 
 
 def _flavour(layer) -> str | None:
@@ -139,19 +138,17 @@ def _stateless_with_states(layer):
             object.__setattr__(layer, attr, value)
 
 
-def _start_from_zero_state(layer, state_vars) -> None:
+def _start_from_zero_state(layer, state_vars, notes: list, zero_initial) -> None:
     """The converted model starts from, and resets to, zero state, as ``reset_states()`` does."""
     import numpy as np
     import tensorflow as tf
 
-    from fuselite.passes.variables import mark_zero_initial
-
     for v in state_vars:
-        mark_zero_initial(v)
+        zero_initial.mark(v)
     with tf.init_scope():  # the current values, read eagerly while tracing
         nonzero = any(np.any(np.asarray(_tensor(v))) for v in state_vars)
     if nonzero:
-        _NOTES.append(f"stateful {type(layer).__name__} layer '{layer.name}' has a non-zero state now; the "
+        notes.append(f"stateful {type(layer).__name__} layer '{layer.name}' has a non-zero state now; the "
                       "converted model starts from zero state (as after reset_states())")
 
 
@@ -163,7 +160,7 @@ def _state_variables(layer) -> list:
     return [s for s in tf.nest.flatten(states) if s is not None] if states is not None else []
 
 
-def _make_call(layer, kind: str):
+def _make_call(layer, kind: str, notes: list, zero_initial):
     import tensorflow as tf
 
     if kind == "Bidirectional":
@@ -184,19 +181,19 @@ def _make_call(layer, kind: str):
             [initial_state] if initial_state is not None else [])
         state_vars = []
         if kind == "Bidirectional" and getattr(layer.forward_layer, "stateful", False):
-            _NOTES.append(f"Bidirectional layer '{layer.name}' is stateful: its directions are converted as "
+            notes.append(f"Bidirectional layer '{layer.name}' is stateful: its directions are converted as "
                           "two stateful layers (two sequence ops), not one bidirectional op")
             return layer._fuselite_original_call(inputs, initial_state=initial_state, mask=mask, training=False)
         if kind != "Bidirectional" and getattr(layer, "stateful", False):
             state_vars = _state_variables(layer)
             if states or not state_vars:  # an initial state given to a stateful layer: Keras' own rules
-                _NOTES.append(f"{kind} layer '{layer.name}' is stateful and "
+                notes.append(f"{kind} layer '{layer.name}' is stateful and "
                               f"{'receives an initial state' if states else 'has no state variables'}: "
                               "it is converted without fusion")
                 return layer._fuselite_original_call(inputs, initial_state=initial_state, mask=mask,
                                                      training=False)
             states = [_tensor(v) for v in state_vars]
-            _start_from_zero_state(layer, state_vars)
+            _start_from_zero_state(layer, state_vars, notes, zero_initial)
         if kind == "Bidirectional":
             n = _gates(attrs["layer"])
             weights = _weights(layer.forward_layer, n) + _weights(layer.backward_layer, n)
@@ -225,7 +222,7 @@ def _make_call(layer, kind: str):
                 var.assign(final)
             return out if layer.return_state else out[0]
         except Exception as e:  # the layer does something the composite cannot capture
-            _NOTES.append(f"{kind} layer '{layer.name}' is converted without fusion: it could not be "
+            notes.append(f"{kind} layer '{layer.name}' is converted without fusion: it could not be "
                           f"traced as a composite ({type(e).__name__}: {str(e).strip().splitlines()[0][:200]})")
             return layer._fuselite_original_call(inputs, initial_state=initial_state, mask=mask, training=False)
 
@@ -245,19 +242,24 @@ def _find(layer, found: list, seen: set) -> None:
 
 
 @contextmanager
-def recurrent_composites(model):
-    """While active, the model's recurrent layers trace as fuselite composites."""
+def recurrent_composites(model, zero_initial):
+    """While active, the model's recurrent layers trace as fuselite composites.
+
+    Yields the list of notes for the report (layers traced without fusion, and why);
+    stateful layers' state variables are marked in ``zero_initial``
+    (:class:`~fuselite.passes.variables.ZeroInitialVariables`).
+    """
     found: list = []
+    notes: list[str] = []
     if hasattr(model, "_flatten_layers"):
         _find(model, found, {id(model)})
     saved = []
     for layer, kind in found:
         saved.append((layer, layer.__dict__.get("call")))
         object.__setattr__(layer, "_fuselite_original_call", layer.call)
-        object.__setattr__(layer, "call", _make_call(layer, kind))
-    _NOTES.clear()
+        object.__setattr__(layer, "call", _make_call(layer, kind, notes, zero_initial))
     try:
-        yield _NOTES
+        yield notes
     finally:
         for layer, own_call in saved:
             if own_call is None:

@@ -19,8 +19,12 @@ def _flat_output_names(structured, prefix="output"):
     return [f"{prefix}_{i}" for i in range(len(flat))]
 
 
-def keras_entries(model, notes: list | None = None) -> list:
-    """Trace a Keras 3 or tf-keras model in inference mode (notes for the report go to ``notes``)."""
+def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
+    """Trace a Keras 3 or tf-keras model in inference mode (notes for the report go to ``notes``).
+
+    Stateful recurrent layers' state variables are marked in ``zero_initial`` (a
+    :class:`~fuselite.passes.variables.ZeroInitialVariables`; a new one when not given).
+    """
     import tensorflow as tf
 
     inputs = getattr(model, "inputs", None)
@@ -38,12 +42,14 @@ def keras_entries(model, notes: list | None = None) -> list:
         names.append(name)
 
     from fuselite.frontend.keras_rnn import recurrent_composites
+    from fuselite.passes.variables import ZeroInitialVariables
 
     if len(specs) == 1:
         fn = tf.function(lambda x: model(x, training=False))
     else:
         fn = tf.function(lambda *xs: model(list(xs), training=False))
-    with recurrent_composites(model) as layer_notes:
+    with recurrent_composites(model, zero_initial if zero_initial is not None else ZeroInitialVariables()) \
+            as layer_notes:
         cf = fn.get_concrete_function(*specs)
         if notes is not None:
             notes.extend(n for n in layer_notes if n not in notes)

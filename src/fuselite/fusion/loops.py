@@ -15,10 +15,12 @@ writes ``h`` into another TensorList. A loop is fused into one
 
 Anything else stays a loop. ``go_backwards`` needs no special case: the loop reads
 its (already reversed) time-major input in order. Constants and shapes are folded before
-matching (see ``_settle``), and again after a fusion, for a loop that reads a fused one.
+matching (the pipeline's ``settle`` group), and again after a fusion, for a loop that reads a fused one.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -27,9 +29,6 @@ from fuselite.fusion.composite import Composite
 from fuselite.fusion.gru import MAX_UNROLL, pack_steps, unrolled_gru
 from fuselite.fusion.rnn import ACTIVATIONS, _read_state, _state, _time_step
 from fuselite.ir import Function, Module
-from fuselite.passes.control_flow import specialize_loop_invariants
-from fuselite.passes.fold_tf import fold_tf
-from fuselite.passes.shapes import refine_shapes
 
 _WHILE = ("tf.While", "tf.StatelessWhile")
 _ACT = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0)}
@@ -304,29 +303,23 @@ def _splice(fn: Function, op, ops, results):
             fn.ops.remove(o)
 
 
-def _settle(module: Module) -> None:
-    """Fold constants and shapes and bind loop invariants, as the converter's fold stage does.
-
-    tf-keras' standard_gru loop (its composite just inlined) carries its weights as loop
-    variables, the bias rows unstacked from a constant; and a loop that reads the output of
-    a loop fused just before only gets static shapes (its number of steps) now.
-    """
-    fold_tf(module)
-    for _ in range(4):
-        if not refine_shapes(module) or not fold_tf(module):
-            break
-    specialize_loop_invariants(module)
-
-
 def _loops(module: Module) -> list:
     return [(fn, op) for fn in list(module.functions.values()) for op in fn.ops if op.type in _WHILE]
 
 
-def fuse_lstm_loops(module: Module, batch_size: int | None = None) -> list[dict]:
-    """Fuse every recognised Keras LSTM / SimpleRNN / GRU loop; one report record per loop."""
+def fuse_lstm_loops(module: Module, batch_size: int | None = None, *, settle: Callable[[Module], object]
+                    ) -> list[dict]:
+    """Fuse every recognised Keras LSTM / SimpleRNN / GRU loop; one report record per loop.
+
+    ``settle(module)`` folds constants and shapes and binds loop invariants (the
+    pipeline's ``settle`` group) before each round of matching: tf-keras' standard_gru
+    loop (its composite just inlined) carries its weights as loop variables, the bias
+    rows unstacked from a constant; and a loop that reads the output of a loop fused in
+    the round before only gets static shapes (its number of steps) then.
+    """
     records: list[dict] = []
     while _loops(module):
-        _settle(module)
+        settle(module)
         fused = [_fuse(module, fn, op, batch_size) for fn, op in _loops(module)]
         fused = [r for r in fused if r is not None]
         if not fused:

@@ -45,31 +45,41 @@ _FORWARDING = {"While", "StatelessWhile", "If", "StatelessIf", "PartitionedCall"
 _CALLEE_KEYS = ("f", "cond", "body", "then_branch", "else_branch")
 RESET_SIGNATURE = "reset_variables"
 INIT_FUNCTION = "fuselite_init_variables"
-_ZERO_INITIAL: dict[int, weakref.ref] = {}  # id(handle) -> handle, for variables that start (and reset) at zero
 
 
-def mark_zero_initial(variable) -> None:
-    """Make ``variable`` start from, and reset to, zeros in converted models.
+class ZeroInitialVariables:
+    """The variables of one conversion that start from, and reset to, zeros.
 
     For state that the source framework resets to zeros whatever its current value,
-    such as the state of a stateful Keras RNN (``reset_states()``).
+    such as the state of a stateful Keras RNN (``reset_states()``). The frontend marks
+    them while tracing; :func:`materialize_variables` reads the marks. One per
+    conversion (it lives in the conversion context), so conversions do not share it.
+
+    Example::
+
+        zeros = ZeroInitialVariables()
+        zeros.mark(layer.states[0])
+        materialize_variables(module, zero_initial=zeros)
     """
-    handle = getattr(variable, "handle", None)
-    if handle is None:
-        handle = variable.value.handle  # a Keras 3 variable
-    _ZERO_INITIAL[id(handle)] = weakref.ref(handle)
+
+    def __init__(self):
+        self._refs: dict[int, weakref.ref] = {}  # id(handle) -> handle
+
+    def mark(self, variable) -> None:
+        handle = getattr(variable, "handle", None)
+        if handle is None:
+            handle = variable.value.handle  # a Keras 3 variable
+        self._refs[id(handle)] = weakref.ref(handle)
+
+    def __contains__(self, handle) -> bool:
+        ref = self._refs.get(id(handle))
+        return ref is not None and ref() is handle
 
 
-def clear_zero_initial_marks() -> None:
-    """Forget every :func:`mark_zero_initial` (done at the start of each conversion)."""
-    _ZERO_INITIAL.clear()
-
-
-def _initial_value(handle, dtype) -> np.ndarray:
+def _initial_value(handle, dtype, zero_initial: ZeroInitialVariables | None) -> np.ndarray:
     """The value a mutable variable starts from: its value at conversion time, or zeros if so marked."""
     value = _read_variable(handle, dtype)
-    ref = _ZERO_INITIAL.get(id(handle))
-    return np.zeros_like(value) if ref is not None and ref() is handle else value
+    return np.zeros_like(value) if zero_initial is not None and handle in zero_initial else value
 
 
 def _read_variable(handle, dtype) -> np.ndarray:
@@ -302,13 +312,15 @@ def _assign_all(module: Module, name: str, infos: dict[int, dict]) -> Function:
     return fn
 
 
-def materialize_variables(module: Module, reset_signature: str = RESET_SIGNATURE) -> list[dict]:
+def materialize_variables(module: Module, reset_signature: str = RESET_SIGNATURE,
+                          zero_initial: ZeroInitialVariables | None = None) -> list[dict]:
     """Turn the mutable variables that remain into resource variables of the output.
 
     Every function using a variable gets a ``VarHandleOp`` of it (first in the function);
     an init function assigns the initial values and runs through a ``CALL_ONCE`` placed
     first in each signature that (directly or through loops and branches) uses
     variables; the ``reset_signature`` signature assigns the initial values again.
+    Variables in ``zero_initial`` start from zeros, the others from their value now.
     Returns ``[{"name", "shape", "dtype"}, ...]`` for the report (``[]`` and no change
     when there are no mutable variables).
     """
@@ -327,7 +339,7 @@ def materialize_variables(module: Module, reset_signature: str = RESET_SIGNATURE
             v = op.inputs[0] if op.inputs else None
             if (op.kind in READ_OPS | ASSIGN_OPS and _is_var(v) and _var_key(v) in mutable
                     and _var_key(v) not in infos and op.attrs.get("dtype") is not None):
-                array = _initial_value(v.meta["handle"], op.attrs["dtype"])
+                array = _initial_value(v.meta["handle"], op.attrs["dtype"], zero_initial)
                 infos[_var_key(v)] = {"shared_name": shared[_var_key(v)], "array": array}
     touching = _touching_functions(module, mutable)
     for fn in list(module.functions.values()):

@@ -1,0 +1,54 @@
+"""The conversion context: what one conversion knows besides the module.
+
+Options come in (batch size, fusion rules, strict fusion, IR checking and printing), the
+report and the state that passes hand to later passes (frozen variables, variables read
+as constant arguments, zero-initial marks, the output bytes) go out. Nothing about a
+conversion lives in a module global, so conversions in several threads of one process do
+not see each other.
+
+Example::
+
+    ctx = ConversionContext(trace=lambda ctx: entries, report=Report(source="..."))
+    run_pipeline(PIPELINE, Module(), ctx)
+    data = ctx.output
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO
+
+import numpy as np
+
+from fuselite.fusion import RuleSet
+from fuselite.passes.variables import ZeroInitialVariables
+from fuselite.report import Report
+
+
+@dataclass
+class ConversionContext:
+    """One conversion's options, report and cross-pass state (see the module docstring)."""
+
+    # -- options ----------------------------------------------------------------------
+    trace: Callable[[ConversionContext], list]  # ctx -> entries (traces the user's program)
+    report: Report
+    rules: RuleSet = field(default_factory=lambda: RuleSet(None))
+    strict_fusion: bool = False
+    batch_size: int | None = None  # the batch size this run converts with (None: keep dynamic)
+    verify_ir: bool = False  # run the IR verifier after every pass
+    print_after: frozenset[str] = frozenset()  # pass names after which the IR is printed
+    print_stream: IO[str] | None = None  # where (default: stderr)
+    print_elide: int | None = 16  # constants with more elements print elided
+
+    # -- state handed from pass to pass ---------------------------------------------------
+    zero_initial: ZeroInitialVariables = field(default_factory=ZeroInitialVariables)
+    frozen: list[dict] = field(default_factory=list)  # variables the freeze passes made constants
+    read_variables: dict[str, np.ndarray] = field(default_factory=dict)  # read as composites' constant args
+    output: bytes | None = None
+
+    def record_frozen_variables(self) -> None:
+        """Update the report's frozen variables from what the passes froze or read so far."""
+        read = [{"name": k, "shape": list(v.shape), "dtype": v.dtype.name} for k, v in self.read_variables.items()]
+        self.report.frozen_variables = sorted({v["name"]: v for v in self.frozen + read}.values(),
+                                              key=lambda v: v["name"])

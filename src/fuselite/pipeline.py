@@ -1,0 +1,144 @@
+"""The conversion pipeline, declared as data: one list of named passes, run by ``passes/manager.py``.
+
+Read :data:`PIPELINE` top to bottom to know what a conversion does; ``fuselite pipeline``
+prints it. Each pass is a function ``(module, ctx)`` (``ctx``: the
+:class:`~fuselite.context.ConversionContext`) declared once here with a one-line doc;
+its time goes into ``report.stage_seconds`` under its name, and ``--print-after NAME``
+prints the IR after it. Adding a stage (quantization, a target check) is adding one
+entry to :data:`PIPELINE`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from fuselite import frontend
+from fuselite.export.flatbuffer import write_flatbuffer
+from fuselite.fusion import is_composite, prepare_composites
+from fuselite.fusion.loops import fuse_lstm_loops
+from fuselite.lower import lower_module
+from fuselite.passes.control_flow import specialize_loop_invariants
+from fuselite.passes.dce import dce
+from fuselite.passes.fold_tf import fold_tf
+from fuselite.passes.inline import inline_calls
+from fuselite.passes.manager import FixedPoint, Group, Pass, check_pipeline, run_pipeline
+from fuselite.passes.optimize import optimize
+from fuselite.passes.patterns import rewrite_tf_patterns
+from fuselite.passes.shapes import refine_shapes
+from fuselite.passes.tensor_lists import lower_tensor_lists
+from fuselite.passes.variables import freeze_variables, materialize_variables
+
+
+def count_ops(module) -> dict[str, int]:
+    """Op kinds -> how many, over every function (for the report)."""
+    c: Counter = Counter()
+    for fn in module.functions.values():
+        c.update(op.kind for op in fn.ops)
+    return dict(sorted(c.items()))
+
+
+# -- the passes --------------------------------------------------------------------------
+
+
+def import_program(module, ctx) -> bool:
+    entries = ctx.trace(ctx)
+    imported = frontend.import_concrete_functions(entries, ctx.batch_size)
+    module.functions.update(imported.functions)
+    module.signatures.update(imported.signatures)
+    ctx.report.signatures = list(module.signatures)
+    ctx.report.ops_before = count_ops(module)
+    return True
+
+
+def inline_plain_calls(module, ctx) -> int:
+    return inline_calls(module, keep=is_composite)  # composites stay calls until fused
+
+
+def inline_composites(module, ctx) -> int:
+    return inline_calls(module)
+
+
+def freeze_read_only_variables(module, ctx) -> int:
+    frozen = freeze_variables(module)
+    ctx.frozen += frozen
+    ctx.record_frozen_variables()
+    return len(frozen)
+
+
+def fuse_composites(module, ctx) -> int:
+    ctx.report.composites, read = prepare_composites(module, ctx.rules, ctx.strict_fusion, ctx.batch_size)
+    ctx.read_variables.update(read)
+    ctx.record_frozen_variables()
+    return sum(r["status"] == "fused" for r in ctx.report.composites)
+
+
+def fuse_recognised_loops(module, ctx) -> int:
+    records = fuse_lstm_loops(module, ctx.batch_size, settle=lambda m: run_pipeline([SETTLE], m, ctx))
+    ctx.report.composites += records
+    return len(records)
+
+
+def lower_tensor_list_ops(module, ctx) -> None:
+    lower_tensor_lists(module, ctx.report)
+
+
+def materialize_mutable_variables(module, ctx) -> int:
+    ctx.report.mutable_variables = materialize_variables(module, zero_initial=ctx.zero_initial)
+    ctx.report.signatures = list(module.signatures)
+    return len(ctx.report.mutable_variables)
+
+
+def export_flatbuffer(module, ctx) -> None:
+    for fn in module.functions.values():
+        fn.topo_sort()
+    ctx.output = write_flatbuffer(module)
+    ctx.report.ops_after = count_ops(module)
+    ctx.report.size_bytes = len(ctx.output)
+    ctx.report.subgraphs = len(module.functions)
+
+
+# -- the declaration ---------------------------------------------------------------------
+
+DCE = Pass("dce", lambda m, ctx: dce(m), "drop ops nothing uses and functions nothing calls")
+FOLD = Pass("fold-constants", lambda m, ctx: fold_tf(m), "evaluate TF ops whose inputs are all constants")
+REFINE = Pass("refine-shapes", lambda m, ctx: refine_shapes(m),
+              "re-run TensorFlow's shape inference with what is now known")
+SPECIALIZE = Pass("specialize-loop-invariants", lambda m, ctx: specialize_loop_invariants(m),
+                  "bind constants that loops and branches pass through unchanged into their bodies")
+FREEZE = Pass("freeze-variables", freeze_read_only_variables, "variables nothing assigns become constants")
+
+SETTLE = Group("settle", [
+    FOLD,
+    FixedPoint("fold-and-refine", [REFINE, FOLD], "shapes and folded constants feed each other", max_rounds=4),
+    SPECIALIZE,
+], "fold constants and shapes to a fixed point, then bind loop invariants")
+
+PIPELINE = [
+    Pass("import", import_program, "trace the program; import its graph and function library"),
+    Pass("inline-calls", inline_plain_calls, "inline every call except to composite functions"),
+    DCE,
+    SPECIALIZE,
+    FREEZE,
+    SETTLE,
+    Pass("fuse-composites", fuse_composites,
+         "offer each composite function to its fusion rule; a fused body becomes the fused op"),
+    Pass("inline-composites", inline_composites, "inline the composites' bodies (fused or declined)"),
+    DCE,
+    FREEZE,
+    Pass("fuse-recognised-loops", fuse_recognised_loops,
+         "Keras LSTM / SimpleRNN / GRU while loops of SavedModels become fused ops (settling first)"),
+    DCE,
+    SETTLE,
+    Pass("rewrite-tf-patterns", lambda m, ctx: rewrite_tf_patterns(m),
+         "activations spelled as several TF ops (GELU, hard-swish) become one op"),
+    Pass("lower-tensor-lists", lower_tensor_list_ops, "TensorLists of RNN loops become dense tensors"),
+    DCE,
+    Pass("materialize-variables", materialize_mutable_variables,
+         "assigned variables become LiteRT resource variables (init, reset signature)"),
+    Pass("lower", lambda m, ctx: lower_module(m), "TF ops become TFLite builtins, one rule per TF op type"),
+    Pass("optimize", lambda m, ctx: optimize(m), "fold bias, batch norm and activations; CSE; static reshapes"),
+    DCE,
+    Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
+]
+
+check_pipeline(PIPELINE)
