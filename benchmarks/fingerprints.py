@@ -9,7 +9,9 @@ converts the model in this process and prints one JSON line per model with:
   and subgraph names (``__inference_lstm_1341`` -> ``__inference_lstm_N``). The counters
   depend on what else the process traced before, so the normalized hash is the one to
   compare between runs that convert models in another order (or in test workers); the
-  unique suffix TensorFlow gives a variable's name (``embedding/embeddings/6``) too.
+  unique suffix TensorFlow gives a variable's name (``embedding/embeddings/6``) too;
+* ``unnamed``: of the same model with every tensor and subgraph name left empty (equal
+  when two models differ in their names only).
 
 The test suite records the same two hashes for every model it converts when the
 environment variable ``FUSELITE_FINGERPRINTS`` names a directory (see ``tests/conftest.py``).
@@ -42,16 +44,16 @@ def _strip_counters(name: bytes | None) -> bytes | None:
     return None if name is None else _VARIABLE_UID.sub(rb"\1N", _COUNTER.sub(rb"\1N", name))
 
 
-def normalized_sha256(data: bytes) -> str:
+def normalized_sha256(data: bytes, rename=_strip_counters) -> str:
     """sha256 of the model with TensorFlow trace counters removed from tensor and subgraph names."""
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
     model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
     for sg in model.subgraphs or []:
-        sg.name = _strip_counters(sg.name)
+        sg.name = rename(sg.name)
         for t in sg.tensors or []:
-            t.name = _strip_counters(t.name)
+            t.name = rename(t.name)
     builder = flatbuffers.Builder(len(data) + 1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return hashlib.sha256(bytes(builder.Output())).hexdigest()
@@ -59,7 +61,7 @@ def normalized_sha256(data: bytes) -> str:
 
 def fingerprint(data: bytes) -> dict:
     return {"sha256": hashlib.sha256(data).hexdigest(), "normalized": normalized_sha256(data),
-            "size": len(data)}
+            "unnamed": normalized_sha256(data, rename=lambda name: b""), "size": len(data)}
 
 
 def main(argv=None) -> int:
