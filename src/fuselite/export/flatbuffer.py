@@ -105,6 +105,7 @@ class FlatbufferWriter:
         order += [n for n in module.functions if n not in order]
         self.subgraph_index = {name: i for i, name in enumerate(order)}
         self.order = order
+        self.names = StableNames()
 
     def write(self) -> bytes:
         for name in self.order:
@@ -146,7 +147,7 @@ class FlatbufferWriter:
 
     def _subgraph(self, fn) -> schema.SubGraphT:
         sg = schema.SubGraphT()
-        sg.name = fn.name
+        sg.name = self.names(fn.name)
         sg.tensors, sg.operators = [], []
         index: dict[int, int] = {}
 
@@ -154,7 +155,7 @@ class FlatbufferWriter:
             if v.uid in index:
                 return index[v.uid]
             t = schema.TensorT()
-            t.name = v.name
+            t.name = self.names(v.name)
             t.type = tensor_type(v.dtype)
             shape = v.shape if v.shape is not None else ()
             if v.is_const:
@@ -231,6 +232,40 @@ class FlatbufferWriter:
         meta.name = "min_runtime_version"
         meta.buffer = len(self.model.buffers) - 1
         self.model.metadata = [meta]
+
+
+class StableNames:
+    """Tensor and subgraph names without TensorFlow's trace counters.
+
+    A traced function is named ``__inference_<name>_<counter>``, the counter counting
+    every trace in the process, so the same model converted twice (or in another thread)
+    would get other names and other bytes. Each distinct such name becomes ``<name>``,
+    the next distinct one with the same ``<name>`` ``<name>_2`` and so on, numbered in
+    the order the writer meets them (subgraphs, then tensors, in file order).
+
+    Example::
+
+        names = StableNames()
+        names("lstm/PartitionedCall/__inference_composite_759/fill")  # 'lstm/PartitionedCall/composite/fill'
+        names("__inference_composite_812/const")                      # 'composite_2/const'
+    """
+
+    _TRACED = re.compile(r"__inference_([A-Za-z0-9_.\-]+?)_\d+(?=$|/|:)")
+
+    def __init__(self):
+        self._stable: dict[str, str] = {}
+        self._count: dict[str, int] = {}
+
+    def _one(self, m: re.Match) -> str:
+        traced = m.group(0)
+        if traced not in self._stable:
+            base = m.group(1)
+            n = self._count[base] = self._count.get(base, 0) + 1
+            self._stable[traced] = base if n == 1 else f"{base}_{n}"
+        return self._stable[traced]
+
+    def __call__(self, name: str) -> str:
+        return self._TRACED.sub(self._one, name) if "__inference_" in name else name
 
 
 def _tensor_map(name: str, index: int):
