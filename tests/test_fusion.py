@@ -8,8 +8,8 @@ import tensorflow as tf
 from conftest import litert_op_names
 
 import fuselite
+from fuselite.export.flexbuffer import decode_options
 from fuselite.fusion import FusionError, registry
-from fuselite.fusion.flex import decode_options
 from fuselite.runtime import run
 
 RNG = np.random.default_rng(3)

@@ -1,1 +1,1 @@
-"""Flatbuffer export."""
+"""Export: the flatbuffer writer, op versions, and custom-op options as flexbuffers."""

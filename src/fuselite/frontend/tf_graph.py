@@ -15,6 +15,7 @@ import numpy as np
 
 from fuselite.errors import ConversionError, InputError
 from fuselite.ir import Function, Module, Value
+from fuselite.tf_dtypes import tf_dtype_to_ir
 
 _LIBRARY_MARKERS = (os.sep + "tensorflow" + os.sep, os.sep + "keras" + os.sep, os.sep + "tf_keras" + os.sep,
                     os.sep + "fuselite" + os.sep, "site-packages", "<frozen", os.sep + "absl" + os.sep)
@@ -22,32 +23,6 @@ _INPUT_DTYPES = {np.dtype(d) for d in (np.float32, np.float16, np.int8, np.uint8
                                          np.int64, np.bool_, np.float64)}
 _ALIAS_OPS = {"Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureShape", "CheckNumerics"}
 _DROP_OPS = {"NoOp", "Assert", "Print", "PrintV2"}
-
-
-def tf_dtype_to_ir(dt) -> Any:
-    """tf.DType -> numpy dtype, or 'resource' / 'variant' / 'string'."""
-    import tensorflow as tf
-
-    dt = tf.as_dtype(dt)
-    if dt == tf.resource:
-        return "resource"
-    if dt == tf.variant:
-        return "variant"
-    if dt == tf.string:
-        return "string"
-    return np.dtype(dt.as_numpy_dtype)
-
-
-def tf_dtype_for(dtype):
-    """IR dtype -> tf.DType (None for dtypes TF graphs cannot hold)."""
-    import tensorflow as tf
-
-    if isinstance(dtype, str):
-        return {"resource": tf.resource, "variant": tf.variant, "string": tf.string}.get(dtype)
-    try:
-        return tf.as_dtype(np.dtype(dtype))
-    except TypeError:
-        return None
 
 
 def tf_shape_to_ir(shape) -> tuple | None:

@@ -27,7 +27,7 @@ def refine_function(fn: Function) -> int:
     from tensorflow.core.framework import attr_value_pb2, graph_pb2, node_def_pb2
     from tensorflow.python.framework import tensor_util
 
-    from fuselite.frontend.tf_graph import tf_dtype_for
+    from fuselite.tf_dtypes import tf_dtype_for
 
     gdef = graph_pb2.GraphDef()
     names: dict[int, str] = {}

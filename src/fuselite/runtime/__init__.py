@@ -12,10 +12,11 @@ def interpreter(model: bytes, num_threads: int = 1, kernels: dict | None = None)
     a model whose custom op has no kernel raises ``MissingKernelError`` naming it.
     """
     from fuselite.runtime import custom_ops
+    from fuselite.runtime.kernel_errors import BridgeUnavailableError
 
     try:
         return custom_ops.interpreter(model, kernels, num_threads)
-    except custom_ops.BridgeUnavailableError:
+    except BridgeUnavailableError:
         if kernels:
             raise
         from ai_edge_litert.interpreter import Interpreter  # plain stock interpreter

@@ -36,6 +36,7 @@ def encode_options(options: dict) -> bytes:
 
 
 def decode_options(data: bytes) -> dict:
+    """Decode what :func:`encode_options` wrote (empty bytes give ``{}``)."""
     from flatbuffers import flexbuffers
 
     return flexbuffers.Loads(bytearray(data)) if data else {}

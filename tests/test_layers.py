@@ -1,0 +1,143 @@
+"""Layering: a module of ``fuselite`` imports only from its own unit and from lower layers.
+
+Every module under ``src/fuselite`` is parsed with ``ast`` (nothing is imported or run), and
+every import in it counts, also those inside functions. A *unit* is what follows ``fuselite.``:
+a subpackage (``passes``) or a top-level module (``errors``). Units in :data:`LAYERS` may
+import their own modules and units of lower layers, not units of their own layer or above.
+Every unit not in the table (``converter``, ``cli``, ``demo``, ``report``, ``testing``,
+``examples``, the ``fuselite`` package itself, and any new top-level module) is the top layer:
+it may import anything, and nothing in the table may import it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = "fuselite"
+
+# Lowest first. Units of one layer are independent of each other.
+LAYERS: list[set[str]] = [
+    {"errors"},  # the exceptions every layer raises
+    {"ir", "tf_dtypes"},  # the graph IR; TensorFlow dtypes <-> IR dtypes
+    {"export", "lower", "passes", "runtime"},  # stages on the IR, each standing alone; running .tflite files
+    {"fusion"},  # composite rules: build on passes (cleanup) and export (custom-op options)
+    {"frontend"},  # TF / Keras -> IR: marks Keras RNN functions with fusion's `implements`
+]
+TOP = len(LAYERS)
+
+
+def layer_of(unit: str) -> int:
+    """The index of ``unit``'s layer in :data:`LAYERS`, or :data:`TOP` if it is not declared."""
+    return next((i for i, units in enumerate(LAYERS) if unit in units), TOP)
+
+
+def unit_of(module: str) -> str:
+    """``"fuselite.passes.shapes"`` -> ``"passes"``; the package itself is its own unit."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted((SRC / PACKAGE).rglob("*.py"))}
+
+
+def imported_modules(module: str, source: str, is_package: bool, known: set[str]) -> list[tuple[int, str]]:
+    """``(line, module)`` for every ``fuselite`` import in ``source``, wherever it is written.
+
+    ``from A import b`` counts as an import of ``A.b`` when that is a module, else of ``A``.
+    """
+    package = module if is_package else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                out.append((node.lineno, sub if sub in known else base))
+    return [(line, target) for line, target in out if target == PACKAGE or target.startswith(PACKAGE + ".")]
+
+
+def layer_violations(module: str, source: str, is_package: bool = False, known: set[str] = frozenset()) -> list[str]:
+    """What ``module`` imports against the layer table, one sentence per import."""
+    unit = unit_of(module)
+    mine = layer_of(unit)
+    problems = []
+    for line, target in imported_modules(module, source, is_package, set(known)):
+        other = unit_of(target)
+        theirs = layer_of(other)
+        if other == unit or mine == TOP or theirs < mine:
+            continue
+        allowed = sorted(u for units in LAYERS[:mine] for u in units)
+        where = "the top layer" if theirs == TOP else f"layer {theirs}" + (" (the same)" if theirs == mine else "")
+        problems.append(
+            f"{module} (line {line}) imports {target}: '{unit}' is in layer {mine}, '{other}' in {where}; "
+            f"'{unit}' may import only its own modules" + (f" and {', '.join(allowed)}" if allowed else "")
+        )
+    return problems
+
+
+def test_every_import_goes_down_the_layers():
+    modules = all_modules()
+    known = set(modules)
+    problems = []
+    for name, path in modules.items():
+        problems += layer_violations(name, path.read_text(encoding="utf-8"), path.name == "__init__.py", known)
+    assert not problems, "imports against the layer table in tests/test_layers.py:\n" + "\n".join(problems)
+
+
+def test_the_layer_table_names_existing_units_once():
+    units = {unit_of(m) for m in all_modules()}
+    declared = [u for layer in LAYERS for u in layer]
+    assert len(declared) == len(set(declared)), "a unit is in two layers"
+    assert set(declared) <= units, f"layer table names units that do not exist: {sorted(set(declared) - units)}"
+
+
+KNOWN = {"fuselite", "fuselite.frontend", "fuselite.frontend.tf_graph", "fuselite.passes", "fuselite.passes.shapes",
+         "fuselite.ir", "fuselite.lower", "fuselite.lower.registry", "fuselite.converter", "fuselite.errors"}
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "offender"),
+    [
+        ("fuselite.passes.shapes", "def f():\n    from fuselite.frontend.tf_graph import tf_dtype_for\n",
+         "fuselite.passes.shapes (line 2) imports fuselite.frontend.tf_graph"),
+        ("fuselite.passes.shapes", "from fuselite.lower.registry import LOWERINGS\n",
+         "fuselite.passes.shapes (line 1) imports fuselite.lower.registry"),  # same layer
+        ("fuselite.ir", "import fuselite.converter\n", "fuselite.ir (line 1) imports fuselite.converter"),
+        ("fuselite.errors", "from fuselite import ir\n", "fuselite.errors (line 1) imports fuselite.ir"),
+        ("fuselite.passes.shapes", "from .. import frontend\n", "fuselite.passes.shapes (line 1) imports fuselite.frontend"),
+        ("fuselite.ir", "from fuselite import Converter\n", "fuselite.ir (line 1) imports fuselite:"),
+    ],
+)
+def test_an_upward_import_is_named(module, source, offender):
+    problems = layer_violations(module, source, known=KNOWN)
+    assert len(problems) == 1 and problems[0].startswith(offender), problems
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("fuselite.passes.shapes", "from fuselite.ir import Function\nfrom fuselite.passes import dce\n"),
+        ("fuselite.passes.shapes", "from . import dce\nfrom ..errors import ConversionError\nimport numpy\n"),
+        ("fuselite.converter", "from fuselite.frontend import tf_graph\nimport fuselite.report\n"),
+        ("fuselite", "from fuselite.converter import Converter\n"),
+    ],
+)
+def test_allowed_imports_pass(module, source):
+    assert layer_violations(module, source, is_package=module == "fuselite", known=KNOWN) == []
