@@ -88,3 +88,10 @@ def test_cli_pipeline_and_print_after(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "// ----- IR after optimize -----" in out.stderr and "tfl.FULLY_CONNECTED(" in out.stderr
     assert (tmp_path / "m.tflite").exists()
+
+
+def test_docs_show_the_pipeline_as_the_code_declares_it():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
+    assert format_pipeline(PIPELINE) in doc, "docs/architecture.md: paste the output of 'fuselite pipeline'"

@@ -21,7 +21,7 @@ from fuselite.passes.control_flow import specialize_loop_invariants
 from fuselite.passes.dce import dce
 from fuselite.passes.fold_tf import fold_tf
 from fuselite.passes.inline import inline_calls
-from fuselite.passes.manager import FixedPoint, Group, Pass, check_pipeline, run_pipeline
+from fuselite.passes.manager import FixedPoint, Group, Pass, check_pipeline, run_pass, run_pipeline
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.shapes import refine_shapes
@@ -66,7 +66,8 @@ def freeze_read_only_variables(module, ctx) -> int:
 
 
 def fuse_composites(module, ctx) -> int:
-    ctx.report.composites, read = prepare_composites(module, ctx.rules, ctx.strict_fusion, ctx.batch_size)
+    ctx.report.composites, read = prepare_composites(module, ctx.rules, ctx.strict_fusion, ctx.batch_size,
+                                                     refine_shapes=lambda m: run_pass(REFINE, m, ctx))
     ctx.read_variables.update(read)
     ctx.record_frozen_variables()
     return sum(r["status"] == "fused" for r in ctx.report.composites)
@@ -121,7 +122,7 @@ PIPELINE = [
     FREEZE,
     SETTLE,
     Pass("fuse-composites", fuse_composites,
-         "offer each composite function to its fusion rule; a fused body becomes the fused op"),
+         "offer each composite function to its fusion rule; a fused body becomes the fused op (refining shapes)"),
     Pass("inline-composites", inline_composites, "inline the composites' bodies (fused or declined)"),
     DCE,
     FREEZE,

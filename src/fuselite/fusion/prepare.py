@@ -88,15 +88,20 @@ def _check_outputs(c: Composite, outs) -> list[Value]:
 
 
 def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
-                       batch_size: int | None = None) -> tuple[list[dict], dict]:
+                       batch_size: int | None = None, refine_shapes=None) -> tuple[list[dict], dict]:
     """Fuse composites in place.
 
+    After each fused composite, ``refine_shapes(module)`` (default:
+    :func:`fuselite.passes.shapes.refine_shapes`; the pipeline passes its own
+    ``refine-shapes`` pass) lets static result shapes reach the composites fed by it.
     Returns one record per composite (for the report) and the variables whose values
     were read as constant arguments ({name: array}).
     """
     from fuselite.fusion.custom_op import fuse_custom_op
-    from fuselite.passes.shapes import refine_shapes
     from fuselite.passes.variables import read_variable_value
+
+    if refine_shapes is None:
+        from fuselite.passes.shapes import refine_shapes
 
     def read_variable(v, dtype):
         arr = read_variable_value(v, dtype)
