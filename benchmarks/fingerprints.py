@@ -22,6 +22,9 @@ Example (from the repository root)::
     # ... refactor ...
     .venv/bin/python benchmarks/fingerprints.py > /tmp/after.jsonl
     diff /tmp/before.jsonl /tmp/after.jsonl
+
+With ``--runs N`` each model is converted N times and the median conversion time is added
+(``seconds``): run it with the old and the new tree (``PYTHONPATH=old/src``) to compare.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ import argparse
 import hashlib
 import json
 import re
+import statistics
 import sys
+import time
 
 _COUNTER = re.compile(rb"(__inference_[A-Za-z0-9_.-]*?_)\d+")
 _VARIABLE_UID = re.compile(rb"(/)\d+$")  # TF's unique suffix of a variable's name: 'embedding/embeddings/6'
@@ -68,6 +73,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="*", help="model names (default: all)")
     parser.add_argument("--flavours", nargs="*", default=["keras3", "tf_keras"])
+    parser.add_argument("--runs", type=int, default=1,
+                        help="convert each model this many times and add the median conversion time ('seconds')")
     args = parser.parse_args(argv)
 
     import fuselite
@@ -78,8 +85,13 @@ def main(argv=None) -> int:
         k = zoo.keras3() if flavour == "keras3" else zoo.tf_keras()
         for name in names:
             model = zoo.build(name, k)
-            data = fuselite.Converter.from_keras_model(model).convert()
-            print(json.dumps({"model": f"{flavour}/{name}", **fingerprint(data)}), flush=True)
+            times = []
+            for _ in range(max(1, args.runs)):
+                t0 = time.perf_counter()
+                data = fuselite.Converter.from_keras_model(model).convert()
+                times.append(time.perf_counter() - t0)
+            timing = {"seconds": round(statistics.median(times), 4)} if args.runs > 1 else {}
+            print(json.dumps({"model": f"{flavour}/{name}", **fingerprint(data), **timing}), flush=True)
     return 0
 
 
