@@ -15,6 +15,7 @@ import fuselite
 from fuselite.examples import byo_rnn
 from fuselite.examples.byo_rnn import GateWiseLSTM, PeepholeLSTM, fuse_peephole_lstm
 from fuselite.fusion.rnn import last_time_step, lstm_sequence, zero_state
+from fuselite.fusion.rnn_kit import GATE_ORDERS, keras_to_litert, split_gates
 
 TOL = 1e-5
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,7 @@ def test_gate_wise_lstm_computes_what_keras_lstm_computes():
     layer = tf.keras.layers.LSTM(5, return_sequences=True)
     x = np.random.default_rng(2).standard_normal((2, 7, 3)).astype(np.float32)
     layer(x)
-    cat = lambda d, axis: np.concatenate([d[g].numpy() for g in "ifco"], axis)  # noqa: E731
+    cat = lambda d, axis: np.concatenate([d[g].numpy() for g in GATE_ORDERS["keras", "LSTM"]], axis)  # noqa: E731
     layer.set_weights([cat(module.w_x, 1), cat(module.w_h, 1), cat(module.b, 0)])
     np.testing.assert_allclose(module(x), layer(x), atol=TOL)
 
@@ -158,10 +159,9 @@ def layer_norm_lstm(x, kernel, recurrent_kernel, bias, coefficients):
 def fuse_layer_norm_lstm(c):
     x, kernel, recurrent_kernel, bias, coefficients = c.args
     units = recurrent_kernel.shape[0]
-    gates = [slice(g * units, (g + 1) * units) for g in range(4)]
-    return lstm_sequence(c, x, [kernel.const[:, g].T for g in gates], [recurrent_kernel.const[:, g].T for g in gates],
-                         [bias.const[g] for g in gates], zero_state(c, x.shape[0], units),
-                         zero_state(c, x.shape[0], units), layer_norm=[coefficients.const[g] for g in gates])
+    per_gate = keras_to_litert(kernel.const, recurrent_kernel.const, bias.const, 4)
+    return lstm_sequence(c, x, *per_gate, zero_state(c, x.shape[0], units), zero_state(c, x.shape[0], units),
+                         layer_norm=split_gates(coefficients.const, 4))
 
 
 def test_lstm_sequence_layer_norm_matches_the_kernel_math():

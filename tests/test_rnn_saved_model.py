@@ -7,8 +7,8 @@ import pytest
 from conftest import assert_stateless_and_matches, invoke_twice, litert_op_names
 
 import fuselite
-from fuselite.fusion.keras_saved_gru import numpy_gru
-from fuselite.fusion.keras_saved_lstm import evaluate_function, numpy_lstm
+from fuselite.fusion.keras_saved_lstm import evaluate_function
+from fuselite.fusion.rnn_kit import numpy_gru, numpy_lstm
 from fuselite.runtime import interpreter
 
 TOL = 1e-5
@@ -356,24 +356,6 @@ def test_saved_model_gru_hard_sigmoid_stays_a_correct_loop(tmp_path):
     assert "WHILE" in litert_op_names(data)
     assert not any(r["interface"] == "Keras GRU loop (recognised)" for r in conv.report.composites)
     assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
-
-
-def test_numpy_gru_cell_matches_keras():
-    """The reference the loop recognition compares against is Keras' GRU cell (both reset_after)."""
-    from conftest import keras_flavour
-
-    from fuselite.fusion.loops import numpy_gru_cell
-
-    k = keras_flavour("keras3")
-    rng = np.random.default_rng(0)
-    x, h = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 5)).astype(np.float32)
-    for reset_after in (True, False):
-        cell = k.layers.GRUCell(5, reset_after=reset_after, bias_initializer="random_normal")
-        want = np.asarray(cell(x, [h])[0])
-        kernel, rec, bias = (np.asarray(w) for w in cell.weights)
-        b_in, b_rec = (bias[0], bias[1]) if reset_after else (bias, None)
-        got = numpy_gru_cell(x, h, kernel, rec, b_in, b_rec, reset_after=reset_after)
-        np.testing.assert_allclose(got, want, atol=TOL)
 
 
 # -- tf-keras' "gru_*" composite (standard_gru) -> the unrolled GRU, also with strict_fusion ----------

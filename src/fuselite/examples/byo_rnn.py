@@ -18,7 +18,8 @@ import tensorflow as tf
 
 import fuselite
 from fuselite.errors import NeedsStaticBatch
-from fuselite.fusion.rnn import ACTIVATIONS, last_time_step, lstm_sequence, zero_state
+from fuselite.fusion.rnn import last_time_step, lstm_sequence, zero_state
+from fuselite.fusion.rnn_kit import FUSED_ACTIVATIONS, GATE_ORDERS, keras_to_litert
 
 # -- Example 1: a custom LSTM behind the Keras LSTM interface --------------------------------
 
@@ -78,7 +79,7 @@ class GateWiseLSTM(tf.Module):
         self._sequence = sequence
 
     def __call__(self, x):
-        keras_order = "ifco"  # plain TF ops on frozen variables: they fold to constants
+        keras_order = GATE_ORDERS["keras", "LSTM"]  # i, f, c, o; plain TF ops on frozen variables fold to constants
         kernel = tf.concat([self.w_x[g] for g in keras_order], axis=1)
         recurrent_kernel = tf.concat([self.w_h[g] for g in keras_order], axis=1)
         bias = tf.concat([self.b[g] for g in keras_order], axis=0)
@@ -140,8 +141,8 @@ def fuse_peephole_lstm(c):
     c.expect_results(1)
     x, kernel, recurrent_kernel, bias, *peepholes = c.args
     units, activation = int(c.attrs["units"]), c.attrs.get("activation", "tanh")
-    if activation not in ACTIVATIONS:
-        c.decline(f"activation '{activation}' has no fused equivalent (supported: {', '.join(ACTIVATIONS)})")
+    if activation not in FUSED_ACTIVATIONS:
+        c.decline(f"activation '{activation}' has no fused equivalent (supported: {', '.join(FUSED_ACTIVATIONS)})")
     if x.dtype != np.float32 or x.rank != 3 or x.shape[2] is None:
         c.decline(f"x must be float32 [batch, time, features] with static features, got {x.dtype} {x.shape}")
     weights = c.args[1:]
@@ -154,15 +155,15 @@ def fuse_peephole_lstm(c):
     if batch is None:  # the converter retries with batch 1 (or the user's batch_size) and says so
         raise NeedsStaticBatch("the fused peephole LSTM keeps its state in tensors that need a static batch size")
 
-    gates = [slice(g * units, (g + 1) * units) for g in range(4)]  # i, f, c, o: one [units, in] matrix each
+    per_gate = keras_to_litert(kernel.const, recurrent_kernel.const, bias.const, 4)  # i, f, c, o: [units, in] each
     seq = lstm_sequence(
         c, x,
-        input_weights=[kernel.const[:, g].T for g in gates],
-        recurrent_weights=[recurrent_kernel.const[:, g].T for g in gates],
-        biases=[bias.const[g] for g in gates],
+        input_weights=per_gate.input,
+        recurrent_weights=per_gate.recurrent,
+        biases=per_gate.bias,
         output_state=zero_state(c, batch, units),  # stateless: both states are zeroed on every invoke
         cell_state=zero_state(c, batch, units),
-        activation=ACTIVATIONS[activation],
+        activation=FUSED_ACTIVATIONS[activation],
         peepholes=[p.const for p in peepholes],
     )
     return seq if c.attrs.get("return_sequences") else last_time_step(c, seq)

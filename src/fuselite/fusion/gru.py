@@ -27,9 +27,9 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.registry import fusion
+from fuselite.fusion.rnn_kit import ACTIVATION_OPS, gate_block, gru_fully_connected_weights, split_gru_bias
 
 MAX_UNROLL = 512
-ACTIVATIONS = {"tanh": "TANH", "sigmoid": "LOGISTIC", "relu": "RELU", "linear": None}
 NONE = {"fused_activation_function": "NONE"}
 _F32 = np.dtype(np.float32)
 
@@ -40,9 +40,9 @@ def _fc(c, x, w, b, shape, keep=False):
 
 
 def _act(c, kind, x):
-    if ACTIVATIONS[kind] is None:
+    if ACTIVATION_OPS[kind] is None:
         return x
-    return c.op(ACTIVATIONS[kind], [x], dtype=np.float32, shape=x.shape)
+    return c.op(ACTIVATION_OPS[kind], [x], dtype=np.float32, shape=x.shape)
 
 
 def _binary(c, kind, a, b, shape):
@@ -74,20 +74,16 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
     """
     units = recurrent_kernel.shape[0]
     steps = x.shape[0 if time_major else 1]
-    b_in = np.asarray(bias_in, np.float32)
-    b_rec = np.zeros(3 * units, np.float32) if bias_rec is None else np.asarray(bias_rec, np.float32)
+    w = gru_fully_connected_weights(kernel, recurrent_kernel, bias_in, bias_rec)
     seq_in = x
     if go_backwards:
         seq_in = c.op("REVERSE_V2", [x, np.array([0 if time_major else 1], np.int32)], dtype=np.float32,
                       shape=x.shape)
     proj_shape = (steps, batch, 3 * units) if time_major else (batch, steps, 3 * units)
-    proj = _fc(c, seq_in, np.ascontiguousarray(np.asarray(kernel, np.float32).T), b_in, proj_shape, keep=True)
+    proj = _fc(c, seq_in, w.input, w.input_bias, proj_shape, keep=True)
     step_in = c.op("UNPACK", [proj], {"num": steps, "axis": 0 if time_major else 1},
                    outs=[(_F32, (batch, 3 * units))] * steps)
     step_in = step_in if isinstance(step_in, list) else [step_in]
-    rk = np.asarray(recurrent_kernel, np.float32)
-    w_rec = np.ascontiguousarray(rk.T)  # reset_after: [3u, u]
-    w_zr, w_h = np.ascontiguousarray(rk[:, :2 * units].T), np.ascontiguousarray(rk[:, 2 * units:].T)
     gate2, gate1 = (batch, 2 * units), (batch, units)
     h = h0
     outs = []
@@ -95,10 +91,10 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
         x_zr, x_h = _split_v(c, xt, units)
         if reset_after:
             if h is None:  # zero state: the recurrent projection is just its bias
-                hp = np.broadcast_to(b_rec, (batch, 3 * units)).copy()
-                h_zr, h_h = hp[:, : 2 * units], hp[:, 2 * units:]
+                hp = np.broadcast_to(w.recurrent_bias, (batch, 3 * units)).copy()
+                h_zr, h_h = gate_block(hp, slice(0, 2), units), gate_block(hp, slice(2, None), units)
             else:
-                h_zr, h_h = _split_v(c, _fc(c, h, w_rec, b_rec, (batch, 3 * units)), units)
+                h_zr, h_h = _split_v(c, _fc(c, h, w.recurrent, w.recurrent_bias, (batch, 3 * units)), units)
             zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, h_zr, gate2)], dtype=np.float32, shape=gate2)
             z, r = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
             pre = _binary(c, "ADD", x_h, _binary(c, "MUL", r, h_h, gate1), gate1)
@@ -107,10 +103,10 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
             z, _ = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
             pre = x_h
         else:
-            zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, _fc(c, h, w_zr, None, gate2), gate2)], dtype=np.float32,
-                      shape=gate2)
+            zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, _fc(c, h, w.recurrent_zr, None, gate2), gate2)],
+                      dtype=np.float32, shape=gate2)
             z, r = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
-            pre = _binary(c, "ADD", x_h, _fc(c, _binary(c, "MUL", r, h, gate1), w_h, None, gate1), gate1)
+            pre = _binary(c, "ADD", x_h, _fc(c, _binary(c, "MUL", r, h, gate1), w.recurrent_h, None, gate1), gate1)
         cand = _act(c, activation, pre)
         prev = h if h is not None else np.zeros(gate1, np.float32)
         h = _binary(c, "ADD", cand, _binary(c, "MUL", z, _binary(c, "SUB", prev, cand, gate1), gate1), gate1)
@@ -133,7 +129,7 @@ def fuse_keras_gru(c):
         c.decline("GRU has stateful=True but its state is not passed as arguments")
     if a.get("has_mask"):
         c.decline("GRU receives a mask; the unrolled form does not implement masking")
-    if a.get("recurrent_activation") != "sigmoid" or a.get("activation") not in ACTIVATIONS:
+    if a.get("recurrent_activation") != "sigmoid" or a.get("activation") not in ACTIVATION_OPS:
         c.decline(f"GRU activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
                   "by the unrolled form")
     x = c.args[0]
@@ -149,7 +145,7 @@ def fuse_keras_gru(c):
     k, rk, b = c.args[1].const, c.args[2].const, c.args[3].const
     if k is None or rk is None or b is None:
         c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
-    b_in, b_rec = (b[0], b[1]) if b.ndim == 2 else (b, np.zeros_like(b))
+    b_in, b_rec = split_gru_bias(b)
     h0 = c.args[4].value if int(a.get("n_initial_states", 0)) else None
     reset_after = bool(a.get("reset_after", True))
     if not reset_after and b.ndim != 1:

@@ -28,6 +28,7 @@ from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.gru import MAX_UNROLL, pack_steps, unrolled_gru
 from fuselite.fusion.keras_saved_lstm import determine_flags, tf_keras_composite
 from fuselite.fusion.registry import fusion
+from fuselite.fusion.rnn_kit import numpy_gru, split_gru_bias
 
 ARG_NAMES = ("inputs", "init_h", "kernel", "recurrent_kernel", "bias")
 
@@ -76,7 +77,7 @@ def fuse_tf_keras_saved_gru(c):
         h = h0.value
     else:
         h = c.op("RESHAPE", [h0, np.array([batch, units], np.int32)], dtype=np.float32, shape=(batch, units))
-    outs = unrolled_gru(c, x, k.const, rk.const, b.const[0], b.const[1], h, time_major=time_major,
+    outs = unrolled_gru(c, x, k.const, rk.const, *split_gru_bias(b.const), h, time_major=time_major,
                         go_backwards=go_backwards, batch=batch)
     last = outs[-1]
     if return_sequences:
@@ -91,24 +92,3 @@ def _reference(x, states, weights, time_major, go_backwards):
     (h0,), (kernel, recurrent_kernel, bias) = states, weights
     seq, h = numpy_gru(x, h0, kernel, recurrent_kernel, bias, time_major=time_major, go_backwards=go_backwards)
     return seq, [h]
-
-
-def numpy_gru(x, h0, kernel, recurrent_kernel, bias, *, time_major: bool, go_backwards: bool):
-    """tf-keras' standard_gru in float64: (outputs [time, batch, units] in processing order, h).
-
-    ``bias`` is tf-keras' [2, 3u] (input bias, recurrent bias); ``reset_after=True``.
-    """
-    from fuselite.fusion.loops import numpy_gru_cell
-
-    steps = np.asarray(x, np.float64)
-    steps = steps if time_major else steps.transpose(1, 0, 2)
-    if go_backwards:
-        steps = steps[::-1]
-    b = np.asarray(bias, np.float64)
-    h = np.asarray(h0, np.float64)
-    outs = []
-    for xt in steps:
-        h = numpy_gru_cell(xt, h, kernel, recurrent_kernel, b[0], b[1])
-        outs.append(h)
-    seq = np.stack(outs) if outs else np.zeros((0,) + h.shape)
-    return seq, h

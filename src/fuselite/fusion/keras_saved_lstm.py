@@ -24,6 +24,7 @@ import numpy as np
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn import _read_state, _state, _time_step, _weights, lstm_sequence
+from fuselite.fusion.rnn_kit import numpy_lstm
 
 ARG_NAMES = ("inputs", "init_h", "init_c", "kernel", "recurrent_kernel", "bias")
 TOL = 1e-5
@@ -193,29 +194,6 @@ def _matching_hypotheses(c, fdef, library, feeds, what, reference, weights):
 
 def _close(got: np.ndarray, want: np.ndarray) -> bool:
     return got.shape == want.shape and bool(np.all(np.abs(got.astype(np.float64) - want) <= TOL))
-
-
-def numpy_lstm(x, h0, c0, kernel, recurrent_kernel, bias, *, time_major: bool, go_backwards: bool):
-    """Keras' LSTM in float64: (outputs [time, batch, units] in processing order, h, c)."""
-
-    def sigmoid(z):
-        return 1.0 / (1.0 + np.exp(-z))
-
-    steps = np.asarray(x, np.float64)
-    steps = steps if time_major else steps.transpose(1, 0, 2)
-    if go_backwards:
-        steps = steps[::-1]
-    k, rk, b = (np.asarray(w, np.float64) for w in (kernel, recurrent_kernel, bias))
-    h, cell = np.asarray(h0, np.float64), np.asarray(c0, np.float64)
-    outs = []
-    for xt in steps:
-        z = xt @ k + h @ rk + b
-        i, f, g, o = np.split(z, 4, axis=1)
-        cell = sigmoid(f) * cell + sigmoid(i) * np.tanh(g)
-        h = sigmoid(o) * np.tanh(cell)
-        outs.append(h)
-    seq = np.stack(outs) if outs else np.zeros((0,) + h.shape)
-    return seq, h, cell
 
 
 # -- running a FunctionDef with TensorFlow ------------------------------------------------------

@@ -54,6 +54,7 @@ import numpy as np
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn import _state
+from fuselite.fusion.rnn_kit import GATE_ORDERS, lingvo_to_litert, lstm_operands
 
 LSTM_CELL_SIMPLE = "LSTMCellSimple"
 LAYER_NORMALIZED_LSTM_CELL_SIMPLE = "LayerNormalizedLstmCellSimple"
@@ -125,19 +126,6 @@ def _dims(c, gates: int, layer_norm: bool):
     return n_in, n_cell, n_out, proj
 
 
-def _gate_blocks(matrix: np.ndarray, gates: int, n_cell: int) -> list[np.ndarray]:
-    return [np.ascontiguousarray(matrix[..., g * n_cell:(g + 1) * n_cell]) for g in range(gates)]
-
-
-def _by_gate(blocks: list, cifg: bool) -> tuple:
-    """lingvo order (cell, input, forget, output) / (cell, forget, output) -> LiteRT's (input, forget, cell, output)."""
-    if cifg:
-        cell, forget, output = blocks
-        return None, forget, cell, output
-    cell, inp, forget, output = blocks
-    return inp, forget, cell, output
-
-
 @fusion(LAYER_NORMALIZED_LSTM_CELL_SIMPLE + ",*")
 @fusion(LAYER_NORMALIZED_LSTM_CELL_SIMPLE)
 @fusion(LSTM_CELL_SIMPLE + ",*")
@@ -151,7 +139,7 @@ def fuse_lingvo_lstm_cell(c):
         c.decline(f"expected {arity} argument(s) ({names}; a projection of rank other than 2 means none), "
                   f"got {len(c.args)}")
     c.expect_results(1)
-    gates = 3 if cifg else 4
+    gates = len(GATE_ORDERS["lingvo", "CIFG_LSTM" if cifg else "LSTM"])
     x = c.args[0]
     n_in, n_cell, n_out, proj = _dims(c, gates, layer_norm)
     weight = _constant(c, c.args[1], "the weight", (n_in + n_out, gates * n_cell))
@@ -167,16 +155,10 @@ def fuse_lingvo_lstm_cell(c):
     if batch is None:
         raise NeedsStaticBatch("the fused lingvo LSTM cell keeps its state in tensors that need a static batch size")
 
-    blocks = _gate_blocks(weight, gates, n_cell)  # each [n_in + n_out, n_cell]
-    w_input = _by_gate([np.ascontiguousarray(b[:n_in].T) for b in blocks], cifg)
-    w_recurrent = _by_gate([np.ascontiguousarray(b[n_in:].T) for b in blocks], cifg)
-    biases = _by_gate(_gate_blocks(bias, gates, n_cell), cifg)
-    norms = _by_gate(_gate_blocks(scale, gates, n_cell), cifg) if layer_norm else (None,) * 4
-    projection = None if proj is None else np.ascontiguousarray(proj.T)  # [n_out, n_cell]
-
+    w = lingvo_to_litert(weight, bias, n_in, cifg=cifg, layer_norm_scale=scale, projection=proj)
     h = _state(c, batch, n_out)  # zeros, rewritten before the op on every invoke
     cs = _state(c, batch, n_cell)
     options = {"fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0.0,
                "kernel_type": "FULL", "asymmetric_quantize_inputs": False}
-    return c.op("LSTM", [x, *w_input, *w_recurrent, None, None, None, *biases, projection, None, h, cs, *norms],
-                options, dtype=np.float32, shape=(batch, n_out))
+    return c.op("LSTM", lstm_operands(x, w.input, w.recurrent, w.bias, h, cs, projection=w.projection,
+                                      layer_norm=w.layer_norm), options, dtype=np.float32, shape=(batch, n_out))

@@ -27,21 +27,27 @@ import numpy as np
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.composite import Composite
 from fuselite.fusion.gru import MAX_UNROLL, pack_steps, unrolled_gru
-from fuselite.fusion.rnn import ACTIVATIONS, _read_state, _state, _time_step
+from fuselite.fusion.rnn import _read_state, _state, _time_step
+from fuselite.fusion.rnn_kit import (
+    FUSED_ACTIVATIONS,
+    keras_cell_with_gates,
+    keras_to_litert,
+    lstm_operands,
+    numpy_gru_cell,
+    numpy_lstm_cell,
+    numpy_simple_rnn_cell,
+    rnn_operands,
+)
 from fuselite.ir import Function, Module
 
 _WHILE = ("tf.While", "tf.StatelessWhile")
-_ACT = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0)}
-_GRU_ACT = {**_ACT, "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "linear": lambda v: v}
-_CELLS = {4: "LSTM", 3: "GRU", 1: "SimpleRNN"}  # gates -> cell
+# the activations tried, in this order, when checking a loop body against the cell
+_CANDIDATE_ACTIVATIONS = {"LSTM": ("tanh", "relu"), "SimpleRNN": ("tanh", "relu"),
+                          "GRU": ("tanh", "relu", "sigmoid", "linear")}
 
 
 class _NoMatch(Exception):
     pass
-
-
-def _sigmoid(v):
-    return 1 / (1 + np.exp(-v))
 
 
 def _producer(v, kind):
@@ -100,7 +106,7 @@ def _match(module: Module, fn: Function, op):
     kernel, rec = mm_x.inputs[1].const, mm_h.inputs[1].const
     units = rec.shape[0]
     gates = kernel.shape[1] // units if units and kernel.ndim == 2 else 0
-    cell = _CELLS.get(gates)
+    cell = keras_cell_with_gates(gates)
     if cell is None or kernel.shape[1] != gates * units:
         raise _NoMatch
     i_h = ins.index(mm_h.inputs[0])
@@ -187,45 +193,25 @@ def _verify(m) -> str:
     h = rng.standard_normal((2, units)).astype(np.float32)
     c = rng.standard_normal((2, units)).astype(np.float32)
     feeds = {m["get"].outputs[0].uid: x, body.inputs[m["i_h"]].uid: h}
-    if m["cell"] == "GRU":
-        (h_new,) = _cell_values(body, feeds, [body.outputs[m["i_h"]]])
-        for name, act in _GRU_ACT.items():
-            if np.abs(numpy_gru_cell(x, h, m["kernel"], m["rec"], m["bias"], m["bias_rec"], act,
-                                     m["reset_after"]) - h_new).max() < 1e-5:
-                return name
-        raise _NoMatch
-    z = x @ m["kernel"] + h @ m["rec"] + m["bias"]
-    if m["cell"] == "SimpleRNN":
-        (h_new,) = _cell_values(body, feeds, [body.outputs[m["i_h"]]])
-        for name, act in _ACT.items():
-            if np.abs(act(z) - h_new).max() < 1e-5:
-                return name
-        raise _NoMatch
-    feeds[body.inputs[m["i_c"]].uid] = c
-    h_new, c_new = _cell_values(body, feeds, [body.outputs[m["i_h"]], body.outputs[m["i_c"]]])
-    i, f, g, o = np.split(z, 4, axis=-1)
-    for name, act in _ACT.items():
-        c_ref = _sigmoid(f) * c + _sigmoid(i) * act(g)
-        h_ref = _sigmoid(o) * act(c_ref)
-        if np.abs(c_ref - c_new).max() < 1e-5 and np.abs(h_ref - h_new).max() < 1e-5:
+    wanted = [body.outputs[m["i_h"]]]
+    if m["cell"] == "LSTM":
+        feeds[body.inputs[m["i_c"]].uid] = c
+        wanted.append(body.outputs[m["i_c"]])
+    got = _cell_values(body, feeds, wanted)
+    for name in _CANDIDATE_ACTIVATIONS[m["cell"]]:
+        if all(np.abs(ref - g).max() < 1e-5 for ref, g in zip(_reference_step(m, x, h, c, name), got)):
             return name
     raise _NoMatch
 
 
-def numpy_gru_cell(x, h, kernel, recurrent_kernel, bias, bias_rec, act=np.tanh, reset_after=True):
-    """One step of Keras' GRU (gates z, r, h) in float64."""
-    x, h, k, rk = (np.asarray(a, np.float64) for a in (x, h, kernel, recurrent_kernel))
-    x_z, x_r, x_h = np.split(x @ k + bias, 3, axis=-1)
-    units = h.shape[-1]
-    if reset_after:
-        h_z, h_r, h_h = np.split(h @ rk + (0 if bias_rec is None else bias_rec), 3, axis=-1)
-        z, r = _sigmoid(x_z + h_z), _sigmoid(x_r + h_r)
-        cand = act(x_h + r * h_h)
-    else:
-        h_z, h_r = np.split(h @ rk[:, :2 * units], 2, axis=-1)
-        z, r = _sigmoid(x_z + h_z), _sigmoid(x_r + h_r)
-        cand = act(x_h + (r * h) @ rk[:, 2 * units:])
-    return z * h + (1 - z) * cand
+def _reference_step(m, x, h, c, activation: str) -> tuple:
+    """The NumPy cell's (h, c) or (h,) for one step; LSTM and SimpleRNN in the loop's float32, GRU in float64."""
+    k, rk, b = m["kernel"], m["rec"], m["bias"]
+    if m["cell"] == "GRU":
+        return (numpy_gru_cell(x, h, k, rk, b, m["bias_rec"], activation=activation, reset_after=m["reset_after"]),)
+    if m["cell"] == "SimpleRNN":
+        return (numpy_simple_rnn_cell(x, h, k, rk, b, activation=activation, dtype=None),)
+    return numpy_lstm_cell(x, h, c, k, rk, b, activation=activation, dtype=None)
 
 
 def _initial(c, v, batch, units):
@@ -249,21 +235,18 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
     h = _initial(c, op.inputs[m["i_h"]], batch, units)
     lstm = m["cell"] == "LSTM"
     cs = _initial(c, op.inputs[m["i_c"]], batch, units) if lstm else None
-    split = [slice(g * units, (g + 1) * units) for g in range(4 if lstm else 1)]
-    wi = [np.ascontiguousarray(m["kernel"][:, s].T) for s in split]
-    wr = [np.ascontiguousarray(m["rec"][:, s].T) for s in split]
-    bs = [np.ascontiguousarray(m["bias"][s]).astype(np.float32) for s in split]
+    wi, wr, bs = keras_to_litert(m["kernel"], m["rec"], m["bias"], 4 if lstm else 1, units)
+    bs = [b.astype(np.float32) for b in bs]
     # the loop reads its input time-major, which is also the fused kernels' fast layout
     shape = (steps, batch, units)
-    opts = {"fused_activation_function": ACTIVATIONS[activation], "time_major": True,
+    opts = {"fused_activation_function": FUSED_ACTIVATIONS[activation], "time_major": True,
             "asymmetric_quantize_inputs": False}
     if lstm:
         opts.update(cell_clip=0.0, proj_clip=0.0)
-        seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", [xt, *wi, *wr, None, None, None, *bs, None, None, h, cs,
-                                                    None, None, None, None], opts, dtype=np.float32, shape=shape)
-    else:
-        seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", [xt, wi[0], wr[0], bs[0], h], opts, dtype=np.float32,
+        seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", lstm_operands(xt, wi, wr, bs, h, cs), opts, dtype=np.float32,
                    shape=shape)
+    else:
+        seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", rnn_operands(xt, wi, wr, bs, h), opts, dtype=np.float32, shape=shape)
     last = _time_step(c, seq, -1, True)
     if m["sequences"]:
         out_list = seq

@@ -16,7 +16,7 @@ Exact Keras semantics on the stock kernels:
   with batch 1 (or the user's ``batch_size``), and the report says so.
 
 Keras weights are ``[in, gates * units]`` with gates ``i, f, c, o``; LiteRT wants one
-``[units, in]`` matrix and one bias per gate.
+``[units, in]`` matrix and one bias per gate (``rnn_kit.keras_to_litert``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,16 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.registry import fusion
+from fuselite.fusion.rnn_kit import (
+    FUSED_ACTIVATIONS,
+    GATE_ORDERS,
+    keras_to_litert,
+    lstm_operands,
+    lstm_weight_operands,
+    rnn_operands,
+)
 
-ACTIVATIONS = {"tanh": "TANH", "relu": "RELU", "relu6": "RELU6", "sigmoid": "SIGMOID", "linear": "NONE"}
+ACTIVATIONS = FUSED_ACTIVATIONS  # the name rules written against this module know (docs/byo-rnn.md)
 
 
 def _check_common(c, what: str):
@@ -35,9 +43,9 @@ def _check_common(c, what: str):
         c.decline(f"{what} has stateful=True but its state is not passed as arguments")
     if a.get("has_mask"):
         c.decline(f"{what} receives a mask (e.g. from Embedding(mask_zero=True)); the fused op has no mask input")
-    if a.get("activation") not in ACTIVATIONS:
+    if a.get("activation") not in FUSED_ACTIVATIONS:
         c.decline(f"{what} activation '{a.get('activation')}' has no fused equivalent "
-                  f"(supported: {', '.join(ACTIVATIONS)})")
+                  f"(supported: {', '.join(FUSED_ACTIVATIONS)})")
     if a.get("layer", what) == "LSTM" and a.get("recurrent_activation") != "sigmoid":
         c.decline(f"recurrent_activation '{a.get('recurrent_activation')}' is not expressible: "
                   "the fused LSTM's gates always use sigmoid")
@@ -54,14 +62,11 @@ def _check_common(c, what: str):
 
 
 def _weights(c, start: int, gates: int, units: int):
-    """Per-gate [units, in] input weights, [units, units] recurrent weights and biases."""
+    """Per-gate [units, in] input weights, [units, units] recurrent weights and biases (``GateWeights``)."""
     k, rk, b = (c.args[start + i] for i in range(3))
     if k.const is None or rk.const is None or b.const is None:
         c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
-    split = [slice(g * units, (g + 1) * units) for g in range(gates)]
-    return ([np.ascontiguousarray(k.const[:, s].T) for s in split],
-            [np.ascontiguousarray(rk.const[:, s].T) for s in split],
-            [np.ascontiguousarray(b.const[s]) for s in split])
+    return keras_to_litert(k.const, rk.const, b.const, gates, units)
 
 
 def _state(c, batch: int, units: int, initial=None):
@@ -125,42 +130,46 @@ def _time_major_input(c, x, time_major: bool, go_backwards: bool):
     return x_tm
 
 
+def _one_direction(c, layer: str, n_states: int):
+    """(x, batch, units, per-gate weights, state tensors) of a Keras LSTM or SimpleRNN composite."""
+    x, batch = _check_common(c, layer)
+    units = int(c.attrs["units"])
+    weights = _weights(c, 1, len(GATE_ORDERS["keras", layer]), units)
+    states = [_state(c, batch, units, s) for s in _initial_states(c, 4, n_states)]
+    return x, batch, units, weights, states
+
+
+def _layer_results(c, seq, time_major: bool, *carried):
+    """The layer's results: the sequence or its last step; with return_state also the last step (h)
+    and the ``carried`` state tensors (an LSTM's cell state) as they are after the sequence op."""
+    last = _time_step(c, seq, -1, time_major)
+    out = seq if c.attrs.get("return_sequences") else last
+    if c.attrs.get("return_state"):
+        return [out, last, *(_read_state(c, s, last) for s in carried)]
+    return out
+
+
 @fusion("keras.layers.LSTM")
 def fuse_keras_lstm(c):
     a = c.attrs
-    x, batch = _check_common(c, "LSTM")
-    units = int(a["units"])
-    wi, wr, bias = _weights(c, 1, 4, units)
-    h0, c0 = _initial_states(c, 4, 2)
-    h = _state(c, batch, units, h0)
-    cs = _state(c, batch, units, c0)
-    seq = lstm_sequence(c, x, wi, wr, bias, h, cs, activation=ACTIVATIONS[a["activation"]],
-                        time_major=bool(a.get("time_major")), go_backwards=bool(a.get("go_backwards")))
-    last = _time_step(c, seq, -1, a.get("time_major"))
-    out = seq if a.get("return_sequences") else last
-    if a.get("return_state"):
-        return [out, last, _read_state(c, cs, last)]
-    return out
+    x, _, _, weights, (h, cs) = _one_direction(c, "LSTM", 2)
+    tm = bool(a.get("time_major"))
+    seq = lstm_sequence(c, x, *weights, h, cs, activation=FUSED_ACTIVATIONS[a["activation"]], time_major=tm,
+                        go_backwards=bool(a.get("go_backwards")))
+    return _layer_results(c, seq, tm, cs)
 
 
 @fusion("keras.layers.SimpleRNN")
 def fuse_keras_simple_rnn(c):
     a = c.attrs
-    x, batch = _check_common(c, "SimpleRNN")
-    units = int(a["units"])
-    (wi,), (wr,), (bias,) = _weights(c, 1, 1, units)
-    (h0,) = _initial_states(c, 4, 1)
-    h = _state(c, batch, units, h0)
+    x, batch, units, weights, (h,) = _one_direction(c, "SimpleRNN", 1)
     tm = bool(a.get("time_major"))
-    opts = {"fused_activation_function": ACTIVATIONS[a["activation"]], "time_major": True,
+    opts = {"fused_activation_function": FUSED_ACTIVATIONS[a["activation"]], "time_major": True,
             "asymmetric_quantize_inputs": False}
     x_tm = _time_major_input(c, x, tm, bool(a.get("go_backwards")))
-    seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", [x_tm, wi, wr, bias, h], opts, dtype=np.float32,
+    seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", rnn_operands(x_tm, *weights, h), opts, dtype=np.float32,
                shape=(x_tm.shape[0], batch, units))
-    seq = seq if tm else swap_batch_and_time(c, seq)
-    last = _time_step(c, seq, -1, tm)
-    out = seq if a.get("return_sequences") else last
-    return [out, last] if a.get("return_state") else out
+    return _layer_results(c, seq if tm else swap_batch_and_time(c, seq), tm)
 
 
 def _merge(c, mode: str, fw, bw, shape):
@@ -193,25 +202,24 @@ def fuse_keras_bidirectional(c):
         c.decline(f"merge_mode '{mode}' is not supported")
     x, batch = _check_common(c, f"Bidirectional({kind})")
     units, tm = int(a["units"]), bool(a.get("time_major"))
-    gates = 4 if kind == "LSTM" else 1
+    gates = len(GATE_ORDERS["keras", kind])
     fw, bw = _weights(c, 1, gates, units), _weights(c, 4, gates, units)
     seq_shape = _seq_shape(x, batch, units, tm)
     tm_shape = (x.shape[0 if tm else 1], batch, units)  # the ops run time-major (faster kernels)
     merged = mode == "concat" and a.get("return_sequences") and not a.get("return_state")
     outs = [(np.dtype(np.float32), tm_shape[:-1] + (2 * units,))] if merged else [(np.dtype(np.float32), tm_shape)] * 2
-    act = ACTIVATIONS[a["activation"]]
+    act = FUSED_ACTIVATIONS[a["activation"]]
     x = _time_major_input(c, x, tm, False)
     if kind == "LSTM":
         states = [_state(c, batch, units) for _ in range(4)]
-        inputs = [x, *fw[0], *fw[1], None, None, None, *fw[2], None, None,
-                  *bw[0], *bw[1], None, None, None, *bw[2], None, None, *states] + [None] * 9
+        inputs = [x, *lstm_weight_operands(*fw), *lstm_weight_operands(*bw), *states] + [None] * 9
         opts = {"fused_activation_function": act, "cell_clip": 0.0, "proj_clip": 0.0, "merge_outputs": bool(merged),
                 "time_major": True, "asymmetric_quantize_inputs": False}
         res = c.op("BIDIRECTIONAL_SEQUENCE_LSTM", inputs, opts, outs=outs)
     else:
         states = [_state(c, batch, units) for _ in range(2)]
-        inputs = [x, fw[0][0], fw[1][0], fw[2][0], states[0], bw[0][0], bw[1][0], bw[2][0], states[1],
-                  None, None, None]
+        inputs = [x, *fw.input, *fw.recurrent, *fw.bias, states[0], *bw.input, *bw.recurrent, *bw.bias, states[1],
+                  None, None, None]  # no auxiliary input
         opts = {"fused_activation_function": act, "merge_outputs": bool(merged), "time_major": True,
                 "asymmetric_quantize_inputs": False}
         res = c.op("BIDIRECTIONAL_SEQUENCE_RNN", inputs, opts, outs=outs)
@@ -266,7 +274,7 @@ def lstm_sequence(c, x, input_weights, recurrent_weights, biases, output_state, 
     NumPy arrays and ``biases`` four ``[units]`` arrays, in the gate order i, f, c, o (the
     op's inputs 1-4, 5-8 and 12-15). ``output_state`` and ``cell_state`` must come from
     :func:`zero_state` or :func:`initial_state` (the op's inputs 18 and 19).
-    ``activation`` is the op's ``fused_activation_function`` (see ``ACTIVATIONS``).
+    ``activation`` is the op's ``fused_activation_function`` (see ``rnn_kit.FUSED_ACTIVATIONS``).
 
     Optional extras of the op:
 
@@ -304,10 +312,9 @@ def lstm_sequence(c, x, input_weights, recurrent_weights, biases, output_state, 
     x_tm = _time_major_input(c, x, time_major, go_backwards)
     opts = {"fused_activation_function": activation, "cell_clip": 0.0, "proj_clip": 0.0,
             "time_major": True, "asymmetric_quantize_inputs": False}
-    seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
-               [x_tm, *wi, *wr, *weights(peepholes, 3, "peepholes"), *bias, None, None,
-                output_state, cell_state, *weights(layer_norm, 4, "layer_norm")],
-               opts, dtype=np.float32, shape=(x_tm.shape[0], batch, units))
+    operands = lstm_operands(x_tm, wi, wr, bias, output_state, cell_state, peepholes=weights(peepholes, 3, "peepholes"),
+                             layer_norm=weights(layer_norm, 4, "layer_norm"))
+    seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", operands, opts, dtype=np.float32, shape=(x_tm.shape[0], batch, units))
     return seq if time_major else swap_batch_and_time(c, seq)
 
 
