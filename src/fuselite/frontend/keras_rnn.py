@@ -12,6 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager, nullcontext
 
 from fuselite.fusion.implements import implements
+from fuselite.fusion.rnn_kit import GATE_ORDERS
 
 RECURRENT = ("LSTM", "SimpleRNN", "GRU")
 
@@ -79,7 +80,7 @@ def _tensor(v):
 
 
 def _gates(kind: str) -> int:
-    return {"LSTM": 4, "GRU": 3}.get(kind, 1)
+    return len(GATE_ORDERS["keras", kind])
 
 
 def _cells(layer, kind: str) -> list:

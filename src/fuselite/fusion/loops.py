@@ -21,6 +21,7 @@ matching (the pipeline's ``settle`` group), and again after a fusion, for a loop
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from fuselite.fusion.rnn_kit import (
     numpy_simple_rnn_cell,
     rnn_operands,
 )
-from fuselite.ir import Function, Module
+from fuselite.ir import Function, Module, Op, Value
 
 _WHILE = ("tf.While", "tf.StatelessWhile")
 # the activations tried, in this order, when checking a loop body against the cell
@@ -47,7 +48,40 @@ _CANDIDATE_ACTIVATIONS = {"LSTM": ("tanh", "relu"), "SimpleRNN": ("tanh", "relu"
 
 
 class _NoMatch(Exception):
-    pass
+    """The loop is not one the matcher recognises (it stays a loop)."""
+
+
+@dataclass(frozen=True)
+class LoopMatch:
+    """What the matcher found in a recognised Keras RNN ``while`` loop.
+
+    ``i_*`` are positions among the loop's variables: the hidden state, the LSTM cell
+    state (``None`` otherwise) and the output TensorList. Weights are in Keras' layout.
+    """
+
+    body: Function
+    get: Op  # the body's TensorListGetItem (reads step t of the input)
+    i_h: int
+    i_c: int | None
+    i_out: int
+    kernel: np.ndarray  # [features, gates * units]
+    rec: np.ndarray  # [units, gates * units]
+    bias: np.ndarray  # [gates * units]
+    bias_rec: np.ndarray | None  # GRU with reset_after: the recurrent bias
+    units: int
+    xt: Value  # the time-major input [time, batch, features]
+    steps: int
+    sequences: bool  # every step's output, or only the last one
+    cell: str  # "LSTM", "GRU" or "SimpleRNN"
+    reset_after: bool
+
+
+def _position(values: list, v) -> int:
+    """The index of ``v`` (by identity) in ``values``; no match when it is not there."""
+    for i, x in enumerate(values):
+        if x is v:
+            return i
+    raise _NoMatch
 
 
 def _producer(v, kind):
@@ -93,23 +127,27 @@ def _cell_values(body: Function, feeds: dict, wanted: list):
     return [values[w.uid] for w in wanted]
 
 
-def _match(module: Module, fn: Function, op):
-    body, cond = module.functions[op.attrs["body"]], module.functions[op.attrs["cond"]]
+def _match(module: Module, fn: Function, op) -> LoopMatch:
+    body, cond = module.functions.get(op.attrs.get("body")), module.functions.get(op.attrs.get("cond"))
+    if body is None or cond is None or not (len(body.inputs) == len(body.outputs) == len(op.inputs)):
+        raise _NoMatch
     ins = body.inputs
     get = _find(body, lambda o: o.kind == "TensorListGetItem")
-    i_in, i_time = ins.index(get.inputs[0]), ins.index(get.inputs[1])
+    i_in, i_time = _position(ins, get.inputs[0]), _position(ins, get.inputs[1])
     mm_x = _find(body, lambda o: o.kind == "MatMul" and o.inputs[0] is get.outputs[0] and o.inputs[1].is_const)
     rec_mms = [o for o in body.ops if o.kind == "MatMul" and o is not mm_x and o.inputs[1].is_const]
     mm_h = _find(body, lambda o: o in rec_mms and o.inputs[0] in ins)
     if any(o.attrs.get("transpose_a") or o.attrs.get("transpose_b") for o in (mm_x, *rec_mms)):
         raise _NoMatch
     kernel, rec = mm_x.inputs[1].const, mm_h.inputs[1].const
+    if rec.ndim != 2:
+        raise _NoMatch
     units = rec.shape[0]
     gates = kernel.shape[1] // units if units and kernel.ndim == 2 else 0
     cell = keras_cell_with_gates(gates)
     if cell is None or kernel.shape[1] != gates * units:
         raise _NoMatch
-    i_h = ins.index(mm_h.inputs[0])
+    i_h = _position(ins, mm_h.inputs[0])
     reset_after, bias_rec = True, None
     if cell == "GRU":
         rec, reset_after = _gru_recurrent_kernel(mm_h, rec_mms, units)
@@ -126,7 +164,7 @@ def _match(module: Module, fn: Function, op):
         raise _NoMatch
     i_c = floats[0] if floats else None
     put = _find(body, lambda o: o.kind == "TensorListSetItem")
-    i_out = ins.index(put.inputs[0])
+    i_out = _position(ins, put.inputs[0])
     if put.inputs[2] is not body.outputs[i_h] or body.outputs[i_out] is not put.outputs[0]:
         raise _NoMatch
     step = body.outputs[i_time].producer
@@ -157,9 +195,9 @@ def _match(module: Module, fn: Function, op):
     users = fn.users()
     if any(users.get(o.uid) or o in fn.outputs for i, o in enumerate(op.outputs) if i not in (i_out, i_h, i_c)):
         raise _NoMatch
-    return dict(body=body, get=get, i_h=i_h, i_c=i_c, i_out=i_out, kernel=kernel, rec=rec, bias=bias,
-                units=units, xt=xt, steps=steps, sequences=sequences, cell=cell, reset_after=reset_after,
-                bias_rec=bias_rec)
+    return LoopMatch(body=body, get=get, i_h=i_h, i_c=i_c, i_out=i_out, kernel=kernel, rec=rec, bias=bias,
+                     bias_rec=bias_rec, units=units, xt=xt, steps=steps, sequences=sequences, cell=cell,
+                     reset_after=reset_after)
 
 
 def _gru_recurrent_kernel(mm_h, rec_mms, units):
@@ -185,31 +223,35 @@ def _bias_of(body: Function, v, n: int) -> np.ndarray:
     return np.zeros(n, np.float32)
 
 
-def _verify(m) -> str:
+def _verify(m: LoopMatch) -> str:
     """The activation whose cell reproduces the loop body's numbers (else _NoMatch)."""
     rng = np.random.default_rng(0)
-    body, units = m["body"], m["units"]
-    x = rng.standard_normal((2, m["kernel"].shape[0])).astype(np.float32)
+    body, units = m.body, m.units
+    x = rng.standard_normal((2, m.kernel.shape[0])).astype(np.float32)
     h = rng.standard_normal((2, units)).astype(np.float32)
     c = rng.standard_normal((2, units)).astype(np.float32)
-    feeds = {m["get"].outputs[0].uid: x, body.inputs[m["i_h"]].uid: h}
-    wanted = [body.outputs[m["i_h"]]]
-    if m["cell"] == "LSTM":
-        feeds[body.inputs[m["i_c"]].uid] = c
-        wanted.append(body.outputs[m["i_c"]])
+    feeds = {m.get.outputs[0].uid: x, body.inputs[m.i_h].uid: h}
+    wanted = [body.outputs[m.i_h]]
+    if m.cell == "LSTM":
+        feeds[body.inputs[m.i_c].uid] = c
+        wanted.append(body.outputs[m.i_c])
     got = _cell_values(body, feeds, wanted)
-    for name in _CANDIDATE_ACTIVATIONS[m["cell"]]:
-        if all(np.abs(ref - g).max() < 1e-5 for ref, g in zip(_reference_step(m, x, h, c, name), got)):
+    for name in _CANDIDATE_ACTIVATIONS[m.cell]:
+        try:
+            close = all(np.abs(ref - g).max() < 1e-5 for ref, g in zip(_reference_step(m, x, h, c, name), got))
+        except ValueError:  # the body's values do not have the cell's shapes
+            raise _NoMatch from None
+        if close:
             return name
     raise _NoMatch
 
 
 def _reference_step(m, x, h, c, activation: str) -> tuple:
     """The NumPy cell's (h, c) or (h,) for one step; LSTM and SimpleRNN in the loop's float32, GRU in float64."""
-    k, rk, b = m["kernel"], m["rec"], m["bias"]
-    if m["cell"] == "GRU":
-        return (numpy_gru_cell(x, h, k, rk, b, m["bias_rec"], activation=activation, reset_after=m["reset_after"]),)
-    if m["cell"] == "SimpleRNN":
+    k, rk, b = m.kernel, m.rec, m.bias
+    if m.cell == "GRU":
+        return (numpy_gru_cell(x, h, k, rk, b, m.bias_rec, activation=activation, reset_after=m.reset_after),)
+    if m.cell == "SimpleRNN":
         return (numpy_simple_rnn_cell(x, h, k, rk, b, activation=activation, dtype=None),)
     return numpy_lstm_cell(x, h, c, k, rk, b, activation=activation, dtype=None)
 
@@ -221,21 +263,21 @@ def _initial(c, v, batch, units):
 
 
 def _replace(fn: Function, op, m, activation: str, batch_size):
-    xt, units, steps = m["xt"], m["units"], m["steps"]
+    xt, units, steps = m.xt, m.units, m.steps
     batch = xt.shape[1] or batch_size
     if batch is None:
-        state = op.inputs[m["i_h"]]  # a stateful layer's state variable fixes the batch
-        raise NeedsStaticBatch("the unrolled GRU needs a static batch size" if m["cell"] == "GRU" else
-                               f"a recognised {m['cell']} loop keeps its state in tensors that need a static batch size",
+        state = op.inputs[m.i_h]  # a stateful layer's state variable fixes the batch
+        raise NeedsStaticBatch("the unrolled GRU needs a static batch size" if m.cell == "GRU" else
+                               f"a recognised {m.cell} loop keeps its state in tensors that need a static batch size",
                                state.shape[0] if state.rank == 2 and not state.is_const else None)
-    c = Composite(fn, f"Keras {m['cell']} loop", {}, [], [])
-    if m["cell"] == "GRU":
+    c = Composite(fn, f"Keras {m.cell} loop", {}, [], [])
+    if m.cell == "GRU":
         _replace_gru(fn, op, m, c, activation, batch)
         return c.ops
-    h = _initial(c, op.inputs[m["i_h"]], batch, units)
-    lstm = m["cell"] == "LSTM"
-    cs = _initial(c, op.inputs[m["i_c"]], batch, units) if lstm else None
-    wi, wr, bs = keras_to_litert(m["kernel"], m["rec"], m["bias"], 4 if lstm else 1, units)
+    h = _initial(c, op.inputs[m.i_h], batch, units)
+    lstm = m.cell == "LSTM"
+    cs = _initial(c, op.inputs[m.i_c], batch, units) if lstm else None
+    wi, wr, bs = keras_to_litert(m.kernel, m.rec, m.bias, 4 if lstm else 1, units)
     bs = [b.astype(np.float32) for b in bs]
     # the loop reads its input time-major, which is also the fused kernels' fast layout
     shape = (steps, batch, units)
@@ -248,30 +290,30 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
     else:
         seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", rnn_operands(xt, wi, wr, bs, h), opts, dtype=np.float32, shape=shape)
     last = _time_step(c, seq, -1, True)
-    if m["sequences"]:
+    if m.sequences:
         out_list = seq
     else:  # the loop kept only the last step, as a list of one
         out_list = c.op("RESHAPE", [last, np.array([1, batch, units], np.int32)], dtype=np.float32,
                         shape=(1, batch, units))
-    results = [(m["i_out"], out_list), (m["i_h"], last)]
+    results = [(m.i_out, out_list), (m.i_h, last)]
     if lstm:
-        results.append((m["i_c"], _read_state(c, cs, last)))
+        results.append((m.i_c, _read_state(c, cs, last)))
     _splice(fn, op, c.ops, results)
     return c.ops
 
 
 def _replace_gru(fn: Function, op, m, c, activation: str, batch: int):
     """The loop -> the unrolled GRU of ``fusion/gru.py`` over its time-major input."""
-    v = op.inputs[m["i_h"]]
+    v = op.inputs[m.i_h]
     h0 = None if v.is_const and not v.const.any() else v
-    outs = unrolled_gru(c, m["xt"], m["kernel"], m["rec"], m["bias"], m["bias_rec"], h0, activation=activation,
-                        reset_after=m["reset_after"], time_major=True, batch=batch)
-    if m["sequences"]:
+    outs = unrolled_gru(c, m.xt, m.kernel, m.rec, m.bias, m.bias_rec, h0, activation=activation,
+                        reset_after=m.reset_after, time_major=True, batch=batch)
+    if m.sequences:
         out_list = pack_steps(c, outs, time_major=True)
     else:  # the loop kept only the last step, as a list of one
-        out_list = c.op("RESHAPE", [outs[-1], np.array([1, batch, m["units"]], np.int32)], dtype=np.float32,
-                        shape=(1, batch, m["units"]))
-    _splice(fn, op, c.ops, [(m["i_out"], out_list), (m["i_h"], outs[-1])])
+        out_list = c.op("RESHAPE", [outs[-1], np.array([1, batch, m.units], np.int32)], dtype=np.float32,
+                        shape=(1, batch, m.units))
+    _splice(fn, op, c.ops, [(m.i_out, out_list), (m.i_h, outs[-1])])
 
 
 def _splice(fn: Function, op, ops, results):
@@ -315,13 +357,13 @@ def _fuse(module: Module, fn: Function, op, batch_size) -> dict | None:
     try:
         m = _match(module, fn, op)
         activation = _verify(m)
-    except (_NoMatch, ValueError, KeyError, IndexError):
+    except _NoMatch:
         return None
     ops = _replace(fn, op, m, activation, batch_size)
     into = {"LSTM": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "SimpleRNN": ["UNIDIRECTIONAL_SEQUENCE_RNN"]}.get(
-        m["cell"]) or list(dict.fromkeys(o.kind for o in ops))
-    attrs = {"units": m["units"], "return_sequences": m["sequences"]}
-    if m["cell"] == "GRU":
-        attrs.update(reset_after=m["reset_after"], activation=activation, steps=m["steps"])
-    return {"function": fn.name, "interface": f"Keras {m['cell']} loop (recognised)", "call_sites": 1,
+        m.cell) or list(dict.fromkeys(o.kind for o in ops))
+    attrs = {"units": m.units, "return_sequences": m.sequences}
+    if m.cell == "GRU":
+        attrs.update(reset_after=m.reset_after, activation=activation, steps=m.steps)
+    return {"function": fn.name, "interface": f"Keras {m.cell} loop (recognised)", "call_sites": 1,
             "attrs": attrs, "status": "fused", "into": into, "reason": ""}
