@@ -81,7 +81,7 @@ def _merge(fn: Function, pair: _Pair) -> bool:
         rev = bw.inputs[0].producer
         axis = _reverse_axis(rev)
         tm = bool(bw.attrs.get("time_major"))
-        if axis is None or axis != (0 if tm else 1) or rev not in fn.ops:
+        if axis is None or axis != (0 if tm else 1):
             continue
         x = rev.inputs[0]
         for fw in ops:
@@ -120,7 +120,7 @@ def cancel_reverse_pairs(fn: Function) -> bool:
     for op in fn.ops:
         axis = _reverse_axis(op)
         mid = op.inputs[0].producer if axis is not None else None
-        if mid is None or mid not in fn.ops or op.outputs[0] in fn.outputs:
+        if mid is None or fn.is_output(op.outputs[0]):
             continue
         if _reverse_axis(mid) == axis:
             fn.replace_uses(op.outputs[0], mid.inputs[0])
@@ -128,7 +128,7 @@ def cancel_reverse_pairs(fn: Function) -> bool:
             return True
         inner = mid.inputs[0].producer if mid.kind == "TRANSPOSE" and mid.inputs[1].is_const else None
         perm = mid.inputs[1].const.reshape(-1) if inner is not None else None
-        if inner is None or inner not in fn.ops or not 0 <= axis < perm.size or \
+        if inner is None or not 0 <= axis < perm.size or \
                 _reverse_axis(inner) != int(perm[axis]) or len(users.get(mid.outputs[0].uid, [])) != 1 \
                 or any(v is mid.outputs[0] for v in fn.outputs):  # rewritten in place: no other reader
             continue
