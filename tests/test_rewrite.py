@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fuselite.ir import Function
-from fuselite.passes.rewrite import TF, TFL, Const, OneOf, OpPattern, RewriteCtx, Rule, Var, rewrite
+from fuselite.passes.rewrite import RULES, TF, TFL, Const, OneOf, OpPattern, RewriteCtx, Rule, Var, rewrite
 
 F32 = np.dtype(np.float32)
 
@@ -206,6 +206,42 @@ def test_new_ops_are_not_visited_in_the_same_walk():
 
     assert rewrite(fn, [_rule(TFL.RELU(Var(), name="op"), relu_again)]) == 1
     assert len(fn.ops) == 2
+
+
+def test_registered_rule_sets():
+    import fuselite.passes.optimize  # noqa: F401  (registers the TFLite rules)
+
+    with pytest.raises(ValueError, match="no rule set named 'nope'"):
+        rewrite(Function("f"), "nope")
+    names = {name: [r.name for r in rules] for name, rules in RULES.items()}
+    assert names["fold_into_weighted"] == ["fold_channel_op", "fold_channel_op_through_heads"]
+    for rules in RULES.values():
+        for r in rules:
+            assert r.doc, f"rule {r.name} has no one-line doc"
+
+
+# -- registered rules on hand-built graphs ------------------------------------------------------
+
+
+def test_bias_folds_into_conv_on_ir():
+    import fuselite.passes.optimize  # noqa: F401
+
+    fn = Function("f")
+    x = fn.add_input("x", F32, (1, 4, 4, 2))
+    w = fn.const(np.ones((3, 1, 1, 2), np.float32), "w")
+    conv = fn.add_op("tfl.CONV_2D", [x, w, None], [(F32, (1, 4, 4, 3))],
+                     {"fused_activation_function": "NONE"}, name="conv")
+    shift = fn.const(np.arange(3, dtype=np.float32), "shift")
+    y = fn.add_op("tfl.ADD", [shift, conv.outputs[0]], [(F32, (1, 4, 4, 3))],
+                  {"fused_activation_function": "NONE"}).outputs[0]
+    fn.outputs = [fn.add_op("tfl.RELU", [y], [(F32, (1, 4, 4, 3))]).outputs[0]]
+    keep = {v.uid for v in fn.outputs}
+    assert rewrite(fn, "fold_into_weighted", keep=keep, first_only=True) == 1
+    assert [op.kind for op in fn.ops] == ["CONV_2D", "RELU"]
+    np.testing.assert_array_equal(conv.inputs[2].const, [0, 1, 2])
+    assert rewrite(fn, "fuse_activations", keep=keep) == 1
+    assert [op.kind for op in fn.ops] == ["CONV_2D"] and conv.attrs["fused_activation_function"] == "RELU"
+    assert fn.outputs == [conv.outputs[0]]
 
 
 def test_pattern_repr_reads_like_the_expression():
