@@ -210,17 +210,33 @@ def test_new_ops_are_not_visited_in_the_same_walk():
 
 def test_registered_rule_sets():
     import fuselite.passes.optimize  # noqa: F401  (registers the TFLite rules)
+    import fuselite.passes.patterns  # noqa: F401  (registers the TF rules)
 
     with pytest.raises(ValueError, match="no rule set named 'nope'"):
         rewrite(Function("f"), "nope")
     names = {name: [r.name for r in rules] for name, rules in RULES.items()}
     assert names["fold_into_weighted"] == ["fold_channel_op", "fold_channel_op_through_heads"]
+    assert names["tf_patterns"] == ["gelu_erfc", "gelu_erf", "gelu_tanh", "hard_swish"]
     for rules in RULES.values():
         for r in rules:
             assert r.doc, f"rule {r.name} has no one-line doc"
 
 
 # -- registered rules on hand-built graphs ------------------------------------------------------
+
+
+def test_gelu_erf_form_on_ir():
+    import fuselite.passes.patterns  # noqa: F401
+
+    fn, x = _fn()
+    inner = _op(fn, "tf.RealDiv", x, fn.const(np.float32(np.sqrt(2)), "sqrt2"))
+    add = _op(fn, "tf.AddV2", fn.const(np.float32(1.0), "one"), _op(fn, "tf.Erf", inner))
+    y = _op(fn, "tf.Mul", add, _op(fn, "tf.Mul", fn.const(np.float32(0.5), "half"), x))
+    fn.outputs = [y]
+    assert rewrite(fn, "tf_patterns") == 1
+    gelu = fn.outputs[0].producer
+    assert gelu.type == "tf.Gelu" and gelu.inputs == [x] and gelu.attrs == {"approximate": False}
+    assert fn.ops[-2] is gelu  # placed before the product it replaces (left for DCE)
 
 
 def test_bias_folds_into_conv_on_ir():
