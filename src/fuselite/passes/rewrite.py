@@ -171,6 +171,9 @@ class Const(Var):
         return f"Const({self.name!r}, value={self.value})"
 
 
+_SWAPPED = ((0, 1), (1, 0))  # the operand orders tried for a commutative op
+
+
 class OpPattern(Pattern):
     """A value computed by an op of ``types`` (dialect-qualified) whose operands match ``inputs``.
 
@@ -196,10 +199,11 @@ class OpPattern(Pattern):
                                      (kinds is not None and t.split(".", 1)[1] in kinds))
         if self.commutative and len(self.inputs) != 2:
             raise ValueError(f"commutative {sorted(self.types)} needs exactly two operand patterns")
+        self._in_order = (tuple(range(len(self.inputs))),)
 
     def match(self, v, m, ctx) -> bool:
         op = None if v is None else v.producer
-        return op is not None and ctx.contains(op) and self.match_op(op, m, ctx)
+        return op is not None and op.type in self.types and ctx.contains(op) and self.match_op(op, m, ctx)
 
     def match_op(self, op, m, ctx, fixed=None) -> bool:
         n = len(self.inputs)
@@ -211,13 +215,21 @@ class OpPattern(Pattern):
         if not m.bind(self.name, op):
             return False
         bound = len(m)
-        orders = ((0, 1), (1, 0)) if op.type in self.commutative else (range(n),)
-        for order in orders:
-            if all(_match_operand(p, op.inputs[i], m, ctx, fixed) for p, i in zip(self.inputs, order)):
+        for order in _SWAPPED if op.type in self.commutative else self._in_order:
+            if self._operands_match(op.inputs, order, m, ctx, fixed):
                 return True
             _rollback(m, bound)
         _rollback(m, size)
         return False
+
+    def _operands_match(self, inputs, order, m, ctx, fixed) -> bool:
+        for p, i in zip(self.inputs, order):
+            if fixed is not None and p is fixed[0]:  # matched below, on the way up from the anchor
+                if inputs[i] is not fixed[1]:
+                    return False
+            elif not p.match(inputs[i], m, ctx):
+                return False
+        return True
 
     def consumers(self, v, ctx) -> Iterable[Op]:
         return [u for u in ctx.users_of(v) if u.type in self.types]
@@ -228,12 +240,6 @@ class OpPattern(Pattern):
     def __repr__(self) -> str:
         kinds = "|".join(sorted(self.types))
         return f"{kinds}({', '.join(map(repr, self.inputs))}{', ...' if self.open else ''})"
-
-
-def _match_operand(p: Pattern, v, m: Match, ctx: RewriteCtx, fixed: tuple | None) -> bool:
-    if fixed is not None and p is fixed[0]:
-        return v is fixed[1]  # the sub-pattern matched below, on the way up from the anchor
-    return p.match(v, m, ctx)
 
 
 class OneOf(Pattern):
