@@ -104,6 +104,15 @@ def test_single_use():
     assert _matches(TFL.NEG(TFL.RELU(Var())), once.producer, fn) is not None
 
 
+def test_where_checks_the_op_alone():
+    fn, x = _fn()
+    add = fn.add_op("tfl.ADD", [x, x], [(F32, (2, 4))], {"fused_activation_function": "RELU"})
+    free = lambda op: op.attrs.get("fused_activation_function") == "NONE"  # noqa: E731
+    assert _matches(TFL.ADD(Var(), Var(), where=free), add, fn) is None
+    add.attrs["fused_activation_function"] = "NONE"
+    assert _matches(TFL.ADD(Var(), Var(), where=free), add, fn) is not None
+
+
 def test_producers_outside_the_function_do_not_match():
     fn, x = _fn()
     r = _op(fn, "RELU", x)
@@ -139,6 +148,24 @@ def test_anchor_climbs_through_users_in_order():
     assert _matches(pattern, second.producer, fn, anchor="relu") is None  # anchor: a RELU
     with pytest.raises(ValueError, match="no op named 'nope'"):
         _rule(pattern, anchor="nope")
+
+
+def test_driver_climbs_from_anchors_in_program_order():
+    fn, x = _fn()
+    c = fn.const(np.float32(1.0), "one")
+    r1, r2 = _op(fn, "RELU", x, name="r1"), _op(fn, "RELU", x, name="r2")
+    _op(fn, "TANH", r1)  # another reader of r1, which the climb passes over
+    late = _op(fn, "ADD", r2, c)
+    early = _op(fn, "ADD", r1, c)
+    seen = []
+
+    def record(ctx, m):
+        """Note which ADD the anchor led to."""
+        seen.append(m.op)
+
+    pattern = TFL.ADD(TFL.RELU(Var("x"), name="relu"), Const("c"), name="op")
+    assert rewrite(fn, [_rule(pattern, record, anchor="relu")]) == 2
+    assert seen == [early.producer, late.producer]  # in the order of the RELUs, not of the ADDs
 
 
 def test_anchor_through_a_single_use_middle():

@@ -58,6 +58,9 @@ class Match(dict):
         return bound is thing
 
 
+_NO_USERS: list = []  # never modified
+
+
 def _rollback(m: Match, size: int) -> None:
     """Forget the captures made after ``m`` had ``size`` of them (dicts keep insertion order)."""
     while len(m) > size:
@@ -82,7 +85,7 @@ class RewriteCtx:
         """The ops consuming ``v`` (one entry per operand that reads it)."""
         if self._users is None:
             self._users = self.fn.users()
-        return self._users.get(v.uid, [])
+        return self._users.get(v.uid, _NO_USERS)
 
     def contains(self, op: Op) -> bool:
         """True if ``op`` is one of the function's ops (and not, say, a folded-away producer)."""
@@ -100,7 +103,8 @@ class RewriteCtx:
 
     def replace(self, op: Op, value: Value) -> None:
         """Drop ``op``; whatever read its result reads ``value`` instead."""
-        self.fn.replace_op(op, [], [value])
+        self.fn.replace_uses(op.outputs[0], value)
+        self.fn.ops.remove(op)
 
     def remove(self, op: Op) -> None:
         """Drop ``op``, whose result nothing reads any more."""
@@ -185,15 +189,18 @@ class OpPattern(Pattern):
       otherwise it has exactly as many;
     * ``commutative``: two operands, in either order (``True``, or the op kinds for which it
       holds, e.g. ``("ADD", "MUL")`` when the types also include ``SUB``);
-    * ``single_use``: the op's result has exactly one consuming op.
+    * ``single_use``: the op's result has exactly one consuming op;
+    * ``where``: a check of the op alone (its attributes, its shapes), made before its
+      operands are looked at: ``where=lambda op: op.attrs.get("padding") == "VALID"``.
     """
 
     def __init__(self, types: str | Collection[str], *inputs, name: str | None = None,
-                 commutative: bool | Collection[str] = False, single_use: bool = False):
+                 commutative: bool | Collection[str] = False, single_use: bool = False,
+                 where: Callable[[Op], bool] | None = None):
         self.types = frozenset((types,) if isinstance(types, str) else types)
         self.open = bool(inputs) and inputs[-1] is Ellipsis
         self.inputs: tuple[Pattern, ...] = inputs[:-1] if self.open else inputs
-        self.name, self.single_use = name, single_use
+        self.name, self.single_use, self.where = name, single_use, where
         kinds = None if isinstance(commutative, bool) else set(commutative)
         self.commutative = frozenset(t for t in self.types if commutative is True or
                                      (kinds is not None and t.split(".", 1)[1] in kinds))
@@ -208,6 +215,8 @@ class OpPattern(Pattern):
     def match_op(self, op, m, ctx, fixed=None) -> bool:
         n = len(self.inputs)
         if op.type not in self.types or len(op.inputs) < n or (len(op.inputs) > n and not self.open):
+            return False
+        if self.where is not None and not self.where(op):
             return False
         if self.single_use and len(ctx.users_of(op.outputs[0])) != 1:
             return False
@@ -291,6 +300,7 @@ class Rule:
     anchor: str | None = None
     name: str = ""
     path: list[Pattern] = field(init=False, repr=False)  # the anchor's node, then those above it
+    above: frozenset[str] | None = field(init=False, repr=False)
 
     def __post_init__(self):
         path = _path_to(self.pattern, self.anchor) if self.anchor else [self.pattern]
@@ -298,6 +308,8 @@ class Rule:
             raise ValueError(f"rule {self.name or self.replacement.__name__}: no op named {self.anchor!r}")
         self.path = path[::-1]
         self.name = self.name or self.replacement.__name__
+        above = self.path[1] if len(self.path) > 1 else None
+        self.above = above.types if isinstance(above, OpPattern) else None  # the types that may read the anchor
 
     @property
     def anchor_types(self) -> frozenset[str]:
@@ -309,10 +321,10 @@ class Rule:
 
     def match(self, op: Op, ctx: RewriteCtx) -> Match | None:
         """The captures if the pattern matches with its anchor at ``op`` (condition not checked)."""
+        if self.above is not None and not _feeds(op, self.above, ctx):
+            return None  # quick no: nothing reading the anchor's result could match the node above it
         m = Match()
-        if self.path[0].match_op(op, m, ctx) and _climb(self.path, 1, op, m, ctx):
-            return m
-        return None
+        return m if self.path[0].match_op(op, m, ctx) and _climb(self.path, 1, op, m, ctx) else None
 
     def apply(self, op: Op, ctx: RewriteCtx) -> bool:
         """Rewrite at ``op`` if the pattern matches there and the condition holds."""
@@ -321,6 +333,14 @@ class Rule:
             return False
         self.replacement(ctx, m)
         return True
+
+
+def _feeds(op: Op, types: Collection[str], ctx: RewriteCtx) -> bool:
+    """True if an op of one of ``types`` reads ``op``'s result."""
+    for user in ctx.users_of(op.outputs[0]):
+        if user.type in types:
+            return True
+    return False
 
 
 def _path_to(node: Pattern, name: str) -> list[Pattern] | None:
@@ -347,7 +367,7 @@ def _climb(path: list[Pattern], i: int, below: Op, m: Match, ctx: RewriteCtx) ->
 
 
 RULES: dict[str, list[Rule]] = {}  # rule set -> its rules, in the order they are tried
-_BY_TYPE: dict[str, dict[str, list[Rule]]] = {}  # rule set -> anchor op type -> rules
+_BY_TYPE: dict[str, dict[str, _Candidates]] = {}  # rule set -> anchor op type -> rules
 
 
 def rule(rule_set: str, pattern: OpPattern, *, anchor: str | None = None, condition: Condition | None = None):
@@ -370,12 +390,21 @@ def rule(rule_set: str, pattern: OpPattern, *, anchor: str | None = None, condit
     return register
 
 
-def _index(rules: Iterable[Rule]) -> dict[str, list[Rule]]:
+@dataclass
+class _Candidates:
+    """The rules anchored at one op type; ``above``: what must read the op for any to match."""
+
+    rules: list[Rule]
+    above: frozenset[str] | None = None
+
+
+def _index(rules: Iterable[Rule]) -> dict[str, _Candidates]:
     by_type: dict[str, list[Rule]] = {}
     for r in rules:
         for t in sorted(r.anchor_types):
             by_type.setdefault(t, []).append(r)
-    return by_type
+    return {t: _Candidates(rs, None if any(r.above is None for r in rs) else frozenset().union(*(r.above for r in rs)))
+            for t, rs in by_type.items()}
 
 
 def rewrite(fn: Function, rules: str | Iterable[Rule], *, keep: Collection[int] = frozenset(),
@@ -406,7 +435,9 @@ def rewrite(fn: Function, rules: str | Iterable[Rule], *, keep: Collection[int] 
         candidates = by_type.get(op.type)
         if candidates is None or (count and not ctx.contains(op)):  # an earlier rewrite removed it
             continue
-        for r in candidates:
+        if candidates.above is not None and not _feeds(op, candidates.above, ctx):
+            continue
+        for r in candidates.rules:
             if r.apply(op, ctx):
                 count += 1
                 ctx.changed()
