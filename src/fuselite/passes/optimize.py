@@ -1,5 +1,10 @@
 """TFLite-level optimizations: fold weights transforms, fuse bias/batch-norm/activations.
 
+The peepholes are declared rules (pattern, condition, replacement; see
+``passes/rewrite.py``) in the rule sets ``merge_transposes``, ``drop_noops``,
+``merge_reshape_fc``, ``pad_into_conv``, ``fold_into_weighted``, ``fuse_activations`` and
+``drop_zero_fc_bias``. :func:`optimize_function` runs them between the plain passes
+(constant folding, DCE, static reshapes, CSE, bidirectional merging) until nothing changes.
 Every rewrite here keeps numerics exact up to float rounding of folded constants.
 """
 
@@ -78,22 +83,24 @@ def _split_last_dim(reshape: Op, src) -> tuple[int, ...] | None:
 
 # -- bias, batch-norm and activation folding ---------------------------------------------------
 
-LAYER = TFL[tuple(_WEIGHTED)](Var(), Const("w"), ..., name="layer", single_use=True)
+def _no_activation(op: Op) -> bool:
+    return op.attrs.get("fused_activation_function", "NONE") == "NONE"
+
+
+LAYER = TFL[tuple(_WEIGHTED)](Var(), Const("w"), ..., name="layer", single_use=True, where=_no_activation)
 HEADS = TFL.RESHAPE(LAYER, ..., name="reshape", single_use=True)
 
 
 def _channel_op(below: OpPattern) -> OpPattern:
     """``below`` plus, times or minus a constant ``c`` (SUB only as ``below - c``), captured as ``op``."""
-    return TFL["ADD", "MUL", "SUB"](below, Const("c"), commutative=("ADD", "MUL"), name="op")
+    return TFL["ADD", "MUL", "SUB"](below, Const("c"), commutative=("ADD", "MUL"), name="op",
+                                    where=_no_activation)
 
 
 def _foldable(ctx: RewriteCtx, m: Match) -> bool:
-    """The layer has no activation yet, its result is not an output, the op none either."""
-    layer, op = m.layer, m.op
-    if layer.attrs.get("fused_activation_function", "NONE") != "NONE" or ctx.is_output(layer.outputs[0]):
-        return False
-    bias = _bias(layer)
-    return op.attrs.get("fused_activation_function", "NONE") == "NONE" and (bias is None or bias.is_const)
+    """The layer's result is not an output and its bias (if any) a constant."""
+    bias = _bias(m.layer)
+    return not ctx.is_output(m.layer.outputs[0]) and (bias is None or bias.is_const)
 
 
 def _channel_vector(ctx: RewriteCtx, m: Match) -> np.ndarray | None:
@@ -130,16 +137,20 @@ def fold_channel_op_through_heads(ctx: RewriteCtx, m: Match) -> None:
     ctx.replace(m.op, m.reshape.outputs[0])
 
 
-def _free_float_host(ctx: RewriteCtx, m: Match) -> bool:
-    """The host has an empty activation slot, its result is no output, and it computes float32."""
-    host, out = m.host, m.host.outputs[0]
-    if host.attrs.get("fused_activation_function") != "NONE" or ctx.is_output(out):
-        return False
-    return isinstance(out.dtype, str) or np.dtype(out.dtype) == np.float32
+def _empty_slot(op: Op) -> bool:
+    return op.attrs.get("fused_activation_function") == "NONE"
 
 
-@rule("fuse_activations", TFL[tuple(_ACTIVATIONS)](TFL[tuple(_ACT_HOSTS)](..., name="host", single_use=True),
-                                                  name="act"), condition=_free_float_host)
+def _float_host(ctx: RewriteCtx, m: Match) -> bool:
+    """The host's result is no output, and it computes float32."""
+    out = m.host.outputs[0]
+    return not ctx.is_output(out) and (isinstance(out.dtype, str) or np.dtype(out.dtype) == np.float32)
+
+
+HOST = TFL[tuple(_ACT_HOSTS)](..., name="host", single_use=True, where=_empty_slot)
+
+
+@rule("fuse_activations", TFL[tuple(_ACTIVATIONS)](HOST, name="act"), condition=_float_host)
 def fuse_activation(ctx: RewriteCtx, m: Match) -> None:
     """RELU / RELU6 / RELU_N1_TO_1 after an op with a fused-activation slot goes into the slot."""
     m.host.attrs["fused_activation_function"] = _ACTIVATIONS[m.act.kind]
@@ -150,8 +161,8 @@ def fuse_activation(ctx: RewriteCtx, m: Match) -> None:
 
 def _reshapes_around_fc(ctx: RewriteCtx, m: Match) -> bool:
     """x [..., K] -> [M, K] -> FC -> [M, N] -> x.shape[:-1] + [N]."""
-    x, fc, r1, r2 = m.x, m.fc, m.r1, m.r2
-    if fc.attrs.get("keep_num_dims") or x.shape is None or x.rank < 3:
+    x, r1, r2 = m.x, m.r1, m.r2
+    if x.shape is None or x.rank < 3:
         return False
     n, k = m.w.shape
     if x.shape[-1] != k or r1.outputs[0].rank != 2 or r1.outputs[0].shape[-1] not in (k, None):
@@ -159,9 +170,11 @@ def _reshapes_around_fc(ctx: RewriteCtx, m: Match) -> bool:
     return tuple(r2.outputs[0].shape or ()) == tuple(x.shape[:-1]) + (n,)
 
 
-@rule("merge_reshape_fc", TFL.RESHAPE(TFL.FULLY_CONNECTED(TFL.RESHAPE(Var("x"), ..., name="r1"), Var("w"), ...,
-                                                          name="fc", single_use=True), ..., name="r2"),
-      anchor="fc", condition=_reshapes_around_fc)
+FLAT_FC = TFL.FULLY_CONNECTED(TFL.RESHAPE(Var("x"), ..., name="r1"), Var("w"), ..., name="fc", single_use=True,
+                              where=lambda fc: not fc.attrs.get("keep_num_dims"))
+
+
+@rule("merge_reshape_fc", TFL.RESHAPE(FLAT_FC, ..., name="r2"), anchor="fc", condition=_reshapes_around_fc)
 def merge_reshape_fc(ctx: RewriteCtx, m: Match) -> None:
     """RESHAPE(x -> [M, K]) ; FULLY_CONNECTED ; RESHAPE(-> x.shape[:-1] + [N]) => FC keep_num_dims."""
     m.fc.inputs[0] = m.x
@@ -239,8 +252,12 @@ def _static_reshapes(fn: Function) -> bool:
     return changed
 
 
+def _unpinned(op: Op) -> bool:
+    return not is_pinned(op)
+
+
 @rule("merge_transposes", TFL.TRANSPOSE(TFL.TRANSPOSE(Var("x"), Const("p1"), name="inner"), Const("p2"),
-                                     name="outer"), condition=lambda ctx, m: not is_pinned(m.outer))
+                                     name="outer", where=_unpinned))
 def merge_transposes(ctx: RewriteCtx, m: Match) -> None:
     """TRANSPOSE(TRANSPOSE(x, p1), p2) -> TRANSPOSE(x, p1[p2]) (often the identity)."""
     p1, p2 = m.p1.const.reshape(-1), m.p2.const.reshape(-1)
@@ -282,19 +299,23 @@ def _cse(fn: Function) -> bool:
     return changed
 
 
-def _removable(ctx: RewriteCtx, m: Match) -> bool:
-    return not is_pinned(m.op) and not ctx.is_output(m.op.outputs[0])
+def _not_output(ctx: RewriteCtx, m: Match) -> bool:
+    return not ctx.is_output(m.op.outputs[0])
 
 
-@rule("drop_noops", TFL.RESHAPE(Var("x"), ..., name="op"), condition=lambda ctx, m: _removable(ctx, m)
-      and m.x.static_shape and m.x.shape == m.op.outputs[0].shape)
+def _keeps_static_shape(op: Op) -> bool:
+    x = op.inputs[0]
+    return not is_pinned(op) and x is not None and x.static_shape and x.shape == op.outputs[0].shape
+
+
+@rule("drop_noops", TFL.RESHAPE(Var("x"), ..., name="op", where=_keeps_static_shape), condition=_not_output)
 def drop_noop_reshape(ctx: RewriteCtx, m: Match) -> None:
     """RESHAPE of a static shape to that same shape goes."""
     ctx.replace(m.op, m.x)
 
 
-@rule("drop_noops", TFL.TRANSPOSE(Var("x"), Const("perm"), name="op"), condition=lambda ctx, m: _removable(ctx, m)
-      and list(m.perm.const) == list(range(m.perm.const.size)))
+@rule("drop_noops", TFL.TRANSPOSE(Var("x"), Const("perm"), name="op", where=_unpinned),
+      condition=lambda ctx, m: _not_output(ctx, m) and list(m.perm.const) == list(range(m.perm.const.size)))
 def drop_identity_transpose(ctx: RewriteCtx, m: Match) -> None:
     """TRANSPOSE by the identity permutation goes."""
     ctx.replace(m.op, m.x)
@@ -307,9 +328,9 @@ def _same_pads(size: int, k: int, stride: int, dilation: int) -> tuple[int, int]
 
 
 def _pads_as_same(ctx: RewriteCtx, m: Match) -> bool:
-    """A VALID conv after zero pads of H and W exactly as SAME would add them."""
+    """Zero pads of H and W exactly as SAME would add them for this conv."""
     x, p, conv = m.x, m.pads.const, m.conv
-    if conv.attrs.get("padding") != "VALID" or x.shape is None or len(x.shape) != 4 or None in x.shape[1:3]:
+    if x.shape is None or len(x.shape) != 4 or None in x.shape[1:3]:
         return False
     if p.shape != (4, 2) or p[0].any() or p[3].any():
         return False
@@ -319,8 +340,11 @@ def _pads_as_same(ctx: RewriteCtx, m: Match) -> bool:
     return tuple(p[1]) == want_h and tuple(p[2]) == want_w
 
 
-@rule("pad_into_conv", TFL["CONV_2D", "DEPTHWISE_CONV_2D"](TFL.PAD(Var("x"), Const("pads"), name="pad",
-                                                                   single_use=True), Const("w"), ..., name="conv"),
+PADDED = TFL.PAD(Var("x"), Const("pads"), name="pad", single_use=True)
+
+
+@rule("pad_into_conv", TFL["CONV_2D", "DEPTHWISE_CONV_2D"](PADDED, Const("w"), ..., name="conv",
+                                                           where=lambda conv: conv.attrs.get("padding") == "VALID"),
       condition=_pads_as_same)
 def fold_same_pad_into_conv(ctx: RewriteCtx, m: Match) -> None:
     """PAD with zeros exactly as SAME would, then a VALID conv => the conv with SAME padding."""
@@ -330,6 +354,7 @@ def fold_same_pad_into_conv(ctx: RewriteCtx, m: Match) -> None:
 
 
 def optimize_function(fn: Function) -> None:
+    """Rounds of folding, DCE and the first pass or rule set that changes something, until none does."""
     from fuselite.passes.dce import dce_function
     from fuselite.passes.fold_tfl import fold_tfl_function
 
