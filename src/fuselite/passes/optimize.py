@@ -103,16 +103,17 @@ def _foldable(ctx: RewriteCtx, m: Match) -> bool:
     return not ctx.is_output(m.layer.outputs[0]) and (bias is None or bias.is_const)
 
 
-def _channel_vector(ctx: RewriteCtx, m: Match) -> np.ndarray | None:
+def _channel_vector(m: Match) -> np.ndarray | None:
+    """The constant as a [channels] vector, if it is one (or a scalar) of no higher rank than the layer."""
     c, out = m.c, m.layer.outputs[0]
     return _per_channel(c, _out_channels(m.layer)) if (c.rank or 0) <= (out.rank or 0) else None
 
 
 @rule("fold_into_weighted", _channel_op(LAYER), anchor="layer",
-      condition=lambda ctx, m: _foldable(ctx, m) and _channel_vector(ctx, m) is not None)
+      condition=lambda ctx, m: _foldable(ctx, m) and _channel_vector(m) is not None)
 def fold_channel_op(ctx: RewriteCtx, m: Match) -> None:
     """A per-channel constant ADD/MUL/SUB after a conv/FC folds into its weights and bias."""
-    _absorb(ctx.fn, m.layer, m.op.kind, _channel_vector(ctx, m))
+    _absorb(ctx.fn, m.layer, m.op.kind, _channel_vector(m))
     out = m.layer.outputs[0]
     out.shape = m.op.outputs[0].shape
     ctx.replace(m.op, out)
