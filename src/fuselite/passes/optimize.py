@@ -1,5 +1,10 @@
 """TFLite-level optimizations: fold weights transforms, fuse bias/batch-norm/activations.
 
+The peepholes are declared rules (pattern, condition, replacement; see
+``passes/rewrite.py``) in the rule sets ``merge_transposes``, ``drop_noops``,
+``merge_reshape_fc``, ``pad_into_conv``, ``fold_into_weighted``, ``fuse_activations`` and
+``drop_zero_fc_bias``. :func:`optimize_function` runs them between the plain passes
+(constant folding, DCE, static reshapes, CSE, bidirectional merging) until nothing changes.
 Every rewrite here keeps numerics exact up to float rounding of folded constants.
 """
 
@@ -7,20 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuselite.ir import Function, Module, Op
+from fuselite.ir import Function, Module, Op, Value
 from fuselite.passes.bidirectional import cancel_reverse_pairs, merge_bidirectional_pairs
 from fuselite.passes.fold_tfl import is_pinned
+from fuselite.passes.rewrite import TFL, Const, Match, OpPattern, RewriteCtx, Var, rewrite, rule
 
 _WEIGHTED = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
 # LiteRT's float kernels apply only these fused activations (TANH/SIGN_BIT are not honoured).
 _ACTIVATIONS = {"RELU": "RELU", "RELU6": "RELU6", "RELU_N1_TO_1": "RELU_N1_TO_1"}
 _ACT_HOSTS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL", "DIV",
               "CONCATENATION", "MAX_POOL_2D", "AVERAGE_POOL_2D", "TRANSPOSE_CONV"}
-
-
-def _single_user(users, v) -> Op | None:
-    us = users.get(v.uid, [])
-    return us[0] if len(us) == 1 else None
 
 
 def _per_channel(v, channels: int) -> np.ndarray | None:
@@ -44,13 +45,16 @@ def _bias_index(op: Op) -> int:
     return 3 if op.kind == "TRANSPOSE_CONV" else 2
 
 
-def _absorb(fn: Function, op: Op, kind: str, vec: np.ndarray) -> bool:
-    """Fold ``out <kind> vec`` (per output channel) into ``op``'s weights and bias."""
+def _bias(op: Op) -> Value | None:
+    bi = _bias_index(op)
+    return op.inputs[bi] if len(op.inputs) > bi else None
+
+
+def _absorb(fn: Function, op: Op, kind: str, vec: np.ndarray) -> None:
+    """Fold ``out <kind> vec`` (per output channel) into ``op``'s weights and (constant) bias."""
     ch = vec.shape[0]
     bi = _bias_index(op)
-    bias_v = op.inputs[bi] if len(op.inputs) > bi else None
-    if bias_v is not None and not bias_v.is_const:
-        return False
+    bias_v = _bias(op)
     bias = bias_v.const if bias_v is not None else np.zeros(ch, vec.dtype)
     if kind == "MUL":
         w = op.inputs[1].const
@@ -65,19 +69,6 @@ def _absorb(fn: Function, op: Op, kind: str, vec: np.ndarray) -> bool:
         op.inputs[bi] = new_bias
     else:
         op.inputs.append(new_bias)
-    return True
-
-
-def _channel_operand(nxt: Op, v) -> object | None:
-    """The other operand of a foldable ADD/MUL/SUB consuming ``v`` (None if not foldable)."""
-    if nxt is None or nxt.kind not in ("ADD", "MUL", "SUB") or len(nxt.inputs) != 2:
-        return None
-    if nxt.attrs.get("fused_activation_function", "NONE") != "NONE":
-        return None
-    if nxt.kind == "SUB" and nxt.inputs[0] is not v:
-        return None
-    other = nxt.inputs[1] if nxt.inputs[0] is v else nxt.inputs[0]
-    return None if other is v else other
 
 
 def _split_last_dim(reshape: Op, src) -> tuple[int, ...] | None:
@@ -90,96 +81,107 @@ def _split_last_dim(reshape: Op, src) -> tuple[int, ...] | None:
     return tuple(b[-2:])
 
 
-def _fold_into_weighted(fn: Function, module_outputs: set) -> bool:
-    """MUL/ADD/SUB by a per-channel constant after a conv/FC folds into its weights/bias.
+# -- bias, batch-norm and activation folding ---------------------------------------------------
 
-    Also through a RESHAPE that splits the output channels (attention heads):
-    ``RESHAPE(FC(x)) + b[H, D]`` becomes ``RESHAPE(FC(x) with bias b.reshape(H*D))``.
-    """
-    users = fn.users()
-    for op in fn.ops:
-        if op.kind not in _WEIGHTED or op.attrs.get("fused_activation_function", "NONE") != "NONE":
-            continue
-        if not op.inputs[1].is_const or op.outputs[0].uid in module_outputs:
-            continue
-        out = op.outputs[0]
-        ch = _out_channels(op)
-        nxt = _single_user(users, out)
-        other = _channel_operand(nxt, out)
-        if other is not None and (other.rank or 0) <= (out.rank or 0):
-            vec = _per_channel(other, ch)
-            if vec is not None and _absorb(fn, op, nxt.kind, vec):
-                out.shape = nxt.outputs[0].shape
-                fn.replace_uses(nxt.outputs[0], out)
-                fn.ops.remove(nxt)
-                return True
-        if nxt is None or nxt.kind != "RESHAPE" or nxt.outputs[0].uid in module_outputs:
-            continue
-        heads = _split_last_dim(nxt, out)
-        after = _single_user(users, nxt.outputs[0])
-        other = _channel_operand(after, nxt.outputs[0])
-        if heads is None or other is None or not other.is_const or other.rank > 2:
-            continue
-        try:
-            vec = np.broadcast_to(other.const, heads).reshape(ch)
-        except ValueError:
-            continue
-        if _absorb(fn, op, after.kind, vec.astype(other.const.dtype)):
-            fn.replace_uses(after.outputs[0], nxt.outputs[0])
-            fn.ops.remove(after)
-            return True
-    return False
+def _no_activation(op: Op) -> bool:
+    return op.attrs.get("fused_activation_function", "NONE") == "NONE"
 
 
-def _fuse_activations(fn: Function, module_outputs: set) -> bool:
-    users = fn.users()
-    changed = False
-    for op in list(fn.ops):
-        act = _ACTIVATIONS.get(op.kind)
-        if act is None:
-            continue
-        src = op.inputs[0].producer
-        if src is None or src not in fn.ops or src.kind not in _ACT_HOSTS:
-            continue
-        if src.attrs.get("fused_activation_function", "NONE") != "NONE" or "fused_activation_function" not in src.attrs:
-            continue
-        if _single_user(users, src.outputs[0]) is not op or src.outputs[0].uid in module_outputs:
-            continue
-        if not isinstance(src.outputs[0].dtype, str) and np.dtype(src.outputs[0].dtype) != np.float32:
-            continue
-        src.attrs["fused_activation_function"] = act
-        fn.replace_uses(op.outputs[0], src.outputs[0])
-        fn.ops.remove(op)
-        changed = True
-        users = fn.users()
-    return changed
+LAYER = TFL[tuple(_WEIGHTED)](Var(), Const("w"), ..., name="layer", single_use=True, where=_no_activation)
+HEADS = TFL.RESHAPE(LAYER, ..., name="reshape", single_use=True)
 
 
-def _merge_reshape_fc(fn: Function) -> bool:
+def _channel_op(below: OpPattern) -> OpPattern:
+    """``below`` plus, times or minus a constant ``c`` (SUB only as ``below - c``), captured as ``op``."""
+    return TFL["ADD", "MUL", "SUB"](below, Const("c"), commutative=("ADD", "MUL"), name="op",
+                                    where=_no_activation)
+
+
+def _foldable(ctx: RewriteCtx, m: Match) -> bool:
+    """The layer's result is not an output and its bias (if any) a constant."""
+    bias = _bias(m.layer)
+    return not ctx.is_output(m.layer.outputs[0]) and (bias is None or bias.is_const)
+
+
+def _channel_vector(m: Match) -> np.ndarray | None:
+    """The constant as a [channels] vector, if it is one (or a scalar) of no higher rank than the layer."""
+    c, out = m.c, m.layer.outputs[0]
+    return _per_channel(c, _out_channels(m.layer)) if (c.rank or 0) <= (out.rank or 0) else None
+
+
+@rule("fold_into_weighted", _channel_op(LAYER), anchor="layer",
+      condition=lambda ctx, m: _foldable(ctx, m) and _channel_vector(m) is not None)
+def fold_channel_op(ctx: RewriteCtx, m: Match) -> None:
+    """A per-channel constant ADD/MUL/SUB after a conv/FC folds into its weights and bias."""
+    _absorb(ctx.fn, m.layer, m.op.kind, _channel_vector(m))
+    out = m.layer.outputs[0]
+    out.shape = m.op.outputs[0].shape
+    ctx.replace(m.op, out)
+
+
+def _head_vector(m: Match) -> np.ndarray | None:
+    """The constant as a vector over the layer's channels, if it broadcasts to [heads, depth]."""
+    heads, c = _split_last_dim(m.reshape, m.layer.outputs[0]), m.c.const
+    if heads is None or c.ndim > 2 or heads[0] * heads[1] != _out_channels(m.layer):
+        return None
+    if any(d not in (1, h) for d, h in zip(c.shape[::-1], heads[::-1])):
+        return None
+    return np.broadcast_to(c, heads).reshape(-1).astype(c.dtype)
+
+
+@rule("fold_into_weighted", _channel_op(HEADS), anchor="layer",
+      condition=lambda ctx, m: _foldable(ctx, m) and not ctx.is_output(m.reshape.outputs[0])
+      and _head_vector(m) is not None)
+def fold_channel_op_through_heads(ctx: RewriteCtx, m: Match) -> None:
+    """``RESHAPE(FC(x)) + b[H, D]`` (attention heads) folds b.reshape(H*D) into the FC's bias."""
+    _absorb(ctx.fn, m.layer, m.op.kind, _head_vector(m))
+    ctx.replace(m.op, m.reshape.outputs[0])
+
+
+def _empty_slot(op: Op) -> bool:
+    return op.attrs.get("fused_activation_function") == "NONE"
+
+
+def _float_host(ctx: RewriteCtx, m: Match) -> bool:
+    """The host's result is no output, and it computes float32."""
+    out = m.host.outputs[0]
+    return not ctx.is_output(out) and (isinstance(out.dtype, str) or np.dtype(out.dtype) == np.float32)
+
+
+HOST = TFL[tuple(_ACT_HOSTS)](..., name="host", single_use=True, where=_empty_slot)
+
+
+@rule("fuse_activations", TFL[tuple(_ACTIVATIONS)](HOST, name="act"), condition=_float_host)
+def fuse_activation(ctx: RewriteCtx, m: Match) -> None:
+    """RELU / RELU6 / RELU_N1_TO_1 after an op with a fused-activation slot goes into the slot."""
+    m.host.attrs["fused_activation_function"] = _ACTIVATIONS[m.act.kind]
+    ctx.replace(m.act, m.host.outputs[0])
+
+
+# -- shape plumbing --------------------------------------------------------------------------
+
+def _reshapes_around_fc(ctx: RewriteCtx, m: Match) -> bool:
+    """x [..., K] -> [M, K] -> FC -> [M, N] -> x.shape[:-1] + [N]."""
+    x, r1, r2 = m.x, m.r1, m.r2
+    if x.shape is None or x.rank < 3:
+        return False
+    n, k = m.w.shape
+    if x.shape[-1] != k or r1.outputs[0].rank != 2 or r1.outputs[0].shape[-1] not in (k, None):
+        return False
+    return tuple(r2.outputs[0].shape or ()) == tuple(x.shape[:-1]) + (n,)
+
+
+FLAT_FC = TFL.FULLY_CONNECTED(TFL.RESHAPE(Var("x"), ..., name="r1"), Var("w"), ..., name="fc", single_use=True,
+                              where=lambda fc: not fc.attrs.get("keep_num_dims"))
+
+
+@rule("merge_reshape_fc", TFL.RESHAPE(FLAT_FC, ..., name="r2"), anchor="fc", condition=_reshapes_around_fc)
+def merge_reshape_fc(ctx: RewriteCtx, m: Match) -> None:
     """RESHAPE(x -> [M, K]) ; FULLY_CONNECTED ; RESHAPE(-> x.shape[:-1] + [N]) => FC keep_num_dims."""
-    users = fn.users()
-    for fc in fn.ops:
-        if fc.kind != "FULLY_CONNECTED" or fc.attrs.get("keep_num_dims"):
-            continue
-        r1 = fc.inputs[0].producer
-        if r1 is None or r1.kind != "RESHAPE" or r1 not in fn.ops:
-            continue
-        x = r1.inputs[0]
-        r2 = _single_user(users, fc.outputs[0])
-        if r2 is None or r2.kind != "RESHAPE" or x.shape is None or x.rank < 3:
-            continue
-        n, k = fc.inputs[1].shape
-        if x.shape[-1] != k or r1.outputs[0].rank != 2 or r1.outputs[0].shape[-1] not in (k, None):
-            continue
-        if tuple(r2.outputs[0].shape or ()) != tuple(x.shape[:-1]) + (n,):
-            continue
-        fc.inputs[0] = x
-        fc.attrs["keep_num_dims"] = True
-        fc.outputs[0].shape = r2.outputs[0].shape
-        fn.replace_uses(r2.outputs[0], fc.outputs[0])
-        fn.ops.remove(r2)
-        return True
-    return False
+    m.fc.inputs[0] = m.x
+    m.fc.attrs["keep_num_dims"] = True
+    m.fc.outputs[0].shape = m.r2.outputs[0].shape
+    ctx.replace(m.r2, m.fc.outputs[0])
 
 
 def _partial_values(fn: Function) -> dict[int, list]:
@@ -251,18 +253,16 @@ def _static_reshapes(fn: Function) -> bool:
     return changed
 
 
-def _merge_transposes(fn: Function) -> bool:
+def _unpinned(op: Op) -> bool:
+    return not is_pinned(op)
+
+
+@rule("merge_transposes", TFL.TRANSPOSE(TFL.TRANSPOSE(Var("x"), Const("p1"), name="inner"), Const("p2"),
+                                     name="outer", where=_unpinned))
+def merge_transposes(ctx: RewriteCtx, m: Match) -> None:
     """TRANSPOSE(TRANSPOSE(x, p1), p2) -> TRANSPOSE(x, p1[p2]) (often the identity)."""
-    for op in fn.ops:
-        if op.kind != "TRANSPOSE" or not op.inputs[1].is_const or is_pinned(op):
-            continue
-        inner = op.inputs[0].producer
-        if inner is None or inner.kind != "TRANSPOSE" or inner not in fn.ops or not inner.inputs[1].is_const:
-            continue
-        p1, p2 = inner.inputs[1].const.reshape(-1), op.inputs[1].const.reshape(-1)
-        op.inputs = [inner.inputs[0], fn.const(p1[p2].astype(np.int32), f"{op.name}/perm")]
-        return True
-    return False
+    p1, p2 = m.p1.const.reshape(-1), m.p2.const.reshape(-1)
+    m.outer.inputs = [m.x, ctx.const(p1[p2].astype(np.int32), f"{m.outer.name}/perm")]
 
 
 def _cse_key(op):
@@ -300,23 +300,26 @@ def _cse(fn: Function) -> bool:
     return changed
 
 
-def _drop_noops(fn: Function, module_outputs: set) -> bool:
-    changed = False
-    for op in list(fn.ops):
-        x = op.inputs[0] if op.inputs else None
-        if is_pinned(op):
-            continue
-        noop = False
-        if op.kind == "RESHAPE" and x is not None and x.static_shape and x.shape == op.outputs[0].shape:
-            noop = True
-        elif op.kind == "TRANSPOSE" and op.inputs[1].is_const and list(op.inputs[1].const) == list(
-                range(op.inputs[1].const.size)):
-            noop = True
-        if noop and op.outputs[0].uid not in module_outputs:
-            fn.replace_uses(op.outputs[0], x)
-            fn.ops.remove(op)
-            changed = True
-    return changed
+def _not_output(ctx: RewriteCtx, m: Match) -> bool:
+    return not ctx.is_output(m.op.outputs[0])
+
+
+def _keeps_static_shape(op: Op) -> bool:
+    x = op.inputs[0]
+    return not is_pinned(op) and x is not None and x.static_shape and x.shape == op.outputs[0].shape
+
+
+@rule("drop_noops", TFL.RESHAPE(Var("x"), ..., name="op", where=_keeps_static_shape), condition=_not_output)
+def drop_noop_reshape(ctx: RewriteCtx, m: Match) -> None:
+    """RESHAPE of a static shape to that same shape goes."""
+    ctx.replace(m.op, m.x)
+
+
+@rule("drop_noops", TFL.TRANSPOSE(Var("x"), Const("perm"), name="op", where=_unpinned),
+      condition=lambda ctx, m: _not_output(ctx, m) and list(m.perm.const) == list(range(m.perm.const.size)))
+def drop_identity_transpose(ctx: RewriteCtx, m: Match) -> None:
+    """TRANSPOSE by the identity permutation goes."""
+    ctx.replace(m.op, m.x)
 
 
 def _same_pads(size: int, k: int, stride: int, dilation: int) -> tuple[int, int]:
@@ -325,38 +328,34 @@ def _same_pads(size: int, k: int, stride: int, dilation: int) -> tuple[int, int]
     return total // 2, total - total // 2
 
 
-def _fuse_pad_into_conv(fn: Function) -> bool:
+def _pads_as_same(ctx: RewriteCtx, m: Match) -> bool:
+    """Zero pads of H and W exactly as SAME would add them for this conv."""
+    x, p, conv = m.x, m.pads.const, m.conv
+    if x.shape is None or len(x.shape) != 4 or None in x.shape[1:3]:
+        return False
+    if p.shape != (4, 2) or p[0].any() or p[3].any():
+        return False
+    kh, kw = m.w.const.shape[1:3]
+    want_h = _same_pads(x.shape[1], kh, conv.attrs["stride_h"], conv.attrs.get("dilation_h_factor", 1))
+    want_w = _same_pads(x.shape[2], kw, conv.attrs["stride_w"], conv.attrs.get("dilation_w_factor", 1))
+    return tuple(p[1]) == want_h and tuple(p[2]) == want_w
+
+
+PADDED = TFL.PAD(Var("x"), Const("pads"), name="pad", single_use=True)
+
+
+@rule("pad_into_conv", TFL["CONV_2D", "DEPTHWISE_CONV_2D"](PADDED, Const("w"), ..., name="conv",
+                                                           where=lambda conv: conv.attrs.get("padding") == "VALID"),
+      condition=_pads_as_same)
+def fold_same_pad_into_conv(ctx: RewriteCtx, m: Match) -> None:
     """PAD with zeros exactly as SAME would, then a VALID conv => the conv with SAME padding."""
-    users = fn.users()
-    for conv in fn.ops:
-        if conv.kind not in ("CONV_2D", "DEPTHWISE_CONV_2D") or conv.attrs.get("padding") != "VALID":
-            continue
-        pad = conv.inputs[0].producer
-        if pad is None or pad.kind != "PAD" or pad not in fn.ops or not pad.inputs[1].is_const:
-            continue
-        if len(users.get(pad.outputs[0].uid, [])) != 1:
-            continue
-        x = pad.inputs[0]
-        p = pad.inputs[1].const
-        if x.shape is None or len(x.shape) != 4 or x.shape[1] is None or x.shape[2] is None:
-            continue
-        if p.shape != (4, 2) or p[0].any() or p[3].any():
-            continue
-        kh, kw = conv.inputs[1].const.shape[1:3] if conv.inputs[1].is_const else (None, None)
-        if kh is None:
-            continue
-        want_h = _same_pads(x.shape[1], kh, conv.attrs["stride_h"], conv.attrs.get("dilation_h_factor", 1))
-        want_w = _same_pads(x.shape[2], kw, conv.attrs["stride_w"], conv.attrs.get("dilation_w_factor", 1))
-        if tuple(p[1]) != want_h or tuple(p[2]) != want_w:
-            continue
-        conv.inputs[0] = x
-        conv.attrs["padding"] = "SAME"
-        fn.ops.remove(pad)
-        return True
-    return False
+    m.conv.inputs[0] = m.x
+    m.conv.attrs["padding"] = "SAME"
+    ctx.remove(m.pad)
 
 
 def optimize_function(fn: Function) -> None:
+    """Rounds of folding, DCE and the first pass or rule set that changes something, until none does."""
     from fuselite.passes.dce import dce_function
     from fuselite.passes.fold_tfl import fold_tfl_function
 
@@ -364,30 +363,30 @@ def optimize_function(fn: Function) -> None:
     for _ in range(1000):
         fold_tfl_function(fn)
         dce_function(fn)
-        if _static_reshapes(fn) or _merge_transposes(fn) or _drop_noops(fn, outs):
+        if _static_reshapes(fn) or rewrite(fn, "merge_transposes", first_only=True) \
+                or rewrite(fn, "drop_noops", keep=outs):
             continue
         if _cse(fn) or merge_bidirectional_pairs(fn) or cancel_reverse_pairs(fn):
             continue
-        if _merge_reshape_fc(fn):
+        if rewrite(fn, "merge_reshape_fc", first_only=True):
             dce_function(fn)
             continue
-        if _fuse_pad_into_conv(fn) or _fold_into_weighted(fn, outs):
+        if rewrite(fn, "pad_into_conv", first_only=True) \
+                or rewrite(fn, "fold_into_weighted", keep=outs, first_only=True):
             continue
-        if _fuse_activations(fn, outs):
+        if rewrite(fn, "fuse_activations", keep=outs):
             continue
         break
 
 
-def _drop_zero_fc_bias(fn: Function) -> None:
+@rule("drop_zero_fc_bias", TFL.FULLY_CONNECTED(Var(), Var(), Const("bias"), ..., name="fc"),
+      condition=lambda ctx, m: not m.bias.const.any())
+def drop_zero_fc_bias(ctx: RewriteCtx, m: Match) -> None:
     """FULLY_CONNECTED's bias is optional: an all-zero one is left out (smaller, same numbers)."""
-    for op in fn.ops:
-        if op.kind == "FULLY_CONNECTED" and len(op.inputs) > 2:
-            b = op.inputs[2]
-            if b is not None and b.is_const and not b.const.any():
-                op.inputs[2] = None
+    m.fc.inputs[2] = None
 
 
 def optimize(module: Module) -> None:
     for fn in module.functions.values():
         optimize_function(fn)
-        _drop_zero_fc_bias(fn)
+        rewrite(fn, "drop_zero_fc_bias")

@@ -15,40 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuselite.ir import Function, Module, Op
-
-
-def _scalar(v, target: float, tol: float = 1e-6) -> bool:
-    return v is not None and v.is_const and v.const.size == 1 and abs(float(v.const.reshape(())) - target) < tol
-
-
-def _operands(op: Op, kind: str):
-    """For a commutative binary op, yield (a, b) in both orders."""
-    if op is None or op.kind != kind or len(op.inputs) != 2:
-        return []
-    a, b = op.inputs
-    return [(a, b), (b, a)]
-
-
-def _match_gelu_erfc(fn: Function, users, erfc: Op):
-    # erfc(x * -1/sqrt2) or erfc(neg(x) * 1/sqrt2)
-    inner = erfc.inputs[0].producer
-    x = None
-    for a, b in _operands(inner, "Mul"):
-        if a.producer is not None and a.producer.kind == "Neg" and _scalar(b, 1 / np.sqrt(2)):
-            x = a.producer.inputs[0]
-        elif _scalar(b, -1 / np.sqrt(2)):
-            x = a
-    if x is None:
-        return None
-    for final in users.get(erfc.outputs[0].uid, []):
-        for a, b in _operands(final, "Mul"):
-            if b is not erfc.outputs[0]:
-                continue
-            for p, q in _operands(a.producer, "Mul"):
-                if p is x and _scalar(q, 0.5):
-                    return x, final
-    return None
+from fuselite.ir import Module
+from fuselite.passes.rewrite import TF, Const, Match, OneOf, Pattern, RewriteCtx, Var, rewrite, rule
 
 
 def _monomial(v, atoms, depth: int = 8):
@@ -83,105 +51,123 @@ def _monomial(v, atoms, depth: int = 8):
     return (a[0] / b[0], a[1]) if b[0] != 0 else None
 
 
-def _product_of(users, start, atoms, coef: float, powers, tol: float = 1e-6):
-    """The op computing ``coef * prod(atoms ** powers)``, found among the Mul/RealDiv users
-    of ``start`` (up to three levels above it), or None."""
-    frontier = [start]
-    for _ in range(3):
-        nxt = []
-        for v in frontier:
-            for op in users.get(v.uid, []):
-                if op.kind not in ("Mul", "RealDiv", "Div"):
-                    continue
-                m = _monomial(op.outputs[0], atoms)
-                if m is not None and abs(m[0] - coef) < tol and m[1] == list(powers):
-                    return op
-                nxt.append(op.outputs[0])
-        frontier = nxt
-    return None
+class Product(Pattern):
+    """``coef * f1 * f2 * ...`` up to association and commutation of ``Mul`` and division by
+    constants (see :func:`_monomial`): ``Product(0.5, x, y)`` matches ``(0.5 * x) * y``,
+    ``x * (y * 0.5)`` and ``x * y / 2``; ``Product(0.044715, x, x, x)`` a cube.
+
+    Each factor is a named :class:`Var` captured before, or the op below on the way up from
+    the rule's anchor; then the candidates are the ``Mul`` / ``RealDiv`` / ``Div`` ops up to
+    three levels of users above it.
+    """
+
+    _TYPES = frozenset({"tf.Mul", "tf.RealDiv", "tf.Div"})
+
+    def __init__(self, coef: float, *factors: Pattern, name: str | None = None, tol: float = 1e-6):
+        self.coef, self.factors, self.name, self.tol = coef, factors, name, tol
+
+    def children(self):
+        return self.factors
+
+    def _is_product(self, v, m: Match, fixed) -> bool:
+        atoms, powers = [], []
+        for f in self.factors:
+            a = fixed[1] if fixed is not None and f is fixed[0] else m[f.name]
+            i = next((i for i, b in enumerate(atoms) if b is a), None)
+            if i is None:
+                atoms.append(a)
+                powers.append(1)
+            else:
+                powers[i] += 1
+        found = _monomial(v, atoms)
+        return found is not None and abs(found[0] - self.coef) < self.tol and found[1] == powers
+
+    def match(self, v, m, ctx) -> bool:
+        return self._is_product(v, m, None) and m.bind(self.name, v.producer)
+
+    def match_op(self, op, m, ctx, fixed=None) -> bool:
+        return op.type in self._TYPES and self._is_product(op.outputs[0], m, fixed) and m.bind(self.name, op)
+
+    def consumers(self, v, ctx):
+        frontier = [v]
+        for _ in range(3):
+            above = []
+            for u in frontier:
+                for op in ctx.users_of(u):
+                    if op.type in self._TYPES:
+                        yield op
+                        above.append(op.outputs[0])
+            frontier = above
+
+    def __repr__(self) -> str:
+        return f"Product({self.coef}, {', '.join(map(repr, self.factors))})"
 
 
 def _is_float32(v) -> bool:
     return not isinstance(v.dtype, str) and np.dtype(v.dtype) == np.float32
 
 
-def _match_gelu_erf(fn: Function, users, erf: Op):
-    # erf(x / sqrt2) or erf(x * 1/sqrt2); then 0.5 * x * (1 + erf(...))
-    inner, x = erf.inputs[0].producer, None
-    for a, b in _operands(inner, "Mul"):
-        if _scalar(b, 1 / np.sqrt(2)):
-            x = a
-    if inner is not None and inner.kind == "RealDiv" and _scalar(inner.inputs[1], np.sqrt(2)):
-        x = inner.inputs[0]
-    if x is None or not _is_float32(x):
-        return None
-    for add in users.get(erf.outputs[0].uid, []):
-        for e, one in _operands(add, "AddV2") + _operands(add, "Add"):
-            if e is erf.outputs[0] and _scalar(one, 1.0):
-                final = _product_of(users, add.outputs[0], [x, add.outputs[0]], 0.5, [1, 1])
-                if final is not None:
-                    return x, final
-    return None
+X = Var("x")
+_INV_SQRT2 = 1 / np.sqrt(2)
 
 
-def _match_gelu_tanh(fn: Function, users, tanh: Op):
-    # tanh(sqrt(2/pi) * (x + 0.044715 * x^3)); then 0.5 * x * (1 + tanh(...))
-    x = None
-    for a, b in _operands(tanh.inputs[0].producer, "Mul"):
-        if not _scalar(b, np.sqrt(2 / np.pi), 1e-5) or a.producer is None:
-            continue
-        for p, q in _operands(a.producer, "AddV2") + _operands(a.producer, "Add"):
-            m = _monomial(q, [p])
-            if m is not None and abs(m[0] - 0.044715) < 1e-6 and m[1] == [3]:
-                x = p
-    if x is None or not _is_float32(x):
-        return None
-    for add in users.get(tanh.outputs[0].uid, []):
-        for t, one in _operands(add, "AddV2") + _operands(add, "Add"):
-            if t is tanh.outputs[0] and _scalar(one, 1.0):
-                final = _product_of(users, add.outputs[0], [x, add.outputs[0]], 0.5, [1, 1])
-                if final is not None:
-                    return x, final
-    return None
+def _one_plus(p: Pattern) -> Pattern:
+    """``p + 1`` (AddV2 or Add, either order), captured as ``add``."""
+    return TF["AddV2", "Add"](p, Const(value=1.0), commutative=True, name="add")
 
 
-def _match_hard_swish(fn: Function, users, relu6: Op):
-    # relu6(x + 3); then x * relu6(x + 3) / 6
-    x = None
-    for a, b in _operands(relu6.inputs[0].producer, "AddV2") + _operands(relu6.inputs[0].producer, "Add"):
-        if _scalar(b, 3.0):
-            x = a
-    if x is None or not _is_float32(x):
-        return None
-    final = _product_of(users, relu6.outputs[0], [x, relu6.outputs[0]], 1 / 6, [1, 1])
-    return None if final is None else (x, final)
+def _replace_final(ctx: RewriteCtx, m: Match, new_type: str, **attrs) -> None:
+    """A ``new_type(x)`` op computes what ``m.final`` did (which is left for DCE)."""
+    final = m.final
+    new = ctx.fn.make_op(new_type, [m.x], [(final.outputs[0].dtype, final.outputs[0].shape)], attrs,
+                         name=final.name, location=final.location)
+    ctx.insert_before(final, new)
+    ctx.fn.replace_uses(final.outputs[0], new.outputs[0])
 
 
-# anchor op type -> (matcher, replacement op type, replacement attrs)
-_PATTERNS = {
-    "tf.Erfc": (_match_gelu_erfc, "tf.Gelu", {"approximate": False}),
-    "tf.Erf": (_match_gelu_erf, "tf.Gelu", {"approximate": False}),
-    "tf.Tanh": (_match_gelu_tanh, "tf.Gelu", {"approximate": True}),
-    "tf.Relu6": (_match_hard_swish, "tf.HardSwish", {}),
-}
+ERFC = TF.Erfc(OneOf(TF.Mul(TF.Neg(X), Const(value=_INV_SQRT2), commutative=True),
+                     TF.Mul(X, Const(value=-_INV_SQRT2), commutative=True)), name="erfc")
+
+
+@rule("tf_patterns", TF.Mul(TF.Mul(X, Const(value=0.5), commutative=True), ERFC, commutative=True, name="final"),
+      anchor="erfc")
+def gelu_erfc(ctx: RewriteCtx, m: Match) -> None:
+    """``0.5 * x * erfc(-x / sqrt(2))`` -> ``Gelu(approximate=False)``."""
+    _replace_final(ctx, m, "tf.Gelu", approximate=False)
+
+
+ERF = TF.Erf(OneOf(TF.Mul(X, Const(value=_INV_SQRT2), commutative=True), TF.RealDiv(X, Const(value=np.sqrt(2)))),
+             name="erf")
+
+
+@rule("tf_patterns", Product(0.5, X, _one_plus(ERF), name="final"), anchor="erf",
+      condition=lambda ctx, m: _is_float32(m.x))
+def gelu_erf(ctx: RewriteCtx, m: Match) -> None:
+    """``0.5 * x * (1 + erf(x / sqrt(2)))`` -> ``Gelu(approximate=False)``."""
+    _replace_final(ctx, m, "tf.Gelu", approximate=False)
+
+
+TANH = TF.Tanh(TF.Mul(TF["AddV2", "Add"](X, Product(0.044715, X, X, X), commutative=True),
+                      Const(value=np.sqrt(2 / np.pi), tol=1e-5), commutative=True), name="tanh")
+
+
+@rule("tf_patterns", Product(0.5, X, _one_plus(TANH), name="final"), anchor="tanh",
+      condition=lambda ctx, m: _is_float32(m.x))
+def gelu_tanh(ctx: RewriteCtx, m: Match) -> None:
+    """``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`` -> ``Gelu(approximate=True)``."""
+    _replace_final(ctx, m, "tf.Gelu", approximate=True)
+
+
+RELU6 = TF.Relu6(TF["AddV2", "Add"](X, Const(value=3.0), commutative=True), name="relu6")
+
+
+@rule("tf_patterns", Product(1 / 6, X, RELU6, name="final"), anchor="relu6",
+      condition=lambda ctx, m: _is_float32(m.x))
+def hard_swish(ctx: RewriteCtx, m: Match) -> None:
+    """``x * relu6(x + 3) / 6`` -> ``HardSwish`` (a fuselite pseudo-op lowered to HARD_SWISH)."""
+    _replace_final(ctx, m, "tf.HardSwish")
 
 
 def rewrite_tf_patterns(module: Module) -> int:
-    count = 0
-    for fn in module.functions.values():
-        users = fn.users()
-        for op in list(fn.ops):
-            if op.type not in _PATTERNS or op not in fn.ops:
-                continue
-            matcher, new_type, attrs = _PATTERNS[op.type]
-            m = matcher(fn, users, op)
-            if m is None:
-                continue
-            x, final = m
-            new = fn.make_op(new_type, [x], [(final.outputs[0].dtype, final.outputs[0].shape)],
-                             dict(attrs), name=final.name, location=final.location)
-            fn.ops.insert(fn.ops.index(final), new)
-            fn.replace_uses(final.outputs[0], new.outputs[0])
-            count += 1
-            users = fn.users()
-    return count
+    """Apply the ``tf_patterns`` rules to every function; returns how many activations were found."""
+    return sum(rewrite(fn, "tf_patterns") for fn in module.functions.values())
