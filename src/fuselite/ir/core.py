@@ -269,7 +269,8 @@ class Function:
         if self._users is None:
             out: dict[int, list[Op]] = {}
             for op in self._ops:
-                op._function = self
+                if op._function is not self:
+                    op._function = self
                 for v in op.inputs:
                     if v is not None:
                         out.setdefault(v.uid, []).append(op)
@@ -285,18 +286,29 @@ class Function:
 
     def replace_uses(self, old: Value, new: Value) -> None:
         """Point every use of ``old`` (ops and function outputs) at ``new``."""
-        for op in self.ops:
-            op.inputs = [new if v is old else v for v in op.inputs]
-        self.outputs = [new if v is old else v for v in self.outputs]
+        self._remap({old.uid: new}, [old])
 
     def replace_op(self, op: Op, new_ops: Iterable[Op], new_outputs: Sequence[Value]) -> None:
         """Replace ``op`` by ``new_ops`` (placed where it was); rewire its outputs."""
         i = self.ops.index(op)
         self.ops[i : i + 1] = list(new_ops)
-        mapping = {o.uid: n for o, n in zip(op.outputs, new_outputs)}
-        for other in self.ops:
-            other.inputs = [mapping.get(v.uid, v) if v is not None else None for v in other.inputs]
-        self.outputs = [mapping.get(v.uid, v) for v in self.outputs]
+        self._remap({o.uid: n for o, n in zip(op.outputs, new_outputs)}, op.outputs)
+
+    def _remap(self, mapping: dict[int, Value], old: Sequence[Value]) -> None:
+        """Rewire the uses of the values ``old`` as ``mapping`` says, all at once (only their users change).
+
+        With a current users index only the users are visited; else one scan of the ops,
+        which is cheaper than rebuilding the index between two rewirings.
+        """
+        if self._users is not None:
+            candidates = dict.fromkeys(u for v in old for u in self._users.get(v.uid, ()))
+        else:
+            candidates = self._ops
+        for user in candidates:
+            if any(v is not None and v.uid in mapping for v in user.inputs):
+                user.inputs = [mapping.get(v.uid, v) if v is not None else None for v in user.inputs]
+        if any(v is not None and v.uid in mapping for v in self.outputs):
+            self.outputs = [mapping.get(v.uid, v) for v in self.outputs]
 
     def topo_sort(self) -> None:
         """Order ops so that every value is defined before it is used.
