@@ -305,8 +305,10 @@ class Function:
         else:
             candidates = self._ops
         for user in candidates:
-            if any(v is not None and v.uid in mapping for v in user.inputs):
-                user.inputs = [mapping.get(v.uid, v) if v is not None else None for v in user.inputs]
+            for v in user.inputs:
+                if v is not None and v.uid in mapping:
+                    user.inputs = [mapping.get(v.uid, v) if v is not None else None for v in user.inputs]
+                    break
         if any(v is not None and v.uid in mapping for v in self.outputs):
             self.outputs = [mapping.get(v.uid, v) for v in self.outputs]
 
