@@ -23,7 +23,7 @@ PACKAGE = "fuselite"
 LAYERS: list[set[str]] = [
     {"errors"},  # the exceptions every layer raises
     {"ir", "tf_dtypes"},  # the graph IR; TensorFlow dtypes <-> IR dtypes
-    {"export", "lower", "passes", "runtime"},  # stages on the IR, each standing alone; running .tflite files
+    {"export", "lower", "passes", "quantize", "runtime"},  # stages on the IR, each standing alone; running .tflite
     {"fusion"},  # composite rules: build on passes (cleanup) and export (custom-op options)
     {"frontend"},  # TF / Keras -> IR: marks Keras RNN functions with fusion's `implements`
 ]

@@ -34,6 +34,50 @@ def _options(args) -> dict:
             "print_after": args.print_after or ()}
 
 
+def _calibration_samples(path: str):
+    """A representative_dataset from an .npz: one array per input (by name), samples on the first axis."""
+    import numpy as np
+
+    from fuselite.errors import InputError
+
+    try:
+        with np.load(path) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read calibration data '{path}': {e}") from None
+    counts = {len(a) for a in arrays.values()}
+    if not arrays or len(counts) != 1:
+        raise InputError(f"calibration data '{path}' needs one array per input with the same number of samples "
+                         f"on the first axis, got {({k: a.shape for k, a in arrays.items()})}")
+
+    n = next(iter(counts))
+
+    def samples():
+        for i in range(n):
+            yield {k: a[i:i + 1] for k, a in arrays.items()}
+
+    return samples
+
+
+def _apply_quantization(conv, args) -> None:
+    """``--quantize MODE``: the tf.lite.TFLiteConverter settings that mean that mode."""
+    if args.calibration_data and args.quantize not in ("int8", "int16x8"):
+        from fuselite.errors import InputError
+
+        raise InputError("--calibration-data is for --quantize int8 or int16x8")
+    if not args.quantize:
+        return
+    conv.optimizations = ["DEFAULT"]
+    if args.quantize == "float16":
+        conv.target_spec.supported_types = ["float16"]
+    elif args.quantize == "int8":
+        conv.target_spec.supported_ops = ["TFLITE_BUILTINS_INT8"]
+    elif args.quantize == "int16x8":
+        conv.target_spec.supported_ops = ["EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8"]
+    if args.calibration_data:
+        conv.representative_dataset = _calibration_samples(args.calibration_data)
+
+
 def cmd_convert(args) -> int:
     from fuselite.converter import write_atomic
     from fuselite.errors import ConversionError
@@ -41,6 +85,7 @@ def cmd_convert(args) -> int:
     t0 = time.perf_counter()
     try:
         conv = _load_source(args.src, args)
+        _apply_quantization(conv, args)
         data = conv.convert()
         write_atomic(args.output, data)
     except ConversionError as e:
@@ -83,6 +128,11 @@ def main(argv=None) -> int:
                    help="print the IR (text form) to stderr after this pass; repeatable ('fuselite pipeline' "
                         "lists the passes)")
     c.add_argument("--verify-ir", action="store_true", help="check the IR's invariants after every pass")
+    c.add_argument("--quantize", choices=["float16", "dynamic", "int8", "int16x8"],
+                   help="quantize as tf.lite.TFLiteConverter's options would (float16 is implemented; the others "
+                        "say they are not yet)")
+    c.add_argument("--calibration-data", metavar="FILE.npz",
+                   help="calibration samples for int8 / int16x8: one array per input, samples on the first axis")
     c.set_defaults(func=cmd_convert)
     p = sub.add_parser("pipeline", help="print the conversion pipeline: every pass in order, with what it does")
     p.set_defaults(func=cmd_pipeline)

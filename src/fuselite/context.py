@@ -40,12 +40,14 @@ class ConversionContext:
     print_after: frozenset[str] = frozenset()  # pass names after which the IR is printed
     print_stream: IO[str] | None = None  # where (default: stderr)
     print_elide: int | None = 16  # constants with more elements print elided
+    quantization: str | None = None  # None (float) or a mode of fuselite.quantize.MODES
 
     # -- state handed from pass to pass ---------------------------------------------------
     zero_initial: ZeroInitialVariables = field(default_factory=ZeroInitialVariables)
     frozen: list[dict] = field(default_factory=list)  # variables the freeze passes made constants
     read_variables: dict[str, np.ndarray] = field(default_factory=dict)  # read as composites' constant args
     output: bytes | None = None
+    float_output: bytes | None = None  # the model before quantization (to measure its error)
 
     def record_frozen_variables(self) -> None:
         """Update the report's frozen variables from what the passes froze or read so far."""

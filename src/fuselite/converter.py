@@ -19,11 +19,28 @@ from fuselite.fusion import RuleSet
 from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
+from fuselite.quantize import TargetSpec, check_implemented, resolve_mode
 from fuselite.report import Report
 
 
+class UnknownOptionError(InputError, AttributeError):
+    """An attribute the converter does not have was set (``tf.lite.TFLiteConverter`` has more)."""
+
+
 class Converter:
-    """Converts a TensorFlow program to a LiteRT flatbuffer. Build it with a ``from_*`` method."""
+    """Converts a TensorFlow program to a LiteRT flatbuffer. Build it with a ``from_*`` method.
+
+    Quantization is set as on ``tf.lite.TFLiteConverter`` (``optimizations``,
+    ``target_spec.supported_types`` / ``supported_ops``, ``representative_dataset``,
+    ``inference_input_type`` / ``inference_output_type``; see ``fuselite.quantize.options``).
+    Setting an attribute the converter does not have raises :class:`UnknownOptionError`
+    listing those it has: an option is never ignored silently.
+    """
+
+    OPTIONS = ("batch_size", "rules", "strict_fusion", "verify_ir", "print_after", "print_stream",
+               "optimizations", "target_spec", "representative_dataset", "inference_input_type",
+               "inference_output_type")
+    _STATE = ("source", "report", "module")
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
                  fusions=None, strict_fusion: bool = False, verify_ir: bool | None = None,
@@ -46,6 +63,17 @@ class Converter:
         self.source = source
         self.report = Report(source=source)
         self.module = None
+        self.optimizations: list = []
+        self.target_spec = TargetSpec()
+        self.representative_dataset = None
+        self.inference_input_type = None  # float32, as in TensorFlow
+        self.inference_output_type = None
+
+    def __setattr__(self, key, value):
+        if not key.startswith("_") and key not in self.OPTIONS and key not in self._STATE:
+            raise UnknownOptionError(f"fuselite.Converter has no option '{key}'; its options: "
+                                     f"{', '.join(self.OPTIONS)}")
+        object.__setattr__(self, key, value)
 
     # -- constructors ------------------------------------------------------------
     @classmethod
@@ -88,6 +116,11 @@ class Converter:
         variables) unless ``batch_size`` was given; the report says so.
         """
         self.report = Report(source=self.source)
+        self._mode, notes = resolve_mode(self.optimizations, self.target_spec, self.representative_dataset,
+                                         self.inference_input_type, self.inference_output_type)
+        check_implemented(self._mode)
+        for note in notes:
+            self.report.warn(note)
         try:
             return self._run(self.batch_size)
         except NeedsStaticBatch as e:
@@ -102,7 +135,8 @@ class Converter:
     def _run(self, batch_size: int | None) -> bytes:
         ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
                                 strict_fusion=self.strict_fusion, batch_size=batch_size, verify_ir=self.verify_ir,
-                                print_after=self.print_after, print_stream=self.print_stream)
+                                print_after=self.print_after, print_stream=self.print_stream,
+                                quantization=self._mode)
         module = Module()
         run_pipeline(PIPELINE, module, ctx)
         self.module = module

@@ -27,6 +27,8 @@ from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.variables import freeze_variables, materialize_variables
+from fuselite.quantize import quantize_float16
+from fuselite.runtime.compare import quantization_error
 
 
 def count_ops(module) -> dict[str, int]:
@@ -89,6 +91,22 @@ def materialize_mutable_variables(module, ctx) -> int:
     return len(ctx.report.mutable_variables)
 
 
+def quantize_float16_weights(module, ctx) -> int:
+    ctx.float_output = write_flatbuffer(module)  # the reference the error is measured against
+    records = quantize_float16(module)
+    ctx.report.quantization = {
+        "mode": "float16", "ops": records,
+        "weight_bytes_before": sum(r["weight_bytes_before"] for r in records),
+        "weight_bytes_after": sum(r["weight_bytes_after"] for r in records)}
+    return len(records)
+
+
+def measure_quantization_error(module, ctx) -> None:
+    """Run the float and the quantized model on LiteRT on the same inputs; record each output's error."""
+    samples, outputs = quantization_error(ctx.float_output, ctx.output)
+    ctx.report.quantization.update(samples=samples, outputs=outputs)
+
+
 def export_flatbuffer(module, ctx) -> None:
     for fn in module.functions.values():
         fn.topo_sort()
@@ -139,7 +157,15 @@ PIPELINE = [
     Pass("lower", lambda m, ctx: lower_module(m), "TF ops become TFLite builtins, one rule per TF op type"),
     Pass("optimize", lambda m, ctx: optimize(m), "fold bias, batch norm and activations; CSE; static reshapes"),
     DCE,
+    Group("quantize", [
+        Pass("quantize-float16", quantize_float16_weights,
+             "float32 constant operands become float16 + DEQUANTIZE (as TF's float16 mode)"),
+    ], "quantize as the converter's options ask", when=lambda m, ctx: ctx.quantization == "float16"),
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
+    Group("quantization-error", [
+        Pass("measure-quantization-error", measure_quantization_error,
+             "run the float and the quantized model on LiteRT; report each output's error"),
+    ], "what quantization cost, measured", when=lambda m, ctx: ctx.quantization is not None),
 ]
 
 check_pipeline(PIPELINE)

@@ -20,6 +20,9 @@ class Report:
     mutable_variables: list[dict] = field(default_factory=list)  # LiteRT resource variables
     composites: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # {"mode", "ops": [per-op records], "weight_bytes_before", "weight_bytes_after", "samples",
+    #  "outputs": [{"name", "max_abs_error", "relative_error"}]}; empty for a float conversion
+    quantization: dict = field(default_factory=dict)
     size_bytes: int = 0
     subgraphs: int = 0
 
@@ -64,9 +67,26 @@ class Report:
         for c in self.composites:
             what = f"fused into {', '.join(c['into'])}" if c["status"] == "fused" else f"{c['status']}: {c['reason']}"
             lines.append(f"  composite '{c['interface']}' ({c['call_sites']} call site(s)): {what}")
+        if self.quantization:
+            lines += _quantization_lines(self.quantization)
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
+
+
+def _quantization_lines(q: dict) -> list[str]:
+    before, after = q.get("weight_bytes_before", 0), q.get("weight_bytes_after", 0)
+    lines = [f"  quantization: {q['mode']}, weights {before:,} -> {after:,} bytes, {len(q.get('ops', []))} op(s)"]
+    for rec in q.get("ops", [])[:_LISTED]:
+        lines.append(f"    {rec['kind']:<28} {rec['mode']:<10} {rec['weight_bytes_before']:>10,} -> "
+                     f"{rec['weight_bytes_after']:,} bytes  ({rec['op']})")
+    if len(q.get("ops", [])) > _LISTED:
+        lines.append(f"    ... and {len(q['ops']) - _LISTED} more (all in to_json())")
+    for out in q.get("outputs", []):
+        lines.append(f"    error of output '{out['name']}' against the float model on LiteRT "
+                     f"({q.get('samples', 0)} samples): max abs {out['max_abs_error']:.3g}, "
+                     f"{100 * out['relative_error']:.3g}% of its range")
+    return lines
 
 
 def _describe(v: dict) -> str:
