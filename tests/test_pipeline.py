@@ -56,7 +56,7 @@ def test_converting_the_same_model_twice_gives_the_same_bytes():
 def test_every_pass_is_timed_under_its_own_name_and_documented():
     conv = fuselite.Converter.from_keras_model(_build("keras3", "mlp"))
     conv.convert()
-    assert set(conv.report.stage_seconds) == set(pass_names(PIPELINE))
+    assert set(conv.report.stage_seconds) == set(pass_names(PIPELINE, conditional=False))  # float: no quantize
     assert all(p.doc and "\n" not in p.doc for p in iter_passes(PIPELINE))
     text = format_pipeline(PIPELINE)
     assert all(name in text for name in pass_names(PIPELINE))

@@ -71,6 +71,7 @@ def test_float16_weights_run_on_litert_close_to_keras(built_models, flavour, nam
     assert q["mode"] == "float16" and q["weight_bytes_after"] * 2 == q["weight_bytes_before"]
     assert q["outputs"] and all(o["relative_error"] < FLOAT16_RELATIVE_TOLERANCE for o in q["outputs"])
     assert "quantization: float16" in str(conv.report)
+    assert {"quantize-float16", "measure-quantization-error"} <= set(conv.report.stage_seconds)
 
 
 def test_float16_on_a_stateful_model_quantizes_the_initial_values():

@@ -75,20 +75,23 @@ class Group:
 Entry = Pass | FixedPoint | Group
 
 
-def iter_passes(pipeline: Sequence[Entry]) -> Iterator[Pass]:
-    """Every :class:`Pass` of a pipeline, depth first, in the order they are declared."""
+def iter_passes(pipeline: Sequence[Entry], conditional: bool = True) -> Iterator[Pass]:
+    """Every :class:`Pass` of a pipeline, depth first, in the order they are declared.
+
+    ``conditional=False`` leaves out the passes of groups that run only ``when`` asked.
+    """
     for entry in pipeline:
         if isinstance(entry, Pass):
             yield entry
         elif isinstance(entry, FixedPoint):
             yield from entry.passes
-        else:
-            yield from iter_passes(entry.entries)
+        elif conditional or entry.when is None:
+            yield from iter_passes(entry.entries, conditional)
 
 
-def pass_names(pipeline: Sequence[Entry]) -> list[str]:
-    """The names of the pipeline's passes, each once, in order."""
-    return list(dict.fromkeys(p.name for p in iter_passes(pipeline)))
+def pass_names(pipeline: Sequence[Entry], conditional: bool = True) -> list[str]:
+    """The names of the pipeline's passes, each once, in order (see :func:`iter_passes`)."""
+    return list(dict.fromkeys(p.name for p in iter_passes(pipeline, conditional)))
 
 
 def check_pipeline(pipeline: Sequence[Entry]) -> None:
