@@ -116,13 +116,13 @@ class Converter:
         variables) unless ``batch_size`` was given; the report says so.
         """
         self.report = Report(source=self.source)
-        self._mode, notes = resolve_mode(self.optimizations, self.target_spec, self.representative_dataset,
-                                         self.inference_input_type, self.inference_output_type)
-        check_implemented(self._mode)
+        mode, notes = resolve_mode(self.optimizations, self.target_spec, self.representative_dataset,
+                                   self.inference_input_type, self.inference_output_type)
+        check_implemented(mode)
         for note in notes:
             self.report.warn(note)
         try:
-            return self._run(self.batch_size)
+            return self._run(self.batch_size, mode)
         except NeedsStaticBatch as e:
             if self.batch_size is not None:
                 raise
@@ -130,13 +130,13 @@ class Converter:
             implied = " (the batch size of the model's state)" if e.batch else ""
             self.report.warn(f"converted with a fixed batch size of {batch}{implied}: {e} "
                              "(pass batch_size=N to choose another)")
-            return self._run(batch)
+            return self._run(batch, mode)
 
-    def _run(self, batch_size: int | None) -> bytes:
+    def _run(self, batch_size: int | None, mode: str | None) -> bytes:
         ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
                                 strict_fusion=self.strict_fusion, batch_size=batch_size, verify_ir=self.verify_ir,
                                 print_after=self.print_after, print_stream=self.print_stream,
-                                quantization=self._mode)
+                                quantization=mode)
         module = Module()
         run_pipeline(PIPELINE, module, ctx)
         self.module = module

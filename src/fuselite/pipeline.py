@@ -92,7 +92,7 @@ def materialize_mutable_variables(module, ctx) -> int:
 
 
 def quantize_float16_weights(module, ctx) -> int:
-    ctx.float_output = write_flatbuffer(module)  # the reference the error is measured against
+    ctx.float_output = _ordered_flatbuffer(module)  # the reference the error is measured against
     records = quantize_float16(module)
     ctx.report.quantization = {
         "mode": "float16", "ops": records,
@@ -107,10 +107,14 @@ def measure_quantization_error(module, ctx) -> None:
     ctx.report.quantization.update(samples=samples, outputs=outputs)
 
 
-def export_flatbuffer(module, ctx) -> None:
+def _ordered_flatbuffer(module) -> bytes:
     for fn in module.functions.values():
         fn.topo_sort()
-    ctx.output = write_flatbuffer(module)
+    return write_flatbuffer(module)
+
+
+def export_flatbuffer(module, ctx) -> None:
+    ctx.output = _ordered_flatbuffer(module)
     ctx.report.ops_after = count_ops(module)
     ctx.report.size_bytes = len(ctx.output)
     ctx.report.subgraphs = len(module.functions)
