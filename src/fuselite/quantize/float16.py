@@ -7,8 +7,8 @@ each float32 constant input of an op becomes a float16 constant read by one
 reader; every reader then reads the ``DEQUANTIZE``'s output. This holds for every op
 kind fuselite emits, the fused sequence ops, ``EMBEDDING_LOOKUP``, the unrolled GRU and
 the initial values of resource variables included: LiteRT computes a ``DEQUANTIZE`` of a
-constant once, when the interpreter is prepared, so inference runs the same float
-kernels on the rounded weights.
+constant on the first invoke and keeps it, so inference runs the same float kernels on
+the rounded weights. (TF 2.21 itself takes an MLIR pass to the same result by default.)
 """
 
 from __future__ import annotations
