@@ -60,24 +60,30 @@ def convert_fuselite(model) -> tuple[bytes, dict[str, float]]:
     return data, dict(conv.report.stage_seconds)
 
 
-def convert_tf(model) -> tuple[bytes, dict[str, float]]:
+def convert_tf(model, configure=None) -> tuple[bytes, dict[str, float]]:
     """One conversion with the official converter (see TF_ROUTE_NOTE).
 
     In TF 2.21 ``from_keras_model`` fails on Keras 3 RNNs (their TensorLists have a
     dynamic batch). The documented way out is a concrete function with a fixed batch,
     which the official converter turns into WHILE loops: that is what recurrent rows
-    compare against (batch 1, as fuselite's conversion).
+    compare against (batch 1, as fuselite's conversion). ``configure(converter)`` sets
+    options (quantization) on each converter tried.
     """
     import tensorflow as tf
 
     from fuselite.testing.models import RNN_BUILDERS
 
+    def convert(conv) -> bytes:
+        if configure is not None:
+            configure(conv)
+        return conv.convert()
+
     if model.name in RNN_BUILDERS:
         try:
-            return tf.lite.TFLiteConverter.from_keras_model(model).convert(), {}
+            return convert(tf.lite.TFLiteConverter.from_keras_model(model)), {}
         except Exception:
             specs = [tf.TensorSpec([1, *t.shape[1:]], t.dtype) for t in model.inputs]
             cf = tf.function(lambda *xs: model(xs[0] if len(xs) == 1 else list(xs), training=False)
                              ).get_concrete_function(*specs)
-            return tf.lite.TFLiteConverter.from_concrete_functions([cf]).convert(), {}
-    return tf.lite.TFLiteConverter.from_keras_model(model).convert(), {}
+            return convert(tf.lite.TFLiteConverter.from_concrete_functions([cf])), {}
+    return convert(tf.lite.TFLiteConverter.from_keras_model(model)), {}

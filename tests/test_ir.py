@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from fuselite.ir import Function, Module
+from fuselite.ir import Function, Module, Quantization
 from fuselite.ir.text import IRParseError, format_module, parse_module
 from fuselite.ir.verify import IRVerificationError, check, verify
 from fuselite.passes.bidirectional import cancel_reverse_pairs
@@ -286,6 +286,20 @@ def test_text_round_trip_keeps_names_attrs_and_constants():
     assert fn.outputs[1].const.shape == () and fn.outputs[1].const.dtype == np.float32
 
 
+def test_quantized_constants_print_and_parse_back():
+    text = ir("""
+        func @main(%x:float32[1x3]) {
+          %w:int8[2x3] = const array([[127, -5, 0], [3, -127, 9]], int8) quant {"scale": [0.5, 0.25], "zero_point": [0, 0], "axis": 0}
+          %y:float32[1x2] = tfl.FULLY_CONNECTED(%x, %w, _) {"asymmetric_quantize_inputs": True}
+          return %y
+        }
+        """)
+    module = parse_module(text)
+    assert format_module(module) == text
+    w = module.functions["main"].ops[0].inputs[1]
+    assert w.quant.scale == (0.5, 0.25) and w.quant.per_channel and verify(module) == []
+
+
 def test_elided_constants_are_for_reading_only():
     fn = Function("main")
     x = fn.add_input("x", np.float32, (1, 64))
@@ -382,6 +396,12 @@ def test_verifier_accepts_a_well_formed_module():
     (lambda fn, m, x, a, b: setattr(a, "type", "TANH"), "no dialect"),
     (lambda fn, m, x, a, b: fn.ops.append(b), "defined twice"),
     (lambda fn, m, x, a, b: setattr(fn, "output_names", ["y", "y"]), "output_names"),
+    (lambda fn, m, x, a, b: b.inputs.append(fn.const(np.ones(3, np.float32), quant=Quantization((1.0,), (0,)))),
+     "quantization on a float32 value"),
+    (lambda fn, m, x, a, b: b.inputs.append(fn.const(np.ones((2, 3), np.int8), quant=Quantization((1.0,) * 3, (0,) * 3))),
+     "3 per-channel scales on axis 0"),
+    (lambda fn, m, x, a, b: b.inputs.append(fn.const(np.ones(3, np.int8), quant=Quantization((0.0,), (0,)))),
+     "positive and finite"),
 ])
 def test_verifier_names_each_broken_invariant(breakage, message):
     fn, x, a, b = _chain()

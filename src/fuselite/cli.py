@@ -65,9 +65,14 @@ def _apply_quantization(conv, args) -> None:
         from fuselite.errors import InputError
 
         raise InputError("--calibration-data is for --quantize int8 or int16x8")
+    if args.keep_float and not args.quantize:
+        from fuselite.errors import InputError
+
+        raise InputError("--keep-float is for use with --quantize")
     if not args.quantize:
         return
     conv.optimizations = ["DEFAULT"]
+    conv.keep_float = args.keep_float or []
     if args.quantize == "float16":
         conv.target_spec.supported_types = ["float16"]
     elif args.quantize == "int8":
@@ -129,8 +134,11 @@ def main(argv=None) -> int:
                         "lists the passes)")
     c.add_argument("--verify-ir", action="store_true", help="check the IR's invariants after every pass")
     c.add_argument("--quantize", choices=["float16", "dynamic", "int8", "int16x8"],
-                   help="quantize as tf.lite.TFLiteConverter's options would (float16 is implemented; the others "
-                        "say they are not yet)")
+                   help="quantize as tf.lite.TFLiteConverter's options would: float16 weights, dynamic (int8 "
+                        "weights, float activations); int8 / int16x8 say they are not implemented yet")
+    c.add_argument("--keep-float", action="append", metavar="OP",
+                   help="keep this op in float when quantizing: an op kind (FULLY_CONNECTED), a node name or a "
+                        "name scope as the report lists them; repeatable")
     c.add_argument("--calibration-data", metavar="FILE.npz",
                    help="calibration samples for int8 / int16x8: one array per input, samples on the first axis")
     c.set_defaults(func=cmd_convert)

@@ -41,6 +41,7 @@ class ConversionContext:
     print_stream: IO[str] | None = None  # where (default: stderr)
     print_elide: int | None = 16  # constants with more elements print elided
     quantization: str | None = None  # None (float) or a mode of fuselite.quantize.MODES
+    keep_float: tuple[str, ...] = ()  # ops kept float when quantizing (kinds, node names, scopes)
 
     # -- state handed from pass to pass ---------------------------------------------------
     zero_initial: ZeroInitialVariables = field(default_factory=ZeroInitialVariables)

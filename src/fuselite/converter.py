@@ -19,7 +19,7 @@ from fuselite.fusion import RuleSet
 from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
-from fuselite.quantize import TargetSpec, check_implemented, resolve_mode
+from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, check_implemented, resolve_mode
 from fuselite.report import Report
 
 
@@ -32,14 +32,16 @@ class Converter:
 
     Quantization is set as on ``tf.lite.TFLiteConverter`` (``optimizations``,
     ``target_spec.supported_types`` / ``supported_ops``, ``representative_dataset``,
-    ``inference_input_type`` / ``inference_output_type``; see ``fuselite.quantize.options``).
+    ``inference_input_type`` / ``inference_output_type``; see ``fuselite.quantize.options``);
+    ``keep_float = [op kind, node name or name scope, ...]`` keeps those ops in float
+    (``fuselite.quantize.select``).
     Setting an attribute the converter does not have raises :class:`UnknownOptionError`
     listing those it has: an option is never ignored silently.
     """
 
     OPTIONS = ("batch_size", "rules", "strict_fusion", "verify_ir", "print_after", "print_stream",
                "optimizations", "target_spec", "representative_dataset", "inference_input_type",
-               "inference_output_type")
+               "inference_output_type", "keep_float")
     _STATE = ("source", "report", "module")
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
@@ -68,6 +70,7 @@ class Converter:
         self.representative_dataset = None
         self.inference_input_type = None  # float32, as in TensorFlow
         self.inference_output_type = None
+        self.keep_float: list[str] = []  # ops that stay float when quantizing
 
     def __setattr__(self, key, value):
         if not key.startswith("_") and key not in self.OPTIONS and key not in self._STATE:
@@ -119,10 +122,14 @@ class Converter:
         mode, notes = resolve_mode(self.optimizations, self.target_spec, self.representative_dataset,
                                    self.inference_input_type, self.inference_output_type)
         check_implemented(mode)
+        keep_float = tuple(KeepFloat(self.keep_float).entries)
+        if keep_float and mode is None:
+            raise QuantizationOptionError("keep_float names ops to keep float when quantizing, but no quantization "
+                                          "is set (optimizations=[tf.lite.Optimize.DEFAULT])")
         for note in notes:
             self.report.warn(note)
         try:
-            return self._run(self.batch_size, mode)
+            return self._run(self.batch_size, mode, keep_float)
         except NeedsStaticBatch as e:
             if self.batch_size is not None:
                 raise
@@ -130,13 +137,13 @@ class Converter:
             implied = " (the batch size of the model's state)" if e.batch else ""
             self.report.warn(f"converted with a fixed batch size of {batch}{implied}: {e} "
                              "(pass batch_size=N to choose another)")
-            return self._run(batch, mode)
+            return self._run(batch, mode, keep_float)
 
-    def _run(self, batch_size: int | None, mode: str | None) -> bytes:
+    def _run(self, batch_size: int | None, mode: str | None, keep_float: tuple[str, ...]) -> bytes:
         ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
                                 strict_fusion=self.strict_fusion, batch_size=batch_size, verify_ir=self.verify_ir,
                                 print_after=self.print_after, print_stream=self.print_stream,
-                                quantization=mode)
+                                quantization=mode, keep_float=keep_float)
         module = Module()
         run_pipeline(PIPELINE, module, ctx)
         self.module = module

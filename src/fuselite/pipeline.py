@@ -27,7 +27,7 @@ from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.variables import freeze_variables, materialize_variables
-from fuselite.quantize import quantize_float16
+from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
 from fuselite.runtime.compare import quantization_error
 
 
@@ -91,14 +91,22 @@ def materialize_mutable_variables(module, ctx) -> int:
     return len(ctx.report.mutable_variables)
 
 
-def quantize_float16_weights(module, ctx) -> int:
+def _quantize_weights(module, ctx, mode: str, quantize) -> int:
     ctx.float_output = _ordered_flatbuffer(module)  # the reference the error is measured against
-    records = quantize_float16(module)
+    records = quantize(module, KeepFloat(ctx.keep_float))
     ctx.report.quantization = {
-        "mode": "float16", "ops": records,
+        "mode": mode, "ops": records,
         "weight_bytes_before": sum(r["weight_bytes_before"] for r in records),
         "weight_bytes_after": sum(r["weight_bytes_after"] for r in records)}
-    return len(records)
+    return sum(r["mode"] != "float" for r in records)
+
+
+def quantize_float16_weights(module, ctx) -> int:
+    return _quantize_weights(module, ctx, "float16", quantize_float16)
+
+
+def quantize_int8_weights(module, ctx) -> int:
+    return _quantize_weights(module, ctx, "dynamic", quantize_dynamic)
 
 
 def measure_quantization_error(module, ctx) -> None:
@@ -162,9 +170,15 @@ PIPELINE = [
     Pass("optimize", lambda m, ctx: optimize(m), "fold bias, batch norm and activations; CSE; static reshapes"),
     DCE,
     Group("quantize", [
-        Pass("quantize-float16", quantize_float16_weights,
-             "float32 constant operands become float16 + DEQUANTIZE (as TF's float16 mode)"),
-    ], "quantize as the converter's options ask", when=lambda m, ctx: ctx.quantization == "float16"),
+        Group("float16", [
+            Pass("quantize-float16", quantize_float16_weights,
+                 "float32 constant operands become float16 + DEQUANTIZE (as TF's float16 mode)"),
+        ], "float16 weights", when=lambda m, ctx: ctx.quantization == "float16"),
+        Group("dynamic-range", [
+            Pass("quantize-dynamic", quantize_int8_weights,
+                 "weights of ops with a hybrid kernel become int8 (FC, conv, sequence ops, embedding lookup)"),
+        ], "int8 weights, float activations", when=lambda m, ctx: ctx.quantization == "dynamic"),
+    ], "quantize as the converter's options ask", when=lambda m, ctx: ctx.quantization is not None),
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
     Group("quantization-error", [
         Pass("measure-quantization-error", measure_quantization_error,

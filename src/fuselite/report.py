@@ -78,8 +78,9 @@ def _quantization_lines(q: dict) -> list[str]:
     before, after = q.get("weight_bytes_before", 0), q.get("weight_bytes_after", 0)
     lines = [f"  quantization: {q['mode']}, weights {before:,} -> {after:,} bytes, {len(q.get('ops', []))} op(s)"]
     for rec in q.get("ops", [])[:_LISTED]:
-        lines.append(f"    {rec['kind']:<28} {rec['mode']:<10} {rec['weight_bytes_before']:>10,} -> "
-                     f"{rec['weight_bytes_after']:,} bytes  ({rec['op']})")
+        how = rec.get("scheme") or rec.get("reason") or ""
+        lines.append(f"    {rec['kind']:<28} {rec['mode']:<12} {rec['weight_bytes_before']:>10,} -> "
+                     f"{rec['weight_bytes_after']:>10,} bytes  {rec['op']}{'  (' + how + ')' if how else ''}")
     if len(q.get("ops", [])) > _LISTED:
         lines.append(f"    ... and {len(q['ops']) - _LISTED} more (all in to_json())")
     for out in q.get("outputs", []):

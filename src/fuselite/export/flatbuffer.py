@@ -101,6 +101,7 @@ class FlatbufferWriter:
         self.model.subgraphs = []
         self._buffer_index: dict[bytes, int] = {}
         self._opcode_index: dict[tuple, int] = {}
+        self._zero_points: dict[bytes, int] = {}  # shared zero-point vectors (see _QuantizationParameters)
         order = list(module.signatures.values())
         order += [n for n in module.functions if n not in order]
         self.subgraph_index = {name: i for i, name in enumerate(order)}
@@ -151,9 +152,17 @@ class FlatbufferWriter:
         sg.tensors, sg.operators = [], []
         index: dict[int, int] = {}
 
+        shared: dict[tuple, int] = {}  # equal constants -> one tensor
+
         def tensor(v: Value) -> int:
             if v.uid in index:
                 return index[v.uid]
+            key = None
+            if v.is_const and not v.meta.get("is_variable") and v.const.dtype.kind not in "SOU":
+                key = (v.const.dtype.str, v.const.shape, v.const.tobytes(), v.quant)
+                if key in shared:
+                    index[v.uid] = shared[key]
+                    return index[v.uid]
             t = schema.TensorT()
             t.name = self.names(v.name)
             t.type = tensor_type(v.dtype)
@@ -166,8 +175,12 @@ class FlatbufferWriter:
                 t.shapeSignature = [-1 if d is None else int(d) for d in shape]
             t.hasRank = v.shape is not None
             t.isVariable = bool(v.meta.get("is_variable", False))
+            if v.quant is not None:
+                t.quantization = _quantization(v.quant, self._zero_points)
             sg.tensors.append(t)
             index[v.uid] = len(sg.tensors) - 1
+            if key is not None:
+                shared[key] = index[v.uid]
             return index[v.uid]
 
         sg.inputs = [tensor(v) for v in fn.inputs]
@@ -266,6 +279,39 @@ class StableNames:
 
     def __call__(self, name: str) -> str:
         return self._TRACED.sub(self._one, name) if "__inference_" in name else name
+
+
+class _QuantizationParameters(schema.QuantizationParametersT):
+    """Scales and zero points; equal zero-point vectors are written once and shared.
+
+    A per-channel int8 weight has one int64 zero point (all 0) per channel: 8 bytes per
+    channel that would otherwise outweigh its float32 scales. Flatbuffers lets tables
+    share a vector, and LiteRT reads each tensor's through its own offset.
+    """
+
+    shared: dict  # zero-point bytes -> vector offset, one dict per writer (and so per builder)
+
+    def Pack(self, builder):
+        shared = self.shared
+        scale = builder.CreateNumpyVector(np.asarray(self.scale, np.float32))
+        zeros = np.asarray(self.zeroPoint, np.int64)
+        key = zeros.tobytes()
+        if key not in shared:
+            shared[key] = builder.CreateNumpyVector(zeros)
+        schema.QuantizationParametersStart(builder)
+        schema.QuantizationParametersAddScale(builder, scale)
+        schema.QuantizationParametersAddZeroPoint(builder, shared[key])
+        schema.QuantizationParametersAddQuantizedDimension(builder, self.quantizedDimension)
+        return schema.QuantizationParametersEnd(builder)
+
+
+def _quantization(q, shared: dict) -> schema.QuantizationParametersT:
+    out = _QuantizationParameters()
+    out.shared = shared
+    out.scale = [float(x) for x in q.scale]
+    out.zeroPoint = [int(x) for x in q.zero_point]
+    out.quantizedDimension = int(q.axis)
+    return out
 
 
 def _tensor_map(name: str, index: int):

@@ -7,9 +7,10 @@ table of ``runtime_version.cc``; they were cross-checked against the TF 2.21 con
 Like ``GetOpSignature`` (``op_signature.cc``), a rule sees each tensor as this exporter
 writes it: unknown dims are written as 1 in ``shape`` (so they never count as a
 broadcast), an unknown rank is written as rank 0, a missing optional input (``None``,
-written as -1) still counts as an input, and no tensor carries quantization parameters.
-Quantized/hybrid cases (int8 weights with float activations, per-channel scales) are
-left out: fuselite emits no quantized models. Ops not listed use version 1.
+written as -1) still counts as an input. Hybrid ops (int8 weights, float activations:
+dynamic-range quantization) follow op_version.cc too, per-channel where op_signature.cc
+says so (a weight with one scale per output channel). Full-integer forms are left out:
+fuselite emits none yet. Ops not listed use version 1.
 """
 
 from __future__ import annotations
@@ -70,6 +71,25 @@ def _broadcast_gt4(op: Op) -> bool:
     return _dims(op.inputs[0]) != _dims(op.inputs[1]) and max(len(_dims(v)) for v in op.inputs) > 4
 
 
+def _hybrid(i: int):
+    """Float32 input 0 and output 0, int8 operand ``i`` (op_version.cc's hybrid test)."""
+    return _both(_in(0, "float32"), _in(i, "int8"), _out(0, "float32"))
+
+
+def _per_channel(i: int, dim: int):
+    """op_signature.cc: operand ``i`` has as many scales as its dimension ``dim``."""
+    def pred(op: Op) -> bool:
+        v = _at(op.inputs, i)
+        q = getattr(v, "quant", None)
+        dims = _dims(v)
+        return q is not None and len(dims) > dim and len(q.scale) == dims[dim]
+    return pred
+
+
+def _asymmetric(op: Op) -> bool:
+    return bool(op.attrs.get("asymmetric_quantize_inputs", False))
+
+
 def _grouped_conv(op: Op) -> bool:
     """op_signature.cc: input channels (shape[3], unknown written as 1) != filter shape[3]."""
     x, w = _dims(op.inputs[0]), _dims(op.inputs[1])
@@ -86,6 +106,8 @@ _MINMAX = [(_I16_IO, 4), (_broadcast_gt4, 3), (_INT8, 2)]
 _EXP_LIKE = [(_in(0, "int8", "int16"), 2)]
 _PAD = [(_in(0, "bool"), 5), (_rank_gt(0, 4), 4), (_INT16, 3), (_INT8, 2)]
 _SPACE_BATCH = [(_INT16, 4), (lambda op: len(_dims(op.inputs[0])) != 4, 3), (_INT8, 2)]
+_SEQUENCE_HYBRID = [(_both(_in(1, "int8"), _out(0, "float32"), _asymmetric), 3),
+                    (_both(_in(1, "int8"), _out(0, "float32")), 2)]
 _CAST_TYPES = [(("bfloat16",), 7), (("float64", "float16"), 5), (("uint16",), 4), (("int8",), 3), (("uint32",), 2)]
 
 # op -> ordered (condition, version) pairs; the first condition that holds wins.
@@ -117,12 +139,16 @@ _RULES: dict[str, list] = {
     "GELU": [(_in(0, "int8", "uint8"), 2)],
     "ARG_MAX": [(_in(0, "bool"), 3), (_INT8, 2)], "ARG_MIN": [(_in(0, "bool"), 3), (_INT8, 2)],
     # Only a literally 2-input FC is v6; a None bias is still written as input -1.
-    "FULLY_CONNECTED": [(lambda op: len(op.inputs) == 2, 6), (_attr("keep_num_dims"), 5),
+    # Hybrid (dynamic range): per-channel 12 comes first; a hybrid FC with keep_num_dims is 5.
+    "FULLY_CONNECTED": [(_both(_hybrid(1), _per_channel(1, 0)), 12), (lambda op: len(op.inputs) == 2, 6),
+                        (_attr("keep_num_dims"), 5), (_both(_hybrid(1), _asymmetric), 9), (_hybrid(1), 3),
                         (lambda op: op.attrs.get("weights_format", "DEFAULT") != "DEFAULT", 2)],
-    "BATCH_MATMUL": _INT16_INT8,  # adj_x / adj_y do not change the version
-    "CONV_2D": [(_grouped_conv, 6)],
-    "DEPTHWISE_CONV_2D": [(lambda op: op.attrs.get("dilation_h_factor", 1) != 1
+    "BATCH_MATMUL": _INT16_INT8 + [(_both(_hybrid(1), _asymmetric), 4)],  # adj_x / adj_y: no change
+    "CONV_2D": [(_grouped_conv, 6), (_both(_hybrid(1), _per_channel(1, 0)), 5), (_hybrid(1), 2)],
+    "DEPTHWISE_CONV_2D": [(_both(_hybrid(1), _per_channel(1, 3)), 6), (_hybrid(1), 4),
+                          (lambda op: op.attrs.get("dilation_h_factor", 1) != 1
                            or op.attrs.get("dilation_w_factor", 1) != 1, 2)],
+    "EMBEDDING_LOOKUP": [(lambda op: _per_channel(1, 0)(op) and len(op.inputs[1].quant.scale) > 1, 4)],
     "TRANSPOSE_CONV": [(lambda op: op.attrs.get("fused_activation_function", "NONE") != "NONE", 4),
                        (lambda op: len(op.inputs) == 4 and op.inputs[3] is not None, 3),
                        (_in(1, "int8"), 2)],
@@ -154,7 +180,10 @@ _RULES: dict[str, list] = {
     "TOPK_V2": [(_either(_INT16, _in(1, "int16"), _out(1, "int16")), 3), (_INT8, 2)],
     "DYNAMIC_UPDATE_SLICE": [(_INT16, 4), (_in(0, "float16"), 3), (_in(2, "int64"), 2)],
     "SPACE_TO_BATCH_ND": _SPACE_BATCH, "BATCH_TO_SPACE_ND": _SPACE_BATCH,
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": [(_attr("diagonal_recurrent_tensors"), 4)],
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": [(_attr("diagonal_recurrent_tensors"), 4),
+                                     (_both(_hybrid(2), _asymmetric), 3), (_hybrid(2), 2)],
+    "BIDIRECTIONAL_SEQUENCE_LSTM": _SEQUENCE_HYBRID, "UNIDIRECTIONAL_SEQUENCE_RNN": _SEQUENCE_HYBRID,
+    "BIDIRECTIONAL_SEQUENCE_RNN": _SEQUENCE_HYBRID,
     "LSTM": [(lambda op: op.attrs.get("kernel_type", "FULL") == "BASIC", 2)],
 }
 
@@ -187,10 +216,11 @@ _RUNTIME: dict[str, tuple] = {
     "REDUCE_MAX": ("1.11.0", "1.14.0", "2.5.0"), "REDUCE_MIN": ("1.11.0", "1.14.0", "2.5.0"),
     "REDUCE_PROD": ("1.11.0", "2.6.0"), "REDUCE_ANY": ("1.11.0",), "REDUCE_ALL": ("2.6.0",),
     "ARG_MAX": ("1.9.0", "1.14.0", "2.9.0"), "ARG_MIN": ("1.9.0", "1.14.0", "2.9.0"), "CUMSUM": ("2.4.0",),
-    "FULLY_CONNECTED": ("1.5.0", "1.10.0", "1.14.0", "1.14.0", "2.0.0", "2.1.0"),
-    "BATCH_MATMUL": ("2.3.0", "2.3.0", "2.4.0"),
+    "FULLY_CONNECTED": ("1.5.0", "1.10.0", "1.14.0", "1.14.0", "2.0.0", "2.1.0", "2.3.0", "2.3.0", "2.3.0",
+                        "2.11.0", "2.15.0", "2.17.0"),
+    "BATCH_MATMUL": ("2.3.0", "2.3.0", "2.4.0", "2.5.0"),
     "CONV_2D": ("1.5.0", "1.14.0", "1.14.0", "2.3.0", "2.4.0", "2.9.0"),
-    "DEPTHWISE_CONV_2D": ("1.5.0", "1.12.0"),
+    "DEPTHWISE_CONV_2D": ("1.5.0", "1.12.0", "1.14.0", "2.2.0", "2.3.0", "2.3.0"),
     "TRANSPOSE_CONV": ("1.9.0", "2.2.0", "2.3.0", "2.13.0"),
     "MAX_POOL_2D": ("1.5.0", "1.14.0", "2.3.0"), "AVERAGE_POOL_2D": ("1.5.0", "1.14.0", "2.3.0"),
     "RESIZE_BILINEAR": ("1.7.0", "1.14.0", "2.2.0", "2.5.0"),
@@ -214,14 +244,15 @@ _RUNTIME: dict[str, tuple] = {
     "ONE_HOT": ("1.11.0",), "TOPK_V2": ("1.7.0", "1.14.0", "2.13.0"),
     "WHILE": ("1.15.0",), "IF": ("1.15.0",),
     "DYNAMIC_UPDATE_SLICE": ("2.9.0", "2.17.0", "2.19.0", "2.20.0"),
-    "EMBEDDING_LOOKUP": ("1.13.0",),
+    "EMBEDDING_LOOKUP": ("1.13.0", "1.14.0", "1.14.0", "2.18.0"),
     "SPACE_TO_BATCH_ND": ("1.6.0", "1.14.0", "2.3.0", "2.12.0"),
     "BATCH_TO_SPACE_ND": ("1.6.0", "1.14.0", "2.3.0", "2.12.0"),
     "ATAN2": ("2.10.0",), "RELU_N1_TO_1": ("1.5.0",), "CALL_ONCE": ("2.5.0",),
     "VAR_HANDLE": ("2.6.0",), "READ_VARIABLE": ("2.6.0",), "ASSIGN_VARIABLE": ("2.6.0",),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": ("1.13.1", "1.14.0", "2.3.0", "2.12.0"),
-    "BIDIRECTIONAL_SEQUENCE_LSTM": ("1.14.0",), "UNIDIRECTIONAL_SEQUENCE_RNN": ("1.14.0",),
-    "BIDIRECTIONAL_SEQUENCE_RNN": ("1.14.0",), "LSTM": ("1.7.0", "1.10.0"),
+    "BIDIRECTIONAL_SEQUENCE_LSTM": ("1.14.0", "1.14.0", "1.14.0"),
+    "UNIDIRECTIONAL_SEQUENCE_RNN": ("1.14.0", "1.14.0", "2.3.0"),
+    "BIDIRECTIONAL_SEQUENCE_RNN": ("1.14.0", "1.14.0", "2.3.0"), "LSTM": ("1.7.0", "1.10.0"),
 }
 
 

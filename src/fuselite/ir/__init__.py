@@ -1,5 +1,5 @@
 """Graph IR used between every stage of the pipeline."""
 
-from fuselite.ir.core import Function, Module, Op, Shape, Value
+from fuselite.ir.core import Function, Module, Op, Quantization, Shape, Value
 
-__all__ = ["Function", "Module", "Op", "Shape", "Value"]
+__all__ = ["Function", "Module", "Op", "Quantization", "Shape", "Value"]

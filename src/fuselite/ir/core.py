@@ -48,6 +48,26 @@ class Shaped:
         return self.shape is not None and all(d is not None for d in self.shape)
 
 
+@dataclass(frozen=True)
+class Quantization:
+    """Affine quantization of an integer tensor: ``real = scale * (q - zero_point)``.
+
+    One scale (per-tensor) or one per index of dimension ``axis`` (per-channel), as the
+    flatbuffer's ``QuantizationParameters`` (``quantized_dimension`` = ``axis``).
+    """
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int = 0
+
+    @property
+    def per_channel(self) -> bool:
+        return len(self.scale) > 1
+
+    def as_dict(self) -> dict:
+        return {"scale": list(self.scale), "zero_point": list(self.zero_point), "axis": self.axis}
+
+
 @dataclass(eq=False)
 class Value(Shaped):
     """One SSA value: a tensor with a dtype, a (possibly partial) shape, maybe a constant.
@@ -55,6 +75,7 @@ class Value(Shaped):
     ``dtype`` is a numpy dtype, or the strings ``"resource"`` / ``"variant"``.
     ``const`` holds the numpy value when the value is a compile-time constant.
     ``producer`` is the op that defines it (``None`` for function inputs).
+    ``quant`` holds the :class:`Quantization` of an integer value that stands for reals.
     """
 
     name: str
@@ -64,6 +85,7 @@ class Value(Shaped):
     producer: Op | None = None
     index: int = 0
     meta: dict = field(default_factory=dict)
+    quant: Quantization | None = None
     uid: int = field(default_factory=lambda: next(_ids))
 
     @property
@@ -227,10 +249,10 @@ class Function:
         self.inputs.append(v)
         return v
 
-    def const(self, array, name: str = "const", dtype=None) -> Value:
-        """A constant value (not an op: constants live on values)."""
+    def const(self, array, name: str = "const", dtype=None, quant: Quantization | None = None) -> Value:
+        """A constant value (not an op: constants live on values); ``quant`` for a quantized one."""
         arr = np.asarray(array, dtype=dtype)
-        return Value(self.unique_name(name), arr.dtype, tuple(arr.shape), const=arr)
+        return Value(self.unique_name(name), arr.dtype, tuple(arr.shape), const=arr, quant=quant)
 
     def make_op(
         self,

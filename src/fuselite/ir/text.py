@@ -41,7 +41,7 @@ import re
 import numpy as np
 
 from fuselite.errors import ConversionError
-from fuselite.ir.core import Function, Module, Op, Value
+from fuselite.ir.core import Function, Module, Op, Quantization, Value
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_./\-]+\Z")
 _SPECIAL_DTYPES = ("resource", "variant")
@@ -156,7 +156,8 @@ def format_function(fn: Function, elide: int | None = None) -> str:
         for v in values:
             if v is not None and v.is_const and v.uid not in declared:
                 declared.add(v.uid)
-                lines.append(f"  {decl(v)} = const {_literal(v.const, elide)}")
+                quant = f" quant {json.dumps(v.quant.as_dict())}" if v.quant is not None else ""
+                lines.append(f"  {decl(v)} = const {_literal(v.const, elide)}{quant}")
 
     for op in fn.ops:
         declare_consts(op.inputs)
@@ -355,7 +356,11 @@ def _parse_op_line(p: _FunctionParser, line: _Line) -> None:
         array = np.asarray(array, dtype=None if isinstance(dt, str) else dt)
         if shape is not None and tuple(array.shape) != shape:
             array = array.reshape(shape)
-        v = Value(name, array.dtype, tuple(array.shape), const=array)
+        quant = None
+        if line.take("quant"):
+            q = json.loads(line.balanced())
+            quant = Quantization(tuple(q["scale"]), tuple(q["zero_point"]), q.get("axis", 0))
+        v = Value(name, array.dtype, tuple(array.shape), const=array, quant=quant)
         fn._names.add(name)
         p.env[name] = v
         return

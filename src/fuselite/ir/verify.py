@@ -13,7 +13,8 @@ A module is well formed when
 * each function output is defined in the function (constant, input or op output);
 * types are well formed: a dtype is a numpy dtype or ``"resource"`` / ``"variant"``; a
   shape is ``None`` (unknown rank) or a tuple of non-negative ints and ``None``; a
-  constant's dtype and shape are those of its array;
+  constant's dtype and shape are those of its array; a quantized value is an integer
+  tensor with positive finite scales, one per tensor or one per index of its axis;
 * every function an op refers to (``f``, ``body``, ``cond``, ``then_branch``,
   ``else_branch``, ``*_subgraph_index``) exists;
 * an entry function's ``input_names`` / ``output_names``, when given, name each input /
@@ -30,10 +31,12 @@ Example::
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fuselite.errors import ConversionError
-from fuselite.ir.core import Function, Module, Value
+from fuselite.ir.core import Function, Module, Value, _dtype_name
 
 _CALLEE_KEYS = ("f", "cond", "body", "then_branch", "else_branch")
 _SPECIAL_DTYPES = ("resource", "variant")
@@ -74,7 +77,25 @@ def _value_problems(v: Value) -> list[str]:
             problems.append(f"dtype {np.dtype(v.dtype).name} but its constant is {v.const.dtype.name}")
         if v.shape is not None and tuple(v.shape) != tuple(v.const.shape):
             problems.append(f"shape {v.shape} but its constant has shape {tuple(v.const.shape)}")
+    if v.quant is not None and not problems:
+        problems += _quant_problems(v)
     return problems
+
+
+def _quant_problems(v: Value) -> list[str]:
+    """A quantized value is an integer tensor with one scale, or one per index of its axis."""
+    q = v.quant
+    if isinstance(v.dtype, str) or np.dtype(v.dtype).kind not in "iu":
+        return [f"quantization on a {_dtype_name(v.dtype)} value"]
+    if not q.scale or len(q.scale) != len(q.zero_point):
+        return [f"quantization has {len(q.scale)} scales and {len(q.zero_point)} zero points"]
+    if len(q.scale) > 1:
+        dims = v.shape or ()
+        if not 0 <= q.axis < len(dims) or dims[q.axis] != len(q.scale):
+            return [f"{len(q.scale)} per-channel scales on axis {q.axis} of shape {v.shape}"]
+    if not all(s > 0 and math.isfinite(s) for s in q.scale):
+        return ["quantization scales must be positive and finite"]
+    return []
 
 
 def _callees(op) -> list[str]:

@@ -9,6 +9,10 @@ kind fuselite emits, the fused sequence ops, ``EMBEDDING_LOOKUP``, the unrolled 
 the initial values of resource variables included: LiteRT computes a ``DEQUANTIZE`` of a
 constant on the first invoke and keeps it, so inference runs the same float kernels on
 the rounded weights. (TF 2.21 itself takes an MLIR pass to the same result by default.)
+Ops named in ``keep_float`` go on reading the float32 constants, and so do constants of
+fewer than :data:`MIN_ELEMENTS` elements (scalars, small biases): a ``DEQUANTIZE`` op and
+its output tensor take about 150 bytes of the file, more than float16 saves on them
+(2 bytes per element), and they keep their full precision.
 """
 
 from __future__ import annotations
@@ -16,37 +20,47 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.ir import Module
+from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, op_name, record
 
 FLOAT32 = np.dtype(np.float32)
+MIN_ELEMENTS = 32  # smaller float32 constants stay float32 (their DEQUANTIZE would cost more bytes)
 
 
-def quantize_float16(module: Module) -> list[dict]:
-    """Store float32 constant operands as float16 + DEQUANTIZE; one record per op whose weights changed.
+def quantize_float16(module: Module, keep: KeepFloat | None = None) -> list[dict]:
+    """Store float32 constant operands as float16 + DEQUANTIZE; one record per op that read float weights.
 
-    A record is ``{"function", "op", "kind", "mode": "float16", "weight_bytes_before",
-    "weight_bytes_after"}``; a constant read by several ops is counted with the first.
+    A record is ``{"function", "op", "kind", "mode", "weight_bytes_before",
+    "weight_bytes_after"}`` (``mode`` "float16", or "float" with a ``reason``); a
+    constant read by several ops is counted with the first, and equal constants share one
+    ``DEQUANTIZE``.
     """
+    keep = keep or KeepFloat()
     records: list[dict] = []
     for fn in module.functions.values():
-        weights: dict[int, object] = {}
-        first_reader: dict[int, object] = {}
-        for op in fn.ops:
-            if op.kind == "DEQUANTIZE":
+        halves: dict[tuple, object] = {}  # float32 constant contents -> its DEQUANTIZE's output
+        counter = WeightBytes()
+        for op in list(fn.ops):
+            slots = [i for i, v in enumerate(op.inputs)
+                     if v is not None and v.is_const and v.const.dtype == FLOAT32 and v.const.size >= MIN_ELEMENTS]
+            if op.kind == "DEQUANTIZE" or not slots:
                 continue
-            for v in op.inputs:
-                if v is not None and v.is_const and v.const.dtype == FLOAT32 and v.uid not in weights:
-                    weights[v.uid] = v
-                    first_reader[v.uid] = op
-        by_op: dict[int, dict] = {}
-        for uid, v in weights.items():
-            reader = first_reader[uid]
-            half = fn.const(v.const.astype(np.float16), v.name)
-            deq = fn.make_op("tfl.DEQUANTIZE", [half], [(FLOAT32, v.shape)], name=f"{v.name}_dequantize")
-            fn.ops.insert(fn.ops.index(reader), deq)
-            fn.replace_uses(v, deq.outputs[0])
-            rec = by_op.setdefault(id(reader), {"function": fn.name, "op": reader.name, "kind": reader.kind,
-                                                "mode": "float16", "weight_bytes_before": 0, "weight_bytes_after": 0})
-            rec["weight_bytes_before"] += v.const.nbytes
-            rec["weight_bytes_after"] += half.const.nbytes
-        records += by_op.values()
+            before = counter.before(op)
+            entry = keep.match(op)
+            if entry is not None:
+                records.append(record(fn, op, "float", before, counter.after(op), f"keep_float {entry!r}"))
+                continue
+            after = 0
+            for i in slots:
+                v = op.inputs[i]
+                key = content_key(v.const)
+                if key not in halves:
+                    half = fn.const(v.const.astype(np.float16), v.name)
+                    deq = fn.make_op("tfl.DEQUANTIZE", [half], [(FLOAT32, v.shape)], name=f"{v.name}_dequantize")
+                    fn.ops.insert(fn.ops.index(op), deq)
+                    halves[key] = deq.outputs[0]
+                    after += half.const.nbytes
+                op.inputs[i] = halves[key]
+            after += counter.after(op)  # the small float32 constants it still reads
+            records.append(record(fn, op, "float16", before, after))
+    keep.check_used(module)
     return records

@@ -29,7 +29,7 @@ from __future__ import annotations
 from fuselite.errors import InputError
 
 MODES = ("float16", "dynamic", "int8", "int16x8")
-IMPLEMENTED_MODES = ("float16",)
+IMPLEMENTED_MODES = ("float16", "dynamic")
 
 _OPTIMIZE = {"DEFAULT", "OPTIMIZE_FOR_SIZE", "OPTIMIZE_FOR_LATENCY"}  # the latter two: TF's deprecated aliases
 _OPS_SETS = {"TFLITE_BUILTINS", "TFLITE_BUILTINS_INT8", "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8",
@@ -142,6 +142,6 @@ def check_implemented(mode: str | None) -> None:
     if mode is not None and mode not in IMPLEMENTED_MODES:
         what = {"dynamic": "dynamic-range quantization (int8 weights)", "int8": "full-integer int8 quantization",
                 "int16x8": "16x8 quantization"}[mode]
-        raise QuantizationOptionError(f"{what} is not implemented in fuselite yet; implemented: "
-                                      f"{', '.join(IMPLEMENTED_MODES)} (optimizations=[tf.lite.Optimize.DEFAULT] with "
-                                      "target_spec.supported_types=[tf.float16])")
+        raise QuantizationOptionError(f"{what} is not implemented in fuselite yet; implemented: float16 "
+                                      "(optimizations=[tf.lite.Optimize.DEFAULT] with target_spec.supported_types="
+                                      "[tf.float16]) and dynamic (optimizations=[tf.lite.Optimize.DEFAULT] alone)")

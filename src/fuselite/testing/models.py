@@ -99,6 +99,12 @@ def lstm_64(k):
     return k.Model(i, k.layers.LSTM(64)(i), name="lstm_64")
 
 
+def lstm_sequence(k):
+    """LSTM(64) returning the full sequence."""
+    i = k.Input((50, 32), name="sequence")
+    return k.Model(i, k.layers.LSTM(64, return_sequences=True)(i), name="lstm_sequence")
+
+
 def stacked_lstm(k):
     i = k.Input((50, 32), name="sequence")
     x = k.layers.LSTM(64, return_sequences=True)(i)
@@ -134,7 +140,8 @@ BUILDERS = {
     "transformer_block": transformer_block, "text_model": text_model,
 }
 RNN_BUILDERS = {
-    "lstm_64": lstm_64, "stacked_lstm": stacked_lstm, "bidirectional_lstm": bidirectional_lstm,
+    "lstm_64": lstm_64, "lstm_sequence": lstm_sequence, "stacked_lstm": stacked_lstm,
+    "bidirectional_lstm": bidirectional_lstm,
     "simple_rnn": simple_rnn, "gru": gru, "text_lstm": text_lstm,
 }
 # max abs error allowed against TF eager (issue acceptance)

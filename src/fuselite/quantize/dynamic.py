@@ -1,0 +1,253 @@
+"""Dynamic-range quantization: int8 weights, float activations, on LiteRT's hybrid kernels.
+
+``optimizations=[tf.lite.Optimize.DEFAULT]`` without a representative dataset. Each op
+with a hybrid kernel gets its constant weights as int8 (symmetric, zero point 0, values in
+[-127, 127], the quantization spec's rule for weights) and computes in float; everything
+else is unchanged. Per op, from the kernels (``docs/kernel-contracts.md`` cites each line):
+
+==============================  =====================  =============  ===================
+op                              int8 operands          scales         ``asymmetric_quantize_inputs``
+==============================  =====================  =============  ===================
+FULLY_CONNECTED                 1 (weights)            per channel 0  true (v12)
+CONV_2D                         1 (filter)             per channel 0  (no such option; v5)
+DEPTHWISE_CONV_2D               1 (filter)             per channel 3  (always asymmetric; v6)
+BATCH_MATMUL                    1 (constant rhs)       per tensor     true (v4)
+EMBEDDING_LOOKUP                1 (table)              per tensor     (float output; v1)
+UNIDIRECTIONAL_SEQUENCE_LSTM    1-11, 16               per tensor     true (v3)
+BIDIRECTIONAL_SEQUENCE_LSTM     1-11, 16, 18-28, 33,   per tensor     true (v3)
+                                40-47
+UNIDIRECTIONAL_SEQUENCE_RNN     1, 2                   per tensor     true (v3)
+BIDIRECTIONAL_SEQUENCE_RNN      1, 2, 5, 6, 10, 11     per tensor     true (v3)
+==============================  =====================  =============  ===================
+
+The sequence kernels read one scale per operand (``params.scale``), so their weights are
+per tensor; they also need every weight operand in one type, so a sequence op is
+quantized whole or not at all. A ``GATHER`` from a constant table (Keras ``Embedding``)
+becomes ``EMBEDDING_LOOKUP`` on an int8 table (LiteRT has no hybrid ``GATHER``); the table
+has one scale, as TF's converter quantizes it and as TFLite Micro's hybrid lookup
+requires (per-row scales would add 4 bytes per row and an int64 zero point per row).
+A time-major ``BIDIRECTIONAL_SEQUENCE_RNN`` is made batch-major first: LiteRT's hybrid
+kernel is wrong in its time-major loop (see :func:`_batch_major_bidirectional_rnn`).
+
+**The rule for what stays float.** Every constant float32 weight operand of an op in the
+table is quantized whatever its size (TF's converter skips tensors under 1024 elements,
+which leaves e.g. a whole LSTM(32) float); biases, layer-norm and state operands stay
+float32 as the kernels require. Ops without a hybrid kernel (ADD, MUL, PRELU, ...)
+keep their float constants, and so do ops named in ``keep_float``; each such op that reads
+a float32 constant is listed in the report with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fuselite.ir import Function, Module, Op, Quantization, Value
+from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, op_name, record
+
+FLOAT32 = np.dtype(np.float32)
+
+
+@dataclass(frozen=True)
+class HybridKernel:
+    """How one op kind runs with int8 weights (read from its LiteRT kernel)."""
+
+    weights: tuple[int, ...]  # operand indices that become int8 (all present ones, or none)
+    axis: int | None  # per-channel axis of each weight; None: one scale per operand
+    asymmetric_option: bool  # write asymmetric_quantize_inputs=True (inputs quantized per row, asymmetric)
+    float_input: bool = True  # operand 0 must be float32 (not for EMBEDDING_LOOKUP: its ids)
+
+
+_LSTM = (*range(1, 12), 16)
+HYBRID_KERNELS: dict[str, HybridKernel] = {
+    "FULLY_CONNECTED": HybridKernel((1,), 0, True),
+    "CONV_2D": HybridKernel((1,), 0, False),
+    "DEPTHWISE_CONV_2D": HybridKernel((1,), 3, False),
+    "BATCH_MATMUL": HybridKernel((1,), None, True),
+    "EMBEDDING_LOOKUP": HybridKernel((1,), None, False, float_input=False),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": HybridKernel(_LSTM, None, True),
+    "BIDIRECTIONAL_SEQUENCE_LSTM": HybridKernel((*_LSTM, *(i + 17 for i in _LSTM), *range(40, 48)), None, True),
+    "UNIDIRECTIONAL_SEQUENCE_RNN": HybridKernel((1, 2), None, True),
+    "BIDIRECTIONAL_SEQUENCE_RNN": HybridKernel((1, 2, 5, 6, 10, 11), None, True),
+}
+
+
+def symmetric_int8(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, Quantization]:
+    """``w`` as int8 in [-127, 127] with zero point 0: one scale, or one per index of ``axis``.
+
+    A scale is max|w| / 127 over what it covers (1.0 where that is all zeros, so that
+    every scale is positive); values are rounded to nearest with the stored float32 scale.
+    """
+    w = np.asarray(w, np.float64)
+    if axis is None:
+        peak = np.array([np.abs(w).max() if w.size else 0.0])
+        bshape = (1,) * w.ndim
+    else:
+        others = tuple(d for d in range(w.ndim) if d != axis)
+        peak = np.abs(w).max(axis=others) if w.size else np.zeros(w.shape[axis])
+        bshape = tuple(-1 if d == axis else 1 for d in range(w.ndim))
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(w / scale.astype(np.float64).reshape(bshape)), -127, 127).astype(np.int8)
+    return q, Quantization(tuple(float(s) for s in scale), (0,) * len(scale), 0 if axis is None else axis)
+
+
+def _float_weights(op: Op) -> list[int]:
+    """Operands that are float32 constants of more than one element (a scalar is a parameter, not a weight)."""
+    return [i for i, v in enumerate(op.inputs)
+            if v is not None and v.is_const and v.const.dtype == FLOAT32 and v.const.size > 1]
+
+
+def _why_float(op: Op, kernel: HybridKernel) -> str | None:
+    """Why ``op`` cannot run its hybrid kernel here (None: it can)."""
+    x = op.inputs[0] if op.inputs else None
+    if kernel.float_input and (x is None or x.dtype != FLOAT32):
+        return "its input is not float32"
+    if any(o.dtype != FLOAT32 for o in op.outputs[:1]):
+        return "its output is not float32"
+    present = [i for i in kernel.weights if i < len(op.inputs) and op.inputs[i] is not None]
+    if not present:
+        return "it has no weight operand"
+    for i in present:
+        v = op.inputs[i]
+        if not v.is_const:
+            return f"operand {i} (a weight) is not a constant"
+        if v.const.dtype != FLOAT32:
+            return f"operand {i} (a weight) is {v.const.dtype}, not float32"
+        if kernel.axis is not None and v.const.ndim <= kernel.axis:
+            return f"operand {i} has rank {v.const.ndim}; per-channel axis {kernel.axis} needs more"
+    return None
+
+
+class _Quantizer:
+    """Quantizes one function; equal constants (the steps of an unrolled GRU) become one int8 tensor."""
+
+    def __init__(self, fn: Function):
+        self.fn = fn
+        self.done: dict[tuple, Value] = {}
+
+    def int8(self, v: Value, axis: int | None) -> Value:
+        key = (content_key(v.const), axis)
+        if key not in self.done:
+            q, quant = symmetric_int8(v.const, axis)
+            self.done[key] = self.fn.const(q, f"{v.name}_int8", quant=quant)
+        return self.done[key]
+
+    def quantize(self, op: Op, kernel: HybridKernel) -> None:
+        for i in kernel.weights:
+            if i < len(op.inputs) and op.inputs[i] is not None:
+                op.inputs[i] = self.int8(op.inputs[i], kernel.axis)
+        if kernel.asymmetric_option:
+            op.attrs["asymmetric_quantize_inputs"] = True
+
+
+def _gather_to_embedding_lookup(fn: Function, op: Op) -> Op | None:
+    """``GATHER(table, ids)`` on axis 0 of a constant float table -> ``EMBEDDING_LOOKUP`` (None if not that).
+
+    LiteRT's ``EMBEDDING_LOOKUP`` has a hybrid kernel (int8 table, float rows); ``GATHER``
+    does not. Ids of another rank are flattened and the rows reshaped back (at most one
+    unknown dimension).
+    """
+    if op.kind != "GATHER" or len(op.inputs) != 2:
+        return None
+    table, ids = op.inputs
+    if not (table.is_const and table.const.dtype == FLOAT32 and table.const.ndim >= 2):
+        return None
+    if op.attrs.get("axis", 0) != 0 or op.attrs.get("batch_dims", 0) != 0 or ids.dtype != np.dtype(np.int32):
+        return None
+    if ids.shape is None or sum(d is None for d in ids.shape) > 1:
+        return None
+    (out,) = op.outputs
+    index = fn.ops.index(op)
+    row = tuple(table.const.shape[1:])
+    new: list[Op] = []
+    flat = ids
+    if len(ids.shape) != 1:
+        n = None if None in ids.shape else int(np.prod(ids.shape))
+        new.append(fn.make_op("tfl.RESHAPE", [ids, fn.const(np.array([-1], np.int32), "flat_ids_shape")],
+                              [(np.dtype(np.int32), (n,))], name=f"{op.name}/flat_ids", location=op.location))
+        flat = new[-1].outputs[0]
+    lookup = fn.make_op("tfl.EMBEDDING_LOOKUP", [flat, table], [(FLOAT32, (flat.shape[0],) + row)],
+                        name=f"{op.name}/embedding_lookup", location=op.location)
+    new.append(lookup)
+    result = lookup.outputs[0]
+    if len(ids.shape) != 1:
+        target = np.array([-1 if d is None else d for d in ids.shape] + list(row), np.int32)
+        new.append(fn.make_op("tfl.RESHAPE", [result, fn.const(target, "rows_shape")], [(FLOAT32, out.shape)],
+                              name=f"{op.name}/rows", location=op.location))
+        result = new[-1].outputs[0]
+    fn.ops[index:index + 1] = new
+    fn.replace_uses(out, result)
+    return lookup
+
+
+def _swap_time_and_batch(fn: Function, v: Value, name: str, location) -> tuple[Op, Value]:
+    """An op giving ``v`` ([a, b, ...]) as [b, a, ...]: a RESHAPE when a or b is 1 (same bytes), else a TRANSPOSE."""
+    shape = v.shape
+    swapped = (shape[1], shape[0], *shape[2:])
+    if 1 in shape[:2] and sum(d is None for d in shape) <= 1:
+        target = fn.const(np.array([-1 if d is None else d for d in swapped], np.int32), "shape")
+        op = fn.make_op("tfl.RESHAPE", [v, target], [(v.dtype, swapped)], name=name, location=location)
+    else:
+        perm = fn.const(np.array([1, 0, *range(2, len(shape))], np.int32), "perm")
+        op = fn.make_op("tfl.TRANSPOSE", [v, perm], [(v.dtype, swapped)], name=name, location=location)
+    return op, op.outputs[0]
+
+
+def _batch_major_bidirectional_rnn(fn: Function, op: Op) -> None:
+    """Make a time-major ``BIDIRECTIONAL_SEQUENCE_RNN`` batch-major (inputs and outputs swapped around it).
+
+    LiteRT's hybrid kernel runs its time-major loop ``max_time`` times over (``EvalHybrid``
+    in ``tensorflow/lite/kernels/bidirectional_sequence_rnn.cc``: ``for (int t = 0; t <
+    max_time; t++) { for (int s = 0; s < max_time; s++) ...``), carrying the hidden
+    states over, so each direction starts from a wrong state (measured: the first step off
+    by 60% of the output range). Its batch-major loop is right, and for a batch of 1 the
+    two layouts have the same bytes (the swaps are reshapes).
+    """
+    if not op.attrs.get("time_major", False) or any(
+            v is not None and (v.shape is None or len(v.shape) != 3) for v in (op.inputs[0], *op.outputs)):
+        return
+    index = fn.ops.index(op)
+    before = []
+    for i in (0, 9):
+        v = op.inputs[i] if i < len(op.inputs) else None
+        if v is not None:
+            swap, out = _swap_time_and_batch(fn, v, f"{op.name}/batch_major_{i}", op.location)
+            before.append(swap)
+            op.inputs[i] = out
+    after = []
+    for o in op.outputs:
+        o.shape = (o.shape[1], o.shape[0], *o.shape[2:])
+        swap, back = _swap_time_and_batch(fn, o, f"{op.name}/time_major_{o.index}", op.location)
+        fn.replace_uses(o, back)  # the swap is not placed yet: it keeps reading ``o``
+        after.append(swap)
+    op.attrs["time_major"] = False
+    fn.ops[index:index + 1] = [*before, op, *after]
+
+
+def quantize_dynamic(module: Module, keep: KeepFloat | None = None) -> list[dict]:
+    """int8 weights on every op with a hybrid kernel; one report record per op that reads float weights."""
+    keep = keep or KeepFloat()
+    records: list[dict] = []
+    for fn in module.functions.values():
+        quantizer, counter = _Quantizer(fn), WeightBytes()
+        for op in list(fn.ops):
+            if op.kind == "GATHER" and keep.match(op) is None:
+                op = _gather_to_embedding_lookup(fn, op) or op
+            kernel = HYBRID_KERNELS.get(op.kind)
+            if kernel is None and not _float_weights(op):
+                continue
+            before = counter.before(op)
+            entry = keep.match(op)
+            why = (f"keep_float {entry!r}" if entry is not None
+                   else f"LiteRT has no hybrid {op.kind} kernel" if kernel is None else _why_float(op, kernel))
+            if why is None:
+                if op.kind == "BIDIRECTIONAL_SEQUENCE_RNN":
+                    _batch_major_bidirectional_rnn(fn, op)
+                quantizer.quantize(op, kernel)
+                scheme = "per-tensor" if kernel.axis is None else f"per-channel (axis {kernel.axis})"
+                records.append(record(fn, op, "int8 weights", before, counter.after(op), scheme=scheme))
+            elif _float_weights(op) or kernel is not None:
+                records.append(record(fn, op, "float", before, counter.after(op), why))
+    keep.check_used(module)
+    return records

@@ -1,0 +1,120 @@
+"""Selective quantization: which ops stay float (``Converter.keep_float``), and the per-op records.
+
+``keep_float`` is a list of entries; an entry keeps an op in float when it is
+
+* the op's LiteRT kind: ``"FULLY_CONNECTED"``, ``"UNIDIRECTIONAL_SEQUENCE_LSTM"``, ...;
+* the op's node name, as the quantization report lists it
+  (``conv.report.quantization["ops"][i]["op"]``), e.g. ``"mlp_1/dense_2_1/MatMul"``;
+* a name scope of it: ``"text_lstm_1/lstm_1"`` keeps every op whose name starts with
+  ``"text_lstm_1/lstm_1/"``.
+
+An entry that matches no op in the model is an error (a typo would otherwise leave the
+model quantized with no word).
+
+Example::
+
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.keep_float = ["DEPTHWISE_CONV_2D", "mlp_1/dense_2_1"]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from fuselite.ir import Op
+from fuselite.quantize.options import QuantizationOptionError
+
+_TRACED = re.compile(r"__inference_([A-Za-z0-9_.\-]+?)_\d+(?=$|/|:)")
+
+
+def op_name(op: Op) -> str:
+    """The op's node name without TensorFlow's trace counters (stable across conversions)."""
+    return _TRACED.sub(r"\1", op.name)
+
+
+class KeepFloat:
+    """The ``keep_float`` entries of one conversion; :meth:`match` per op, :meth:`check_used` at the end."""
+
+    def __init__(self, entries=()):
+        if isinstance(entries, (str, bytes)) or not hasattr(entries, "__iter__"):
+            raise QuantizationOptionError(f"keep_float must be a list of op kinds or node names, got {entries!r}")
+        self.entries = [str(e) for e in entries]
+        bad = [e for e in self.entries if not e.strip()]
+        if bad:
+            raise QuantizationOptionError("keep_float: an entry is empty")
+        self.used: set[str] = set()
+
+    def match(self, op: Op) -> str | None:
+        """The first entry that keeps ``op`` in float, or None."""
+        for e in self.entries:
+            if self._names(e, op):
+                self.used.add(e)
+                return e
+        return None
+
+    def check_used(self, module) -> None:
+        """An entry that kept nothing must still name an op of the model (else it is a typo: an error)."""
+        unused = [e for e in self.entries if e not in self.used]
+        if not unused:
+            return
+        ops = [op for fn in module.functions.values() for op in fn.ops]
+        names = {op_name(op) for op in ops}
+        typos = [e for e in unused if not any(self._names(e, op) for op in ops)]
+        if typos:
+            shown = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
+            raise QuantizationOptionError(
+                f"keep_float: {', '.join(map(repr, typos))} matches no op of the model (an entry is an op kind "
+                f"such as 'FULLY_CONNECTED', a node name or a name scope); its ops: {shown}")
+
+    @staticmethod
+    def _names(entry: str, op: Op) -> bool:
+        name = op_name(op)
+        return entry == op.kind or entry == name or entry == op.name or name.startswith(entry.rstrip("/") + "/")
+
+
+def record(fn, op: Op, mode: str, before: int, after: int, reason: str | None = None, **extra) -> dict:
+    """One row of the report's per-op table."""
+    rec = {"function": fn.name, "op": op_name(op), "kind": op.kind, "mode": mode,
+           "weight_bytes_before": int(before), "weight_bytes_after": int(after)}
+    if reason:
+        rec["reason"] = reason
+    rec.update(extra)
+    return rec
+
+
+class WeightBytes:
+    """Bytes of the weights an op reads, before and after quantizing it, each constant counted once.
+
+    Weights are the float constants and the quantized ones (not shapes or indices). A constant read by several ops (the steps of an unrolled GRU) counts with the first,
+    so the per-op figures add up to the model's. A quantized constant counts its
+    quantization parameters too (a float32 scale and an int64 zero point per channel).
+    """
+
+    def __init__(self):
+        self._before: set = set()
+        self._after: set = set()
+
+    def before(self, op: Op) -> int:
+        return self._count(op, self._before)
+
+    def after(self, op: Op) -> int:
+        return self._count(op, self._after)
+
+    @staticmethod
+    def _count(op: Op, seen: set) -> int:
+        total = 0
+        for v in op.inputs:
+            if v is None or not v.is_const or not (v.const.dtype.kind == "f" or v.quant):
+                continue
+            key = content_key(v.const), v.quant
+            if key not in seen:
+                seen.add(key)
+                total += v.const.nbytes + (4 * len(v.quant.scale) if v.quant is not None else 0)
+        return total
+
+
+def content_key(array) -> tuple:
+    """A key equal for arrays of the same dtype, shape and bytes."""
+    data = array.tobytes()
+    return array.dtype.str, array.shape, hashlib.blake2b(data, digest_size=16).digest()
