@@ -133,7 +133,7 @@ def _cell(r: Result, what: str) -> str:
         return _ops(r.ops)
     if what == "err":
         return f"{r.max_err:.2e} ({100 * r.share:.3f}%)" if r.share is not None else f"{r.max_err:.2e}"
-    return f"{r.latency_us:.0f}" if r.latency_us is not None else "—"
+    return f"{r.latency_us:.3g}" if r.latency_us is not None else "—"
 
 
 def table(rows: list[tuple[str, str, str, dict[str, Result]]]) -> str:
@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     from fuselite.testing import models as zoo
 
-    started, t0 = datetime.datetime.now(datetime.timezone.utc), time.perf_counter()
+    started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
     rows = []
     for flavour in args.flavours:
         k = keras_module(flavour)

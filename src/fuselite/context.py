@@ -49,6 +49,9 @@ class ConversionContext:
     read_variables: dict[str, np.ndarray] = field(default_factory=dict)  # read as composites' constant args
     output: bytes | None = None
     float_output: bytes | None = None  # the model before quantization (to measure its error)
+    float_names: dict[int, str] = field(default_factory=dict)  # value uid -> tensor name in float_output
+    tensor_names: dict[int, str] = field(default_factory=dict)  # value uid -> tensor name in output
+    quantized_outputs: dict[int, int] = field(default_factory=dict)  # quantization record -> its op's output uid
 
     def record_frozen_variables(self) -> None:
         """Update the report's frozen variables from what the passes froze or read so far."""

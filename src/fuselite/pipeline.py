@@ -92,8 +92,11 @@ def materialize_mutable_variables(module, ctx) -> int:
 
 
 def _quantize_weights(module, ctx, mode: str, quantize) -> int:
-    ctx.float_output = _ordered_flatbuffer(module)  # the reference the error is measured against
-    records = quantize(module, KeepFloat(ctx.keep_float))
+    ctx.float_names = {}
+    ctx.float_output = _ordered_flatbuffer(module, ctx.float_names)  # the reference the error is measured against
+    outputs = {}  # record index -> the uid of its op's first output (for the per-op error)
+    records = quantize(module, KeepFloat(ctx.keep_float), outputs)
+    ctx.quantized_outputs = outputs
     ctx.report.quantization = {
         "mode": mode, "ops": records,
         "weight_bytes_before": sum(r["weight_bytes_before"] for r in records),
@@ -110,19 +113,31 @@ def quantize_int8_weights(module, ctx) -> int:
 
 
 def measure_quantization_error(module, ctx) -> None:
-    """Run the float and the quantized model on LiteRT on the same inputs; record each output's error."""
-    samples, outputs = quantization_error(ctx.float_output, ctx.output)
+    """Run the float and the quantized model on LiteRT on the same inputs; record each output's error.
+
+    Each quantized op's output is compared too where both files have it (same value,
+    float32, same shape): the error it carries, its own and what flows into it.
+    """
+    records = ctx.report.quantization["ops"]
+    twins = {ctx.float_names[uid]: ctx.tensor_names[uid] for uid in ctx.quantized_outputs.values()
+             if uid in ctx.float_names and uid in ctx.tensor_names}
+    samples, outputs, per_tensor = quantization_error(ctx.float_output, ctx.output, tensors=twins)
     ctx.report.quantization.update(samples=samples, outputs=outputs)
+    for i, uid in ctx.quantized_outputs.items():
+        error = per_tensor.get(ctx.float_names.get(uid))
+        if error is not None:
+            records[i]["output_error"] = error
 
 
-def _ordered_flatbuffer(module) -> bytes:
+def _ordered_flatbuffer(module, tensor_names: dict | None = None) -> bytes:
     for fn in module.functions.values():
         fn.topo_sort()
-    return write_flatbuffer(module)
+    return write_flatbuffer(module, tensor_names)
 
 
 def export_flatbuffer(module, ctx) -> None:
-    ctx.output = _ordered_flatbuffer(module)
+    ctx.tensor_names = {}
+    ctx.output = _ordered_flatbuffer(module, ctx.tensor_names)
     ctx.report.ops_after = count_ops(module)
     ctx.report.size_bytes = len(ctx.output)
     ctx.report.subgraphs = len(module.functions)

@@ -79,8 +79,10 @@ def _quantization_lines(q: dict) -> list[str]:
     lines = [f"  quantization: {q['mode']}, weights {before:,} -> {after:,} bytes, {len(q.get('ops', []))} op(s)"]
     for rec in q.get("ops", [])[:_LISTED]:
         how = rec.get("scheme") or rec.get("reason") or ""
+        err = rec.get("output_error")
+        err = f"  output err {100 * err['relative_error']:.2g}%" if err else ""
         lines.append(f"    {rec['kind']:<28} {rec['mode']:<12} {rec['weight_bytes_before']:>10,} -> "
-                     f"{rec['weight_bytes_after']:>10,} bytes  {rec['op']}{'  (' + how + ')' if how else ''}")
+                     f"{rec['weight_bytes_after']:>10,} bytes{err}  {rec['op']}{'  (' + how + ')' if how else ''}")
     if len(q.get("ops", [])) > _LISTED:
         lines.append(f"    ... and {len(q['ops']) - _LISTED} more (all in to_json())")
     for out in q.get("outputs", []):

@@ -107,6 +107,7 @@ class FlatbufferWriter:
         self.subgraph_index = {name: i for i, name in enumerate(order)}
         self.order = order
         self.names = StableNames()
+        self.tensor_names: dict[int, str] = {}  # value uid -> its tensor's name
 
     def write(self) -> bytes:
         for name in self.order:
@@ -165,6 +166,7 @@ class FlatbufferWriter:
                     return index[v.uid]
             t = schema.TensorT()
             t.name = self.names(v.name)
+            self.tensor_names[v.uid] = t.name
             t.type = tensor_type(v.dtype)
             shape = v.shape if v.shape is not None else ()
             if v.is_const:
@@ -335,6 +337,14 @@ def _string_tensor_bytes(arr: np.ndarray) -> np.ndarray:
     return np.frombuffer(out, dtype=np.uint8)
 
 
-def write_flatbuffer(module: Module) -> bytes:
-    """Serialise a fully lowered module to ``.tflite`` bytes."""
-    return FlatbufferWriter(module).write()
+def write_flatbuffer(module: Module, tensor_names: dict[int, str] | None = None) -> bytes:
+    """Serialise a fully lowered module to ``.tflite`` bytes.
+
+    ``tensor_names``, when given, is filled with the name each value was written under
+    (``value.uid`` -> tensor name), so a tool can find a value's tensor in the file.
+    """
+    writer = FlatbufferWriter(module)
+    data = writer.write()
+    if tensor_names is not None:
+        tensor_names.update(writer.tensor_names)
+    return data

@@ -86,6 +86,16 @@ def _per_channel(i: int, dim: int):
     return pred
 
 
+def _per_channel_on_axis(i: int):
+    """op_signature.cc (DEQUANTIZE): operand ``i`` has more than one scale, one per index of its axis."""
+    def pred(op: Op) -> bool:
+        v = _at(op.inputs, i)
+        q = getattr(v, "quant", None)
+        dims = _dims(v)
+        return q is not None and len(q.scale) > 1 and q.axis < len(dims) and len(q.scale) == dims[q.axis]
+    return pred
+
+
 def _asymmetric(op: Op) -> bool:
     return bool(op.attrs.get("asymmetric_quantize_inputs", False))
 
@@ -119,7 +129,8 @@ _RULES: dict[str, list] = {
     "MUL": [(_in(0, "int16", "uint32"), 7), (_in(0, "complex64"), 6), (_in(0, "int64"), 5), (_INT8, 2)],
     "DIV": [(_broadcast_gt4, 2)],
     # tensorflow/lite/tools/versioning/op_version.cc: float16 / int16 input 3, int8 2
-    "DEQUANTIZE": [(_in(0, "float16", "int16"), 3), (_in(0, "int8"), 2)],
+    "DEQUANTIZE": [(_both(_in(0, "int8"), _per_channel_on_axis(0)), 5), (_in(0, "float16", "int16"), 3),
+                   (_in(0, "int8"), 2)],
     "FLOOR_DIV": [(_in(0, "int16", "int8"), 3), (_in(0, "float32"), 2)],
     "FLOOR_MOD": [(_in(0, "int16", "int8"), 2)],
     "MAXIMUM": _MINMAX, "MINIMUM": _MINMAX,
@@ -244,6 +255,7 @@ _RUNTIME: dict[str, tuple] = {
     "ONE_HOT": ("1.11.0",), "TOPK_V2": ("1.7.0", "1.14.0", "2.13.0"),
     "WHILE": ("1.15.0",), "IF": ("1.15.0",),
     "DYNAMIC_UPDATE_SLICE": ("2.9.0", "2.17.0", "2.19.0", "2.20.0"),
+    "DEQUANTIZE": ("1.13.1", "1.14.0", "1.15.0", "2.2.0", "2.7.0"),
     "EMBEDDING_LOOKUP": ("1.13.0", "1.14.0", "1.14.0", "2.18.0"),
     "SPACE_TO_BATCH_ND": ("1.6.0", "1.14.0", "2.3.0", "2.12.0"),
     "BATCH_TO_SPACE_ND": ("1.6.0", "1.14.0", "2.3.0", "2.12.0"),

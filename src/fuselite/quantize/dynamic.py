@@ -44,7 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fuselite.ir import Function, Module, Op, Quantization, Value
-from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, op_name, record
+from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, record
+from fuselite.quantize.select import add_record as _add
 
 FLOAT32 = np.dtype(np.float32)
 
@@ -57,14 +58,21 @@ class HybridKernel:
     axis: int | None  # per-channel axis of each weight; None: one scale per operand
     asymmetric_option: bool  # write asymmetric_quantize_inputs=True (inputs quantized per row, asymmetric)
     float_input: bool = True  # operand 0 must be float32 (not for EMBEDDING_LOOKUP: its ids)
+    weight_only_below: int = 0  # weights of fewer elements: int8 + DEQUANTIZE, computed in float
+
+
+# TF's converter leaves weights under 1024 elements float (``minimum_elements_for_weights``):
+# for such a layer the hybrid kernel's per-invoke quantization of its input costs more accuracy
+# than the layer's size is worth. fuselite stores them int8 all the same, dequantized once at load.
+WEIGHT_ONLY_BELOW = 1024
 
 
 _LSTM = (*range(1, 12), 16)
 HYBRID_KERNELS: dict[str, HybridKernel] = {
-    "FULLY_CONNECTED": HybridKernel((1,), 0, True),
-    "CONV_2D": HybridKernel((1,), 0, False),
-    "DEPTHWISE_CONV_2D": HybridKernel((1,), 3, False),
-    "BATCH_MATMUL": HybridKernel((1,), None, True),
+    "FULLY_CONNECTED": HybridKernel((1,), 0, True, weight_only_below=WEIGHT_ONLY_BELOW),
+    "CONV_2D": HybridKernel((1,), 0, False, weight_only_below=WEIGHT_ONLY_BELOW),
+    "DEPTHWISE_CONV_2D": HybridKernel((1,), 3, False, weight_only_below=WEIGHT_ONLY_BELOW),
+    "BATCH_MATMUL": HybridKernel((1,), None, True, weight_only_below=WEIGHT_ONLY_BELOW),
     "EMBEDDING_LOOKUP": HybridKernel((1,), None, False, float_input=False),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": HybridKernel(_LSTM, None, True),
     "BIDIRECTIONAL_SEQUENCE_LSTM": HybridKernel((*_LSTM, *(i + 17 for i in _LSTM), *range(40, 48)), None, True),
@@ -125,6 +133,7 @@ class _Quantizer:
     def __init__(self, fn: Function):
         self.fn = fn
         self.done: dict[tuple, Value] = {}
+        self.dequantized: dict[tuple, Value] = {}
 
     def int8(self, v: Value, axis: int | None) -> Value:
         key = (content_key(v.const), axis)
@@ -133,12 +142,28 @@ class _Quantizer:
             self.done[key] = self.fn.const(q, f"{v.name}_int8", quant=quant)
         return self.done[key]
 
-    def quantize(self, op: Op, kernel: HybridKernel) -> None:
-        for i in kernel.weights:
-            if i < len(op.inputs) and op.inputs[i] is not None:
-                op.inputs[i] = self.int8(op.inputs[i], kernel.axis)
+    def quantize(self, op: Op, kernel: HybridKernel) -> str:
+        """Give ``op`` int8 weights; returns how (the report's scheme)."""
+        present = [i for i in kernel.weights if i < len(op.inputs) and op.inputs[i] is not None]
+        scheme = "per-tensor" if kernel.axis is None else f"per-channel (axis {kernel.axis})"
+        if sum(op.inputs[i].const.size for i in present) < kernel.weight_only_below:
+            for i in present:
+                op.inputs[i] = self.dequantize(self.int8(op.inputs[i], kernel.axis), op)
+            return f"{scheme}, weight-only: dequantized at load (under {kernel.weight_only_below} elements)"
+        for i in present:
+            op.inputs[i] = self.int8(op.inputs[i], kernel.axis)
         if kernel.asymmetric_option:
             op.attrs["asymmetric_quantize_inputs"] = True
+        return scheme
+
+    def dequantize(self, q: Value, reader: Op) -> Value:
+        """One DEQUANTIZE of ``q`` to float32, placed before its first reader."""
+        key = (q.uid,)
+        if key not in self.dequantized:
+            deq = self.fn.make_op("tfl.DEQUANTIZE", [q], [(FLOAT32, q.shape)], name=f"{q.name}_dequantize")
+            self.fn.ops.insert(self.fn.ops.index(reader), deq)
+            self.dequantized[key] = deq.outputs[0]
+        return self.dequantized[key]
 
 
 def _gather_to_embedding_lookup(fn: Function, op: Op) -> Op | None:
@@ -225,7 +250,8 @@ def _batch_major_bidirectional_rnn(fn: Function, op: Op) -> None:
     fn.ops[index:index + 1] = [*before, op, *after]
 
 
-def quantize_dynamic(module: Module, keep: KeepFloat | None = None) -> list[dict]:
+def quantize_dynamic(module: Module, keep: KeepFloat | None = None,
+                     outputs: dict[int, int] | None = None) -> list[dict]:
     """int8 weights on every op with a hybrid kernel; one report record per op that reads float weights."""
     keep = keep or KeepFloat()
     records: list[dict] = []
@@ -244,10 +270,9 @@ def quantize_dynamic(module: Module, keep: KeepFloat | None = None) -> list[dict
             if why is None:
                 if op.kind == "BIDIRECTIONAL_SEQUENCE_RNN":
                     _batch_major_bidirectional_rnn(fn, op)
-                quantizer.quantize(op, kernel)
-                scheme = "per-tensor" if kernel.axis is None else f"per-channel (axis {kernel.axis})"
-                records.append(record(fn, op, "int8 weights", before, counter.after(op), scheme=scheme))
+                scheme = quantizer.quantize(op, kernel)
+                _add(records, outputs, op, record(fn, op, "int8 weights", before, counter.after(op), scheme=scheme))
             elif _float_weights(op) or kernel is not None:
-                records.append(record(fn, op, "float", before, counter.after(op), why))
+                _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), why))
     keep.check_used(module)
     return records

@@ -20,13 +20,15 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.ir import Module
-from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, op_name, record
+from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, record
+from fuselite.quantize.select import add_record as _add
 
 FLOAT32 = np.dtype(np.float32)
 MIN_ELEMENTS = 32  # smaller float32 constants stay float32 (their DEQUANTIZE would cost more bytes)
 
 
-def quantize_float16(module: Module, keep: KeepFloat | None = None) -> list[dict]:
+def quantize_float16(module: Module, keep: KeepFloat | None = None,
+                     outputs: dict[int, int] | None = None) -> list[dict]:
     """Store float32 constant operands as float16 + DEQUANTIZE; one record per op that read float weights.
 
     A record is ``{"function", "op", "kind", "mode", "weight_bytes_before",
@@ -47,9 +49,8 @@ def quantize_float16(module: Module, keep: KeepFloat | None = None) -> list[dict
             before = counter.before(op)
             entry = keep.match(op)
             if entry is not None:
-                records.append(record(fn, op, "float", before, counter.after(op), f"keep_float {entry!r}"))
+                _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), f"keep_float {entry!r}"))
                 continue
-            after = 0
             for i in slots:
                 v = op.inputs[i]
                 key = content_key(v.const)
@@ -58,9 +59,7 @@ def quantize_float16(module: Module, keep: KeepFloat | None = None) -> list[dict
                     deq = fn.make_op("tfl.DEQUANTIZE", [half], [(FLOAT32, v.shape)], name=f"{v.name}_dequantize")
                     fn.ops.insert(fn.ops.index(op), deq)
                     halves[key] = deq.outputs[0]
-                    after += half.const.nbytes
                 op.inputs[i] = halves[key]
-            after += counter.after(op)  # the small float32 constants it still reads
-            records.append(record(fn, op, "float16", before, after))
+            _add(records, outputs, op, record(fn, op, "float16", before, counter.after(op)))
     keep.check_used(module)
     return records

@@ -73,6 +73,13 @@ class KeepFloat:
         return entry == op.kind or entry == name or entry == op.name or name.startswith(entry.rstrip("/") + "/")
 
 
+def add_record(records: list[dict], outputs: dict[int, int] | None, op: Op, rec: dict) -> None:
+    """Append ``rec``; note in ``outputs`` (record index -> value uid) the op's first output."""
+    records.append(rec)
+    if outputs is not None and op.outputs:
+        outputs[len(records) - 1] = op.outputs[0].uid
+
+
 def record(fn, op: Op, mode: str, before: int, after: int, reason: str | None = None, **extra) -> dict:
     """One row of the report's per-op table."""
     rec = {"function": fn.name, "op": op_name(op), "kind": op.kind, "mode": mode,
@@ -105,6 +112,8 @@ class WeightBytes:
     def _count(op: Op, seen: set) -> int:
         total = 0
         for v in op.inputs:
+            if v is not None and v.producer is not None and v.producer.kind == "DEQUANTIZE":
+                v = v.producer.inputs[0]  # a weight stored quantized, dequantized at load
             if v is None or not v.is_const or not (v.const.dtype.kind == "f" or v.quant):
                 continue
             key = content_key(v.const), v.quant

@@ -5,23 +5,24 @@ from __future__ import annotations
 import numpy as np
 
 
-def interpreter(model: bytes, num_threads: int = 1, kernels: dict | None = None):
+def interpreter(model: bytes, num_threads: int = 1, kernels: dict | None = None, **options):
     """A stock LiteRT interpreter for ``model`` (bytes), tensors allocated.
 
     ``kernels`` maps custom-op codes to kernels (see ``fuselite.runtime.custom_ops``);
     a model whose custom op has no kernel raises ``MissingKernelError`` naming it.
+    ``options`` go to ``ai_edge_litert``'s ``Interpreter`` (``experimental_preserve_all_tensors``).
     """
     from fuselite.runtime import custom_ops
     from fuselite.runtime.kernel_errors import BridgeUnavailableError
 
     try:
-        return custom_ops.interpreter(model, kernels, num_threads)
+        return custom_ops.interpreter(model, kernels, num_threads, **options)
     except BridgeUnavailableError:
         if kernels:
             raise
         from ai_edge_litert.interpreter import Interpreter  # plain stock interpreter
 
-        interp = Interpreter(model_content=model, num_threads=num_threads)
+        interp = Interpreter(model_content=model, num_threads=num_threads, **options)
         interp.allocate_tensors()
         return interp
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 N_SAMPLES = 8
@@ -18,23 +20,37 @@ def _draw(details: dict, rng: np.random.Generator) -> np.ndarray:
     return np.zeros(shape, dtype)
 
 
-def quantization_error(reference: bytes, model: bytes, samples: list[dict] | None = None,
-                       seed: int = 0) -> tuple[int, list[dict]]:
+def _error(ref: np.ndarray, got: np.ndarray) -> dict:
+    err = float(np.abs(ref - got).max()) if ref.size else 0.0
+    span = float(ref.max() - ref.min()) if ref.size else 0.0
+    return {"max_abs_error": err, "relative_error": err / span if span > 0 else err}
+
+
+def quantization_error(reference: bytes, model: bytes, samples: list[dict] | None = None, seed: int = 0,
+                       tensors: dict[str, str] | None = None) -> tuple[int, list[dict], dict[str, dict]]:
     """Max abs error of ``model``'s outputs against ``reference``'s, per output of the first signature.
 
     ``samples``: input dicts by name; by default :data:`N_SAMPLES` drawn like the inputs.
-    Returns ``(number of samples, [{"name", "max_abs_error", "relative_error"}, ...])``; the
-    relative error is the max abs error over the range (max - min) of the reference output.
+    ``tensors`` maps tensor names of ``reference`` to the names of the same values in
+    ``model`` (op outputs both graphs share): their error is measured too, from the
+    intermediate tensors LiteRT keeps with ``experimental_preserve_all_tensors``.
+    Returns ``(number of samples, [{"name", "max_abs_error", "relative_error"}, ...],
+    {reference tensor name: {"max_abs_error", "relative_error"}})``; a relative error is
+    the max abs error over the range (max - min) of the reference's values.
     """
     from fuselite.runtime import interpreter
 
-    ref_interp, q_interp = interpreter(reference), interpreter(model)
+    keep = {"experimental_preserve_all_tensors": True} if tensors else {}
+    with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
+        warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors", category=UserWarning)
+        ref_interp, q_interp = interpreter(reference, **keep), interpreter(model, **keep)
     key = next(iter(ref_interp.get_signature_list()))
     ref_run, q_run = ref_interp.get_signature_runner(key), q_interp.get_signature_runner(key)
     if samples is None:
         rng = np.random.default_rng(seed)
         details = ref_run.get_input_details()
         samples = [{name: _draw(d, rng) for name, d in details.items()} for _ in range(N_SAMPLES)]
+    pairs = _tensor_pairs(ref_interp, q_interp, tensors or {})
     refs: dict[str, list] = {}
     got: dict[str, list] = {}
     for inputs in samples:
@@ -42,10 +58,24 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
             refs.setdefault(name, []).append(np.asarray(value, np.float64))
         for name, value in q_run(**inputs).items():
             got.setdefault(name, []).append(np.asarray(value, np.float64))
-    outputs = []
-    for name in refs:
-        r, g = np.stack(refs[name]), np.stack(got[name])
-        err = float(np.abs(r - g).max()) if r.size else 0.0
-        span = float(r.max() - r.min()) if r.size else 0.0
-        outputs.append({"name": name, "max_abs_error": err, "relative_error": err / span if span > 0 else err})
-    return len(samples), outputs
+        for name, (i, j) in pairs.items():
+            refs.setdefault(("tensor", name), []).append(np.asarray(ref_interp.get_tensor(i), np.float64))
+            got.setdefault(("tensor", name), []).append(np.asarray(q_interp.get_tensor(j), np.float64))
+    outputs = [{"name": name, **_error(np.stack(refs[name]), np.stack(got[name]))}
+               for name in refs if not isinstance(name, tuple)]
+    per_tensor = {name: _error(np.stack(refs[("tensor", name)]), np.stack(got[("tensor", name)])) for name in pairs}
+    return len(samples), outputs, per_tensor
+
+
+def _tensor_pairs(ref_interp, q_interp, tensors: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """Reference tensor name -> (its index, the index of its twin in the other model), float tensors of one shape."""
+    def by_name(interp) -> dict:
+        return {d["name"]: d for d in interp.get_tensor_details()}
+
+    ref, q = by_name(ref_interp), by_name(q_interp)
+    pairs = {}
+    for a, b in tensors.items():
+        if a in ref and b in q and ref[a]["dtype"] == q[b]["dtype"] == np.float32 and \
+                list(ref[a]["shape"]) == list(q[b]["shape"]):
+            pairs[a] = (ref[a]["index"], q[b]["index"])
+    return pairs
