@@ -37,16 +37,26 @@ from results import short_error
 
 MODELS = ["mlp", "cnn", "mobilenet_v2", "lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm",
           "simple_rnn", "gru", "text_lstm", "text_model"]
-MODES = ("float16", "dynamic")
+MODES = ("float16", "dynamic", "int8")
+CALIBRATION_SAMPLES = 100  # int8: representative dataset (seeds 2000...), the same for both converters
 
 
-def configure(conv, mode: str) -> None:
+def calibration(model) -> list[list]:
+    from fuselite.testing import models as zoo
+
+    return [zoo.sample_inputs(model, seed=2000 + i) for i in range(CALIBRATION_SAMPLES)]
+
+
+def configure(conv, mode: str, model) -> None:
     """The tf.lite.TFLiteConverter settings of ``mode``, the same values on both converters."""
     import tensorflow as tf
 
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     if mode == "float16":
         conv.target_spec.supported_types = [tf.float16]
+    if mode == "int8":
+        samples = calibration(model)
+        conv.representative_dataset = lambda: iter(samples)
 
 
 @dataclass
@@ -57,6 +67,7 @@ class Result:
     max_err: float | None = None
     span: float | None = None
     latency_us: float | None = None
+    calibration_s: float | None = None  # fuselite int8: its calibrate pass
     error: str | None = None
     data: bytes | None = None
 
@@ -69,17 +80,45 @@ class Result:
         return self.max_err / self.span if self.max_err is not None and self.span else None
 
 
-def _fuselite(model, mode: str | None) -> bytes:
+def _fuselite(model, mode: str | None, flavour: str) -> tuple[bytes, dict]:
     import fuselite
 
     conv = fuselite.Converter.from_keras_model(model)
     if mode:
-        configure(conv, mode)
-    return conv.convert()
+        configure(conv, mode, model)
+    data = conv.convert()
+    return data, {"calibration_s": conv.report.stage_seconds.get("calibrate")}
 
 
-def _official(model, mode: str | None) -> bytes:
-    return convert_tf(model, (lambda c: configure(c, mode)) if mode else None)[0]
+def _official(model, mode: str | None, flavour: str) -> tuple[bytes, dict]:
+    if mode != "int8":
+        return convert_tf(model, (lambda c: configure(c, mode, model)) if mode else None)[0], {}
+    # TF 2.21's int8 calibrator can crash the process (SIGSEGV in calibrator.py on Keras 3 RNNs): a child does it
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "model.tflite")
+        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", flavour, model.name, out],
+                               capture_output=True, text=True, timeout=900)
+        if child.returncode != 0:
+            how = f"crashed (signal {-child.returncode})" if child.returncode < 0 else "failed"
+            tail = (child.stderr.strip().splitlines() or [""])[-1][:200]
+            raise RuntimeError(f"official converter {how}: {tail}")
+        with open(out, "rb") as f:
+            return f.read(), {}
+
+
+def _child(flavour: str, name: str, out: str) -> int:
+    """The official int8 conversion of one model, alone in this process."""
+    from fuselite.testing import models as zoo
+
+    model = zoo.build(name, keras_module(flavour))
+    with quiet():
+        data = convert_tf(model, lambda c: configure(c, "int8", model))[0]
+    with open(out, "wb") as f:
+        f.write(data)
+    return 0
 
 
 def _errors(data: bytes, samples, refs, names) -> float:
@@ -91,14 +130,16 @@ def _errors(data: bytes, samples, refs, names) -> float:
     return worst
 
 
-def measure(model, mode: str, samples, refs, names, span: float, latency_s: float) -> dict[str, Result]:
+def measure(model, flavour: str, mode: str, samples, refs, names, span: float, latency_s: float
+            ) -> dict[str, Result]:
     results = {"fuselite": Result(), "tf": Result()}
     for side, convert in (("fuselite", _fuselite), ("tf", _official)):
         r = results[side]
         try:
             with quiet():
-                r.float_size = len(convert(model, None))
-                r.data = convert(model, mode)
+                r.float_size = len(convert(model, None, flavour)[0])
+                r.data, info = convert(model, mode, flavour)
+                r.calibration_s = info.get("calibration_s")
             r.size = len(r.data)
         except Exception as e:  # the official converter fails on some models: say how
             r.error = f"conversion: {short_error(e)}"
@@ -145,6 +186,11 @@ def table(rows: list[tuple[str, str, str, dict[str, Result]]]) -> str:
         lines.append(f"| {flavour}/{name} | {mode} | {_cell(fl, 'size')} | {_cell(tf, 'size')} | {_cell(fl, 'err')} | "
                      f"{_cell(tf, 'err')} | {_cell(fl, 'lat')} | {_cell(tf, 'lat')} | {_cell(fl, 'ops')} | "
                      f"{_cell(tf, 'ops')} |")
+    timings = [f"{flavour}/{name} {res['fuselite'].calibration_s:.2f} s" for flavour, name, mode, res in rows
+               if mode == "int8" and res["fuselite"].calibration_s is not None]
+    if timings:
+        lines += ["", f"fuselite's calibration ({CALIBRATION_SAMPLES} samples, the `calibrate` pass): "
+                  + ", ".join(timings) + "."]
     failures = [(f"{flavour}/{name} {mode} {side}", r.error) for flavour, name, mode, res in rows
                 for side, r in res.items() if r.error]
     if failures:
@@ -159,7 +205,10 @@ def markdown(rows, args, started, wall_s: float) -> str:
         f"(fuselite {fuselite_revision()}).", "",
         f"- Machine: {machine_description()}", f"- Versions: {versions()}",
         f"- Both converters get the same settings: `optimizations=[DEFAULT]` (dynamic), plus "
-        f"`target_spec.supported_types=[float16]` (float16). Official converter route: {TF_ROUTE_NOTE}",
+        f"`target_spec.supported_types=[float16]` (float16), or plus a `representative_dataset` of "
+        f"{CALIBRATION_SAMPLES} random samples (int8; default op set, float inputs and outputs). Official "
+        f"converter route: {TF_ROUTE_NOTE} Its int8 conversions run in a child process (its calibrator can "
+        "crash the process).",
         f"- Error: max abs difference from the float Keras model over the same {args.samples} held-out inputs "
         "(random normal floats, token ids in [0, 1000)), and as a share of the range of Keras' outputs over "
         "them. Size ratio: against the same converter's float model.",
@@ -176,7 +225,10 @@ def main(argv=None) -> int:
     p.add_argument("--samples", type=int, default=20, help="held-out inputs for the error (default 20)")
     p.add_argument("--latency-seconds", type=float, default=1.0, help="timed invokes per model and mode")
     p.add_argument("--out", help="write the Markdown report here (atomically); default: stdout")
+    p.add_argument("--child", nargs=3, metavar=("FLAVOUR", "MODEL", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.child:
+        return _child(*args.child)
     from fuselite.testing import models as zoo
 
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
@@ -190,7 +242,7 @@ def main(argv=None) -> int:
             names = [t.name.split(":")[0] for t in model.inputs]
             span = float(max(r.max() for ref in refs for r in ref) - min(r.min() for ref in refs for r in ref))
             for mode in args.modes:
-                res = measure(model, mode, samples, refs, names, span, args.latency_seconds)
+                res = measure(model, flavour, mode, samples, refs, names, span, args.latency_seconds)
                 rows.append((flavour, name, mode, res))
                 fl, tf = res["fuselite"], res["tf"]
                 print(f"{flavour}/{name} {mode}: fuselite {_cell(fl, 'size')} {_cell(fl, 'err')} | "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -42,6 +42,10 @@ class ConversionContext:
     print_elide: int | None = 16  # constants with more elements print elided
     quantization: str | None = None  # None (float) or a mode of fuselite.quantize.MODES
     keep_float: tuple[str, ...] = ()  # ops kept float when quantizing (kinds, node names, scopes)
+    representative_dataset: Any = None  # int8: the calibration samples (as tf.lite.TFLiteConverter takes them)
+    integer_only: bool = False  # int8: an op that stays float is an error (TFLITE_BUILTINS_INT8 alone)
+    inference_input_type: str = "float32"  # int8: the model's input / output tensors
+    inference_output_type: str = "float32"
 
     # -- state handed from pass to pass ---------------------------------------------------
     zero_initial: ZeroInitialVariables = field(default_factory=ZeroInitialVariables)
@@ -52,6 +56,8 @@ class ConversionContext:
     float_names: dict[int, str] = field(default_factory=dict)  # value uid -> tensor name in float_output
     tensor_names: dict[int, str] = field(default_factory=dict)  # value uid -> tensor name in output
     quantized_outputs: dict[int, int] = field(default_factory=dict)  # quantization record -> its op's output uid
+    ranges: dict[int, tuple[float, float]] = field(default_factory=dict)  # calibrated (min, max) by value uid
+    error_samples: list[dict] = field(default_factory=list)  # calibration samples the error is measured on
 
     def record_frozen_variables(self) -> None:
         """Update the report's frozen variables from what the passes froze or read so far."""

@@ -20,6 +20,7 @@ from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
 from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, check_implemented, resolve_mode
+from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
 
 
@@ -140,10 +141,14 @@ class Converter:
             return self._run(batch, mode, keep_float)
 
     def _run(self, batch_size: int | None, mode: str | None, keep_float: tuple[str, ...]) -> bytes:
+        integer = {} if mode != "int8" else {
+            "representative_dataset": self.representative_dataset, "integer_only": integer_only(self.target_spec),
+            "inference_input_type": io_type(self.inference_input_type),
+            "inference_output_type": io_type(self.inference_output_type)}
         ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
                                 strict_fusion=self.strict_fusion, batch_size=batch_size, verify_ir=self.verify_ir,
                                 print_after=self.print_after, print_stream=self.print_stream,
-                                quantization=mode, keep_float=keep_float)
+                                quantization=mode, keep_float=keep_float, **integer)
         module = Module()
         run_pipeline(PIPELINE, module, ctx)
         self.module = module

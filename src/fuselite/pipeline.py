@@ -28,6 +28,8 @@ from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
+from fuselite.quantize.int8 import quantize_int8
+from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error
 
 
@@ -112,6 +114,32 @@ def quantize_int8_weights(module, ctx) -> int:
     return _quantize_weights(module, ctx, "dynamic", quantize_dynamic)
 
 
+def calibrate(module, ctx) -> int:
+    """Run the float model on the representative dataset; keep every float tensor's range (by value)."""
+    ctx.float_names = {}
+    ctx.float_output = _ordered_flatbuffer(module, ctx.float_names)
+    ctx.error_samples, by_name, count = collect_ranges(ctx.float_output, ctx.representative_dataset,
+                                                       keep=ERROR_SAMPLES)
+    ctx.ranges = {uid: by_name[name] for uid, name in ctx.float_names.items() if name in by_name}
+    ctx.report.calibration = {"samples": count, "tensors": len(ctx.ranges)}
+    return count
+
+
+def quantize_full_int8(module, ctx) -> int:
+    outputs: dict[int, int] = {}
+    records = quantize_int8(module, ctx.ranges, KeepFloat(ctx.keep_float), ctx.integer_only,
+                            ctx.inference_input_type, ctx.inference_output_type, outputs)
+    ctx.quantized_outputs = outputs
+    ctx.report.quantization = {
+        "mode": "int8", "ops": records,
+        "weight_bytes_before": sum(r["weight_bytes_before"] for r in records),
+        "weight_bytes_after": sum(r["weight_bytes_after"] for r in records)}
+    return sum(r["mode"] != "float" for r in records)
+
+
+ERROR_SAMPLES = 8  # calibration samples the quantization error is measured on
+
+
 def measure_quantization_error(module, ctx) -> None:
     """Run the float and the quantized model on LiteRT on the same inputs; record each output's error.
 
@@ -121,7 +149,8 @@ def measure_quantization_error(module, ctx) -> None:
     records = ctx.report.quantization["ops"]
     twins = {ctx.float_names[uid]: ctx.tensor_names[uid] for uid in ctx.quantized_outputs.values()
              if uid in ctx.float_names and uid in ctx.tensor_names}
-    samples, outputs, per_tensor = quantization_error(ctx.float_output, ctx.output, tensors=twins)
+    samples, outputs, per_tensor = quantization_error(ctx.float_output, ctx.output, ctx.error_samples or None,
+                                                      tensors=twins)
     ctx.report.quantization.update(samples=samples, outputs=outputs)
     for i, uid in ctx.quantized_outputs.items():
         error = per_tensor.get(ctx.float_names.get(uid))
@@ -193,6 +222,11 @@ PIPELINE = [
             Pass("quantize-dynamic", quantize_int8_weights,
                  "weights of ops with a hybrid kernel become int8 (FC, conv, sequence ops, embedding lookup)"),
         ], "int8 weights, float activations", when=lambda m, ctx: ctx.quantization == "dynamic"),
+        Group("full-integer", [
+            Pass("calibrate", calibrate, "run the float model on the representative dataset; record tensor ranges"),
+            Pass("quantize-int8", quantize_full_int8,
+                 "int8 activations and weights, int32 biases; float ops between QUANTIZE / DEQUANTIZE"),
+        ], "int8 activations and weights", when=lambda m, ctx: ctx.quantization == "int8"),
     ], "quantize as the converter's options ask", when=lambda m, ctx: ctx.quantization is not None),
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
     Group("quantization-error", [

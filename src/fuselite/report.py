@@ -23,6 +23,7 @@ class Report:
     # {"mode", "ops": [per-op records], "weight_bytes_before", "weight_bytes_after", "samples",
     #  "outputs": [{"name", "max_abs_error", "relative_error"}]}; empty for a float conversion
     quantization: dict = field(default_factory=dict)
+    calibration: dict = field(default_factory=dict)  # int8: {"samples", "tensors"}
     size_bytes: int = 0
     subgraphs: int = 0
 
@@ -67,6 +68,9 @@ class Report:
         for c in self.composites:
             what = f"fused into {', '.join(c['into'])}" if c["status"] == "fused" else f"{c['status']}: {c['reason']}"
             lines.append(f"  composite '{c['interface']}' ({c['call_sites']} call site(s)): {what}")
+        if self.calibration:
+            lines.append(f"  calibration: {self.calibration['samples']} sample(s), "
+                         f"{self.calibration['tensors']} tensor range(s)")
         if self.quantization:
             lines += _quantization_lines(self.quantization)
         for w in self.warnings:

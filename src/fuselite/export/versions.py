@@ -152,11 +152,14 @@ _RULES: dict[str, list] = {
     # Only a literally 2-input FC is v6; a None bias is still written as input -1.
     # Hybrid (dynamic range): per-channel 12 comes first; a hybrid FC with keep_num_dims is 5.
     "FULLY_CONNECTED": [(_both(_hybrid(1), _per_channel(1, 0)), 12), (lambda op: len(op.inputs) == 2, 6),
-                        (_attr("keep_num_dims"), 5), (_both(_hybrid(1), _asymmetric), 9), (_hybrid(1), 3),
+                        (_attr("keep_num_dims"), 5), (_both(_in(0, "int8"), _in(1, "int8"), _out(0, "int8")), 4),
+                        (_both(_hybrid(1), _asymmetric), 9), (_hybrid(1), 3),
                         (lambda op: op.attrs.get("weights_format", "DEFAULT") != "DEFAULT", 2)],
     "BATCH_MATMUL": _INT16_INT8 + [(_both(_hybrid(1), _asymmetric), 4)],  # adj_x / adj_y: no change
-    "CONV_2D": [(_grouped_conv, 6), (_both(_hybrid(1), _per_channel(1, 0)), 5), (_hybrid(1), 2)],
+    "CONV_2D": [(_grouped_conv, 6), (_both(_in(0, "int8"), _in(1, "int8"), _out(0, "int8")), 3),
+                (_both(_hybrid(1), _per_channel(1, 0)), 5), (_hybrid(1), 2)],
     "DEPTHWISE_CONV_2D": [(_both(_hybrid(1), _per_channel(1, 3)), 6), (_hybrid(1), 4),
+                          (_both(_in(0, "int8"), _in(1, "int8"), _out(0, "int8")), 3),
                           (lambda op: op.attrs.get("dilation_h_factor", 1) != 1
                            or op.attrs.get("dilation_w_factor", 1) != 1, 2)],
     "EMBEDDING_LOOKUP": [(lambda op: _per_channel(1, 0)(op) and len(op.inputs[1].quant.scale) > 1, 4)],

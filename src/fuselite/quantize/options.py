@@ -29,7 +29,7 @@ from __future__ import annotations
 from fuselite.errors import InputError
 
 MODES = ("float16", "dynamic", "int8", "int16x8")
-IMPLEMENTED_MODES = ("float16", "dynamic")
+IMPLEMENTED_MODES = ("float16", "dynamic", "int8")
 
 _OPTIMIZE = {"DEFAULT", "OPTIMIZE_FOR_SIZE", "OPTIMIZE_FOR_LATENCY"}  # the latter two: TF's deprecated aliases
 _OPS_SETS = {"TFLITE_BUILTINS", "TFLITE_BUILTINS_INT8", "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8",
@@ -137,11 +137,22 @@ def resolve_mode(optimizations, target_spec: TargetSpec, representative_dataset,
     return mode, notes
 
 
+def integer_only(target_spec: TargetSpec) -> bool:
+    """``supported_ops=[TFLITE_BUILTINS_INT8]`` without ``TFLITE_BUILTINS``: an op that stays float is an error."""
+    ops = _names(target_spec.supported_ops, "target_spec.supported_ops", _OPS_SETS, upper=True)
+    return "TFLITE_BUILTINS_INT8" in ops and "TFLITE_BUILTINS" not in ops
+
+
+def io_type(value) -> str:
+    """``inference_input_type`` / ``inference_output_type`` as a name (float32 when unset)."""
+    return "float32" if value is None else _name(value).lower()
+
+
 def check_implemented(mode: str | None) -> None:
     """Raise a clear error for a mode fuselite does not implement yet (never a float model instead)."""
     if mode is not None and mode not in IMPLEMENTED_MODES:
         what = {"dynamic": "dynamic-range quantization (int8 weights)", "int8": "full-integer int8 quantization",
                 "int16x8": "16x8 quantization"}[mode]
-        raise QuantizationOptionError(f"{what} is not implemented in fuselite yet; implemented: float16 "
-                                      "(optimizations=[tf.lite.Optimize.DEFAULT] with target_spec.supported_types="
-                                      "[tf.float16]) and dynamic (optimizations=[tf.lite.Optimize.DEFAULT] alone)")
+        raise QuantizationOptionError(f"{what} is not implemented in fuselite yet; implemented: float16, dynamic "
+                                      "and int8 (optimizations=[tf.lite.Optimize.DEFAULT] with a "
+                                      "representative_dataset)")

@@ -20,6 +20,23 @@ def _draw(details: dict, rng: np.random.Generator) -> np.ndarray:
     return np.zeros(shape, dtype)
 
 
+def _to(details: dict, value: np.ndarray) -> np.ndarray:
+    """A float input for an integer model input: quantized with that input's scale and zero point."""
+    dtype = np.dtype(details["dtype"])
+    scale, zero_point = details.get("quantization", (0.0, 0))
+    if dtype.kind in "iu" and np.asarray(value).dtype.kind == "f" and scale:
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(value / scale) + zero_point, info.min, info.max).astype(dtype)
+    return np.asarray(value).astype(dtype, copy=False)
+
+
+def _real(details: dict, value: np.ndarray) -> np.ndarray:
+    """An integer output as the reals it stands for (float outputs as they are)."""
+    scale, zero_point = details.get("quantization", (0.0, 0))
+    value = np.asarray(value, np.float64)
+    return (value - zero_point) * scale if scale and np.dtype(details["dtype"]).kind in "iu" else value
+
+
 def _error(ref: np.ndarray, got: np.ndarray) -> dict:
     err = float(np.abs(ref - got).max()) if ref.size else 0.0
     span = float(ref.max() - ref.min()) if ref.size else 0.0
@@ -53,11 +70,12 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
     pairs = _tensor_pairs(ref_interp, q_interp, tensors or {})
     refs: dict[str, list] = {}
     got: dict[str, list] = {}
+    q_in, q_out = q_run.get_input_details(), q_run.get_output_details()
     for inputs in samples:
         for name, value in ref_run(**inputs).items():
             refs.setdefault(name, []).append(np.asarray(value, np.float64))
-        for name, value in q_run(**inputs).items():
-            got.setdefault(name, []).append(np.asarray(value, np.float64))
+        for name, value in q_run(**{k: _to(q_in[k], v) for k, v in inputs.items()}).items():
+            got.setdefault(name, []).append(_real(q_out[name], value))
         for name, (i, j) in pairs.items():
             refs.setdefault(("tensor", name), []).append(np.asarray(ref_interp.get_tensor(i), np.float64))
             got.setdefault(("tensor", name), []).append(np.asarray(q_interp.get_tensor(j), np.float64))

@@ -1,0 +1,264 @@
+"""Full-integer int8: int8 activations from calibrated ranges, int8 weights, int32 biases.
+
+Follows the TFLite quantization spec (``tensorflow/lite/g3doc/performance/quantization_spec.md``)
+and each kernel's contract (``docs/kernel-contracts.md``):
+
+* activations: int8, asymmetric, per tensor, from the calibrated range widened to hold 0;
+* weights of ``FULLY_CONNECTED`` / ``CONV_2D`` (axis 0) and ``DEPTHWISE_CONV_2D`` (axis 3):
+  int8, symmetric, per channel; their biases int32 at ``input scale * weight scale[c]``,
+  zero point 0 (a conv without a bias gets a zero one: the int8 kernel needs it);
+* ops whose kernel passes values through (reshape, pooling, slicing, ``GATHER``, ...) give
+  their output the input's scale and zero point, as the spec restricts them;
+* ``SOFTMAX`` / ``LOGISTIC`` outputs (1/256, -128), ``TANH`` (1/128, 0), as the kernels need;
+* other constants an op reads (an ``ADD`` of a constant, a ``GATHER`` table) are quantized
+  like activations, asymmetric int8 from their own range.
+
+Between an op that stays float and its integer neighbours a ``DEQUANTIZE`` / ``QUANTIZE``
+is placed (one per value); at the model's inputs and outputs too, unless
+``inference_input_type`` / ``inference_output_type`` ask for int8 (or uint8) tensors there.
+An op without an integer form here stays float, or, with ``TFLITE_BUILTINS_INT8`` only, is
+a conversion error listing every such op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fuselite.errors import ConversionError
+from fuselite.ir import Function, Module, Op, Quantization, Value
+from fuselite.quantize.dynamic import symmetric_int8
+from fuselite.quantize.select import KeepFloat, WeightBytes, op_name, record
+from fuselite.quantize.select import add_record as _add
+
+FLOAT32 = np.dtype(np.float32)
+INT8 = np.dtype(np.int8)
+
+
+class NotIntegerError(ConversionError):
+    """Ops that cannot be made integer while the options ask for integer only."""
+
+
+def activation_params(lo: float, hi: float, dtype=INT8) -> Quantization:
+    """Asymmetric int8 (or uint8) parameters for values in [lo, hi] (widened to hold 0, as the spec says)."""
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    qmin, qmax = (-128, 127) if np.dtype(dtype) == INT8 else (0, 255)
+    scale = (hi - lo) / (qmax - qmin) if hi > lo else 1.0
+    zero_point = int(np.clip(round(qmin - lo / scale), qmin, qmax))
+    return Quantization((float(np.float32(scale)),), (zero_point,))
+
+
+def quantize_values(x: np.ndarray, q: Quantization, dtype=INT8) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(np.asarray(x, np.float64) / q.scale[0]) + q.zero_point[0], info.min, info.max).astype(dtype)
+
+
+@dataclass(frozen=True)
+class IntegerKernel:
+    """How one op kind runs on int8 (read from its LiteRT kernel)."""
+
+    output: str  # "range" (calibrated), "same" (the first input's params) or "fixed"
+    fixed: tuple[float, int] | None = None  # (scale, zero point) when output == "fixed"
+    weight: tuple[int, int] | None = None  # (operand, per-channel axis) of a symmetric int8 weight
+    bias: int | None = None  # operand of an int32 bias at input scale x weight scale
+    needs_bias: bool = False  # the int8 kernel requires a bias operand
+
+
+_SAME = IntegerKernel("same")
+_RANGE = IntegerKernel("range")
+INTEGER_KERNELS: dict[str, IntegerKernel] = {
+    "FULLY_CONNECTED": IntegerKernel("range", weight=(1, 0), bias=2),
+    "CONV_2D": IntegerKernel("range", weight=(1, 0), bias=2, needs_bias=True),
+    "DEPTHWISE_CONV_2D": IntegerKernel("range", weight=(1, 3), bias=2, needs_bias=True),
+    "SOFTMAX": IntegerKernel("fixed", fixed=(1 / 256, -128)),
+    "LOGISTIC": IntegerKernel("fixed", fixed=(1 / 256, -128)),
+    "TANH": IntegerKernel("fixed", fixed=(1 / 128, 0)),
+    **{k: _RANGE for k in ("ADD", "SUB", "MUL", "MEAN", "SUM", "GELU", "HARD_SWISH", "LEAKY_RELU", "RELU", "RELU6",
+                           "SQUARED_DIFFERENCE", "RSQRT", "MAXIMUM", "MINIMUM")},
+    **{k: _SAME for k in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "MAX_POOL_2D", "AVERAGE_POOL_2D", "TRANSPOSE",
+                          "STRIDED_SLICE", "SLICE", "GATHER", "PAD", "SPLIT", "SPLIT_V", "UNPACK", "TILE",
+                          "BROADCAST_TO", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR")},
+}
+
+
+def _is_activation(v: Value | None) -> bool:
+    return v is not None and not v.is_const and v.dtype == FLOAT32
+
+
+class _Int8Function:
+    """Quantizes one function: decides each value's parameters in op order, then places the conversions."""
+
+    def __init__(self, fn: Function, ranges: dict[int, tuple[float, float]]):
+        self.fn = fn
+        self.ranges = ranges
+        self.float_twin: dict[int, Value] = {}  # int8 value uid -> its DEQUANTIZE output
+        self.int8_twin: dict[int, Value] = {}  # float value uid -> its QUANTIZE output
+
+    def params(self, v: Value) -> Quantization:
+        if v.uid not in self.ranges:
+            raise _NoRange(f"no calibrated range for %{v.name}")
+        return activation_params(*self.ranges[v.uid])
+
+    def why_float(self, op: Op, kernel: IntegerKernel | None) -> str | None:
+        if kernel is None:
+            return f"no integer {op.kind} form in fuselite yet"
+        values = [v for v in (*op.inputs, *op.outputs) if _is_activation(v)]
+        missing = [v.name for v in values if v.quant is None and v.uid not in self.ranges]
+        if missing:
+            return f"no calibrated range for {', '.join(missing[:3])}"
+        if kernel.weight is not None:
+            w = op.inputs[kernel.weight[0]]
+            if w is None or not w.is_const or w.const.dtype != FLOAT32:
+                return f"operand {kernel.weight[0]} (a weight) is not a float32 constant"
+        return None
+
+    def int8_input(self, v: Value, op: Op) -> Value:
+        """``v`` as an int8 operand of ``op``: itself if int8, else one QUANTIZE (placed before ``op``)."""
+        if v.dtype == INT8:
+            return v
+        if v.uid not in self.int8_twin:
+            if v.dtype == FLOAT32:
+                quant = self.params(v)
+            else:  # a uint8 model input: the same reals, zero point moved by 128
+                quant = Quantization(v.quant.scale, (v.quant.zero_point[0] - 128,))
+            q = self.fn.make_op("tfl.QUANTIZE", [v], [(INT8, v.shape)], name=f"{v.name}_quantize")
+            q.outputs[0].quant = quant
+            self.fn.ops.insert(self.fn.ops.index(op), q)
+            self.int8_twin[v.uid] = q.outputs[0]
+        return self.int8_twin[v.uid]
+
+    def float_input(self, v: Value, op: Op) -> Value:
+        """``v`` as a float operand of ``op``: itself if float, else one DEQUANTIZE (placed before ``op``)."""
+        if v.dtype == FLOAT32:
+            return v
+        if v.uid not in self.float_twin:
+            d = self.fn.make_op("tfl.DEQUANTIZE", [v], [(FLOAT32, v.shape)], name=f"{v.name}_dequantize")
+            self.fn.ops.insert(self.fn.ops.index(op), d)
+            self.float_twin[v.uid] = d.outputs[0]
+        return self.float_twin[v.uid]
+
+    def const_as_activation(self, v: Value) -> Value:
+        q = activation_params(float(v.const.min()), float(v.const.max()))
+        return self.fn.const(quantize_values(v.const, q), f"{v.name}_int8", quant=q)
+
+    def integer(self, op: Op, kernel: IntegerKernel) -> None:
+        for i, v in enumerate(op.inputs):
+            if v is None:
+                continue
+            if kernel.weight is not None and i == kernel.weight[0]:
+                q, quant = symmetric_int8(v.const, kernel.weight[1])
+                op.inputs[i] = self.fn.const(q, f"{v.name}_int8", quant=quant)
+            elif kernel.bias is not None and i == kernel.bias:
+                continue  # after the weight and the input are known
+            elif v.is_const and v.const.dtype == FLOAT32:
+                op.inputs[i] = self.const_as_activation(v)
+            elif _is_activation(v) or v.quant is not None:
+                op.inputs[i] = self.int8_input(v, op)
+        if kernel.bias is not None:
+            self.bias(op, kernel)
+        first = next((v for v in op.inputs if v is not None and v.dtype == INT8), None)
+        if first is None:
+            raise _NoRange(f"{op.kind} has no int8 operand")
+        for o in op.outputs:
+            if o.dtype != FLOAT32:
+                continue
+            if kernel.output == "same":
+                o.quant = first.quant
+            elif kernel.output == "fixed":
+                o.quant = Quantization((float(np.float32(kernel.fixed[0])),), (kernel.fixed[1],))
+            else:
+                o.quant = self.params(o)
+            o.dtype = INT8
+
+    def bias(self, op: Op, kernel: IntegerKernel) -> None:
+        x, w = op.inputs[0], op.inputs[kernel.weight[0]]
+        channels = w.const.shape[kernel.weight[1]]
+        b = op.inputs[kernel.bias] if kernel.bias < len(op.inputs) else None
+        if b is None and not kernel.needs_bias:
+            return
+        values = np.zeros(channels, np.float64) if b is None else np.asarray(b.const, np.float64)
+        scales = np.float64(x.quant.scale[0]) * np.asarray(w.quant.scale, np.float64)
+        q = np.clip(np.rint(values / scales), -2**31 + 1, 2**31 - 1).astype(np.int32)
+        quant = Quantization(tuple(float(np.float32(s)) for s in scales), (0,) * channels, 0)
+        bias = self.fn.const(q, f"{b.name if b is not None else op.name}_bias_int32", quant=quant)
+        while len(op.inputs) <= kernel.bias:
+            op.inputs.append(None)
+        op.inputs[kernel.bias] = bias
+
+
+class _NoRange(Exception):
+    pass
+
+
+def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: KeepFloat | None = None,
+                  integer_only: bool = False, input_type: str = "float32", output_type: str = "float32",
+                  outputs: dict[int, int] | None = None) -> list[dict]:
+    """Make the signature functions integer; one report record per op (how, or why it stays float).
+
+    ``ranges``: value uid -> calibrated (min, max). ``integer_only``: an op that stays float
+    is an error (``TFLITE_BUILTINS_INT8`` alone). ``input_type`` / ``output_type``: the
+    model's float32, int8 or uint8 edges.
+    """
+    keep = keep or KeepFloat()
+    records: list[dict] = []
+    problems: list[str] = []
+    for fname in dict.fromkeys(module.signatures.values()):
+        fn = module.functions[fname]
+        fn.topo_sort()
+        q = _Int8Function(fn, ranges)
+        counter = WeightBytes()
+        for v in fn.inputs:
+            if v.dtype == FLOAT32 and input_type in ("int8", "uint8"):
+                v.quant = q.params(v)
+                if input_type == "uint8":
+                    v.quant = Quantization(v.quant.scale, (v.quant.zero_point[0] + 128,))
+                v.dtype = np.dtype(input_type)
+        for op in list(fn.ops):
+            if not any(_is_activation(v) or (v is not None and v.quant is not None)
+                       for v in (*op.inputs, *op.outputs)):
+                continue  # integer bookkeeping (shapes, ids): unchanged
+            kernel = INTEGER_KERNELS.get(op.kind)
+            entry = keep.match(op)
+            why = f"keep_float {entry!r}" if entry is not None else q.why_float(op, kernel)
+            before = counter.before(op)
+            if why is None:
+                try:
+                    q.integer(op, kernel)
+                except _NoRange as e:
+                    why = str(e)
+                else:
+                    _add(records, outputs, op, record(fn, op, "int8", before, counter.after(op)))
+                    continue
+            for i, v in enumerate(op.inputs):
+                if v is not None and not v.is_const and v.quant is not None and v.dtype != FLOAT32:
+                    op.inputs[i] = q.float_input(v, op)
+            problems.append(f"{op.kind} '{op_name(op)}'{' at ' + op.location if op.location else ''}: {why}")
+            _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), why))
+        _edges(fn, q, output_type)
+    if integer_only and problems:
+        raise NotIntegerError(f"{len(problems)} op(s) cannot be integer, and target_spec.supported_ops is "
+                              "TFLITE_BUILTINS_INT8 only (add TFLITE_BUILTINS to let them run in float)", problems)
+    keep.check_used(module)
+    return records
+
+
+def _edges(fn: Function, q: _Int8Function, output_type: str) -> None:
+    """The outputs as the options ask: float32 (DEQUANTIZE), int8 or uint8 (QUANTIZE)."""
+    outs = []
+    for v in fn.outputs:
+        if v.dtype == INT8 and output_type == "float32":
+            d = fn.add_op("tfl.DEQUANTIZE", [v], [(FLOAT32, v.shape)], name=f"{v.name}_dequantize")
+            v = d.outputs[0]
+        elif v.dtype in (INT8, FLOAT32) and output_type == "uint8" and (v.quant is not None or v.uid in q.ranges):
+            src = v if v.dtype == INT8 else q.int8_input(v, fn.ops[-1])
+            base = src.quant
+            r = fn.add_op("tfl.QUANTIZE", [src], [(np.dtype(np.uint8), v.shape)], name=f"{v.name}_uint8")
+            r.outputs[0].quant = Quantization(base.scale, (base.zero_point[0] + 128,))
+            v = r.outputs[0]
+        elif v.dtype == FLOAT32 and output_type == "int8" and v.uid in q.ranges:
+            r = fn.add_op("tfl.QUANTIZE", [v], [(INT8, v.shape)], name=f"{v.name}_int8")
+            r.outputs[0].quant = q.params(v)
+            v = r.outputs[0]
+        outs.append(v)
+    fn.outputs = outs

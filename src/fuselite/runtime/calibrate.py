@@ -1,0 +1,91 @@
+"""Calibration: the range of every float tensor of a model over representative samples, on LiteRT.
+
+The float model is run sample by sample with ``experimental_preserve_all_tensors`` so
+that every intermediate tensor of its first signature can be read after the invoke; each
+float32 tensor's min and max over all samples is kept. A sample is what TensorFlow's
+``representative_dataset`` yields: a list (or tuple) of arrays in the order of the
+signature's inputs, a single array for a one-input model, or a dict keyed by input name.
+
+Example::
+
+    kept, ranges, count = collect_ranges(float_model_bytes, representative_dataset, keep=8)
+    ranges["model/dense/MatMul"]      # (min, max)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from fuselite.errors import InputError
+
+
+class CalibrationDataError(InputError):
+    """The representative dataset does not fit the model's inputs."""
+
+
+def _samples(dataset) -> Iterable:
+    """TF accepts a callable returning an iterable (the usual generator function) or an iterable."""
+    return dataset() if callable(dataset) else dataset
+
+
+def _feed(sample, names: list[str], details: dict, index: int) -> dict:
+    if isinstance(sample, dict):
+        unknown = sorted(set(sample) - set(names))
+        missing = [n for n in names if n not in sample]
+        if unknown or missing:
+            raise CalibrationDataError(f"calibration sample {index}: inputs {names}, got keys {sorted(sample)}")
+        values = [sample[n] for n in names]
+    else:
+        values = list(sample) if isinstance(sample, (list, tuple)) else [sample]
+        if len(values) != len(names):
+            raise CalibrationDataError(f"calibration sample {index}: the model has {len(names)} input(s) "
+                                       f"({', '.join(names)}), the sample {len(values)}")
+    fed = {}
+    for name, value in zip(names, values):
+        d = details[name]
+        arr = np.asarray(value)
+        if arr.shape != tuple(d["shape"]) and arr.size == int(np.prod(d["shape"])):
+            arr = arr.reshape(d["shape"])
+        if arr.shape != tuple(d["shape"]):
+            raise CalibrationDataError(f"calibration sample {index}: input '{name}' has shape {list(arr.shape)}, "
+                                       f"the model takes {list(d['shape'])}")
+        fed[name] = arr.astype(d["dtype"], copy=False)
+    return fed
+
+
+def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None = None, keep: int = 0
+                   ) -> tuple[list[dict], dict[str, tuple[float, float]], int]:
+    """(the first ``keep`` samples as input dicts, {tensor name: (min, max)}, number of samples) over the
+    float32 tensors of ``model``'s first signature."""
+    from fuselite.runtime import interpreter
+
+    with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
+        warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors", category=UserWarning)
+        interp = interpreter(model, experimental_preserve_all_tensors=True)
+    key = next(iter(interp.get_signature_list()))
+    names = interp.get_signature_list()[key]["inputs"]
+    runner = interp.get_signature_runner(key)
+    details = runner.get_input_details()
+    tensors = [(d["name"], d["index"]) for d in interp.get_tensor_details() if d["dtype"] == np.float32]
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    count = 0
+    kept: list[dict] = []
+    for count, sample in enumerate(_samples(dataset), start=1):
+        fed = _feed(sample, names, details, count - 1)
+        if len(kept) < keep:
+            kept.append(fed)
+        runner(**fed)
+        for name, i in tensors:
+            value = interp.get_tensor(i)
+            if value.size:
+                lo[name] = min(lo.get(name, np.inf), float(value.min()))
+                hi[name] = max(hi.get(name, -np.inf), float(value.max()))
+        if progress is not None:
+            progress(count)
+    if count == 0:
+        raise CalibrationDataError("the representative dataset gave no samples")
+    return kept, {name: (lo[name], hi[name]) for name in lo}, count
