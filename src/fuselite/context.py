@@ -58,6 +58,7 @@ class ConversionContext:
     quantized_outputs: dict[int, int] = field(default_factory=dict)  # quantization record -> its op's output uid
     ranges: dict[int, tuple[float, float]] = field(default_factory=dict)  # calibrated (min, max) by value uid
     error_samples: list[dict] = field(default_factory=list)  # calibration samples the error is measured on
+    captured: dict[int, list] = field(default_factory=dict)  # value uid -> its values per calibration sample
 
     def record_frozen_variables(self) -> None:
         """Update the report's frozen variables from what the passes froze or read so far."""

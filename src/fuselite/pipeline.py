@@ -118,9 +118,13 @@ def calibrate(module, ctx) -> int:
     """Run the float model on the representative dataset; keep every float tensor's range (by value)."""
     ctx.float_names = {}
     ctx.float_output = _ordered_flatbuffer(module, ctx.float_names)
+    replay = {ctx.float_names[op.inputs[0].uid]: op.inputs[0].uid for fn in module.functions.values()
+              for op in fn.ops if op.kind in REPLAYED and op.inputs[0].uid in ctx.float_names}
+    captured: dict[str, list] = {}
     ctx.error_samples, by_name, count = collect_ranges(ctx.float_output, ctx.representative_dataset,
-                                                       keep=ERROR_SAMPLES)
+                                                       keep=ERROR_SAMPLES, capture=replay, captured=captured)
     ctx.ranges = {uid: by_name[name] for uid, name in ctx.float_names.items() if name in by_name}
+    ctx.captured = {replay[name]: values for name, values in captured.items()}
     ctx.report.calibration = {"samples": count, "tensors": len(ctx.ranges)}
     return count
 
@@ -128,7 +132,7 @@ def calibrate(module, ctx) -> int:
 def quantize_full_int8(module, ctx) -> int:
     outputs: dict[int, int] = {}
     records = quantize_int8(module, ctx.ranges, KeepFloat(ctx.keep_float), ctx.integer_only,
-                            ctx.inference_input_type, ctx.inference_output_type, outputs)
+                            ctx.inference_input_type, ctx.inference_output_type, outputs, ctx.captured)
     ctx.quantized_outputs = outputs
     ctx.report.quantization = {
         "mode": "int8", "ops": records,
@@ -138,6 +142,7 @@ def quantize_full_int8(module, ctx) -> int:
 
 
 ERROR_SAMPLES = 8  # calibration samples the quantization error is measured on
+REPLAYED = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # ops whose inputs calibration keeps (their inner ranges)
 
 
 def measure_quantization_error(module, ctx) -> None:

@@ -16,7 +16,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 from fuselite.errors import ConversionError
 from fuselite.export.versions import min_runtime_version, op_version
-from fuselite.ir import Module, Value
+from fuselite.ir import Module, Quantization, Value
 
 _TENSOR_TYPES = {
     np.dtype(np.float32): schema.TensorType.FLOAT32, np.dtype(np.float16): schema.TensorType.FLOAT16,
@@ -192,6 +192,10 @@ class FlatbufferWriter:
             o = schema.OperatorT()
             o.inputs = [-1 if v is None else tensor(v) for v in op.inputs]
             o.outputs = [tensor(v) for v in op.outputs]
+            specs = op.attrs.get("_intermediates")
+            if specs:  # tensors only the kernel reads (the integer LSTM's scales): (dtype, shape, quantization)
+                o.intermediates = [self._intermediate(sg, f"{op.name}/intermediate_{i}", *spec)
+                                   for i, spec in enumerate(specs)]
             custom = op.attrs.get("custom_code") if op.kind == "CUSTOM" else None
             o.opcodeIndex = self._opcode(op.kind, op_version(op), custom)
             if custom:
@@ -202,6 +206,17 @@ class FlatbufferWriter:
             sg.operators.append(o)
         sg.outputs = [tensor(v) for v in fn.outputs]
         return sg
+
+    def _intermediate(self, sg, name: str, dtype: str, shape, quant: dict | None) -> int:
+        t = schema.TensorT()
+        t.name = self.names(name)
+        t.type = tensor_type(np.dtype(dtype))
+        t.shape = [int(d) for d in shape]
+        if quant is not None:
+            t.quantization = _quantization(Quantization(tuple(quant["scale"]), tuple(quant["zero_point"]),
+                                                        quant.get("axis", 0)), self._zero_points)
+        sg.tensors.append(t)
+        return len(sg.tensors) - 1
 
     def _set_options(self, o, op) -> None:
         table = options_table(op.kind)

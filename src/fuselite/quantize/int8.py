@@ -171,6 +171,30 @@ class _Int8Function:
                 o.quant = self.params(o)
             o.dtype = INT8
 
+    def integer_lstm(self, op: Op, cell_peak: float) -> None:
+        """The 8x8->16 integer LSTM: int8 input, weights (one scale each), output and output state;
+        int32 gate biases at input scale x weight scale; int16 cell state at a power-of-two scale;
+        5 intermediates, the last with the output's parameters (the kernel quantizes h with them)."""
+        x = op.inputs[0] = self.int8_input(op.inputs[0], op)
+        out = self.params(op.outputs[0])
+        for i in (*_LSTM_W, *_LSTM_R):
+            q, quant = symmetric_int8(op.inputs[i].const, None)
+            op.inputs[i] = self.fn.const(q, f"{op.inputs[i].name}_int8", quant=quant)
+        for w, i in zip(_LSTM_W, _LSTM_B):
+            scale = np.float64(x.quant.scale[0]) * np.float64(op.inputs[w].quant.scale[0])
+            q = np.clip(np.rint(np.asarray(op.inputs[i].const, np.float64) / scale), -2**31 + 1, 2**31 - 1)
+            op.inputs[i] = self.fn.const(q.astype(np.int32), f"{op.inputs[i].name}_int32",
+                                         quant=Quantization((float(np.float32(scale)),), (0,)))
+        k = cell_scale_log2(cell_peak)
+        for i, dtype, quant, zero in ((18, INT8, out, out.zero_point[0]),
+                                      (19, np.dtype(np.int16), Quantization((2.0 ** k,), (0,)), 0)):
+            fill = op.inputs[i].producer
+            fill.inputs[1] = self.fn.const(np.array(zero, dtype), "state_zero", quant=quant)
+            fill.outputs[0].dtype, fill.outputs[0].quant = dtype, quant
+        op.attrs["_intermediates"] = [("float32", (0,), None)] * 4 + [("int8", (0,), out.as_dict())]
+        op.attrs.pop("asymmetric_quantize_inputs", None)
+        op.outputs[0].dtype, op.outputs[0].quant = INT8, out
+
     def bias(self, op: Op, kernel: IntegerKernel) -> None:
         x, w = op.inputs[0], op.inputs[kernel.weight[0]]
         channels = w.const.shape[kernel.weight[1]]
@@ -191,23 +215,92 @@ class _NoRange(Exception):
     pass
 
 
+# -- the integer LSTM (UNIDIRECTIONAL_SEQUENCE_LSTM, 8x8->16) -------------------------------------------------
+# Contract: docs/kernel-contracts.md §7.2 (unidirectional_sequence_lstm.cc, lstm_eval.cc, operator_property.cc).
+_LSTM_W, _LSTM_R, _LSTM_B = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15)
+_LSTM_UNSUPPORTED = {9: "peephole", 10: "peephole", 11: "peephole", 16: "projection", 17: "projection",
+                     20: "layer norm", 21: "layer norm", 22: "layer norm", 23: "layer norm"}
+CELL_SCALE_LOG2 = (-15, -9)  # the kernel's ApplyTanh handles 2^-15..2^-9 only (anything else: silently wrong)
+
+
+def _zero_fill(v: Value | None) -> Op | None:
+    """The FILL of zeros that makes ``v`` (an LSTM state), or None."""
+    op = v.producer if v is not None else None
+    if op is None or op.kind != "FILL" or not op.inputs[1].is_const:
+        return None
+    return op if not np.any(op.inputs[1].const) else None
+
+
+def why_not_integer_lstm(fn: Function, op: Op) -> str | None:
+    """Why fuselite cannot make this LSTM integer (None: it can)."""
+    for i, what in _LSTM_UNSUPPORTED.items():
+        if i < len(op.inputs) and op.inputs[i] is not None:
+            return f"an LSTM with {what} has no integer form in fuselite yet"
+    if op.inputs[1] is None:
+        return "a CIFG LSTM has no integer form in fuselite yet"
+    if any(op.inputs[i] is None or not op.inputs[i].is_const for i in (*_LSTM_W, *_LSTM_R, *_LSTM_B)):
+        return "its weights and biases must be constants"
+    for i in (18, 19):
+        fill = _zero_fill(op.inputs[i])
+        if fill is None or fn.uses(op.inputs[i]) != [op]:
+            return "its state comes from a variable (a stateful LSTM): no integer form in fuselite yet"
+    return None
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def lstm_cell_peak(op: Op, sequences: list[np.ndarray]) -> float:
+    """max |cell state| of the float LSTM over the calibration inputs (a NumPy replay of the op)."""
+    w = [np.asarray(op.inputs[i].const, np.float64) for i in _LSTM_W]
+    r = [np.asarray(op.inputs[i].const, np.float64) for i in _LSTM_R]
+    b = [np.asarray(op.inputs[i].const, np.float64) for i in _LSTM_B]
+    clip = float(op.attrs.get("cell_clip", 0.0) or 0.0)
+    peak = 0.0
+    for x in sequences:
+        x = np.asarray(x, np.float64)
+        if not op.attrs.get("time_major", False):
+            x = x.transpose(1, 0, 2)
+        h = np.zeros((x.shape[1], r[0].shape[1]))
+        c = np.zeros((x.shape[1], w[0].shape[0]))
+        for step in x:
+            z = [step @ w[k].T + h @ r[k].T + b[k] for k in range(4)]
+            c = _sigmoid(z[1]) * c + _sigmoid(z[0]) * np.tanh(z[2])
+            if clip > 0:
+                c = np.clip(c, -clip, clip)
+            h = _sigmoid(z[3]) * np.tanh(c)
+            peak = max(peak, float(np.abs(c).max()))
+    return peak
+
+
+def cell_scale_log2(peak: float) -> int:
+    """The power-of-two int16 cell scale 2^k whose range (2^(k+15)) holds ``peak``, k in CELL_SCALE_LOG2."""
+    k = int(np.ceil(np.log2(peak))) - 15 if peak > 0 else CELL_SCALE_LOG2[0]
+    return int(np.clip(k, *CELL_SCALE_LOG2))
+
+
 def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: KeepFloat | None = None,
                   integer_only: bool = False, input_type: str = "float32", output_type: str = "float32",
-                  outputs: dict[int, int] | None = None) -> list[dict]:
+                  outputs: dict[int, int] | None = None, captured: dict[int, list] | None = None) -> list[dict]:
     """Make the signature functions integer; one report record per op (how, or why it stays float).
 
     ``ranges``: value uid -> calibrated (min, max). ``integer_only``: an op that stays float
     is an error (``TFLITE_BUILTINS_INT8`` alone). ``input_type`` / ``output_type``: the
-    model's float32, int8 or uint8 edges.
+    model's float32, int8 or uint8 edges. ``captured``: value uid -> its values per
+    calibration sample (the inputs of each LSTM, replayed for its cell-state range).
     """
     keep = keep or KeepFloat()
     records: list[dict] = []
     problems: list[str] = []
+    captured = captured or {}
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
         fn.topo_sort()
         q = _Int8Function(fn, ranges)
         counter = WeightBytes()
+        lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
+        states = {id(op.inputs[i].producer) for op in fn.ops if lstms.get(id(op), "x") is None for i in (18, 19)}
         for v in fn.inputs:
             if v.dtype == FLOAT32 and input_type in ("int8", "uint8"):
                 v.quant = q.params(v)
@@ -218,10 +311,23 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
             if not any(_is_activation(v) or (v is not None and v.quant is not None)
                        for v in (*op.inputs, *op.outputs)):
                 continue  # integer bookkeeping (shapes, ids): unchanged
+            if id(op) in states and keep.match(op) is None:
+                continue  # an integer LSTM's initial state: made integer with it
             kernel = INTEGER_KERNELS.get(op.kind)
             entry = keep.match(op)
             why = f"keep_float {entry!r}" if entry is not None else q.why_float(op, kernel)
             before = counter.before(op)
+            if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM" and entry is None:
+                why = lstms[id(op)] or (None if op.inputs[0].uid in captured else "no calibration values of its input")
+                if why is None:
+                    try:
+                        q.integer_lstm(op, lstm_cell_peak(op, captured[op.inputs[0].uid]))
+                    except _NoRange as e:
+                        why = str(e)
+                    else:
+                        _add(records, outputs, op, record(fn, op, "int8", before, counter.after(op),
+                                                          scheme="integer LSTM (8x8->16)"))
+                        continue
             if why is None:
                 try:
                     q.integer(op, kernel)

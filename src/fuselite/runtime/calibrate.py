@@ -56,10 +56,12 @@ def _feed(sample, names: list[str], details: dict, index: int) -> dict:
     return fed
 
 
-def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None = None, keep: int = 0
+def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None = None, keep: int = 0,
+                   capture: Iterable[str] = (), captured: dict[str, list] | None = None
                    ) -> tuple[list[dict], dict[str, tuple[float, float]], int]:
     """(the first ``keep`` samples as input dicts, {tensor name: (min, max)}, number of samples) over the
-    float32 tensors of ``model``'s first signature."""
+    float32 tensors of ``model``'s first signature. The values of the tensors named in ``capture``
+    are appended to ``captured[name]`` sample by sample (an op's inputs, to replay it)."""
     from fuselite.runtime import interpreter
 
     with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
@@ -74,6 +76,7 @@ def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None
     hi: dict[str, float] = {}
     count = 0
     kept: list[dict] = []
+    capture = set(capture)
     for count, sample in enumerate(_samples(dataset), start=1):
         fed = _feed(sample, names, details, count - 1)
         if len(kept) < keep:
@@ -84,6 +87,8 @@ def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None
             if value.size:
                 lo[name] = min(lo.get(name, np.inf), float(value.min()))
                 hi[name] = max(hi.get(name, -np.inf), float(value.max()))
+            if name in capture and captured is not None:
+                captured.setdefault(name, []).append(value.copy())
         if progress is not None:
             progress(count)
     if count == 0:
