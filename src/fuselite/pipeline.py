@@ -28,7 +28,7 @@ from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
-from fuselite.quantize.int8 import quantize_int8
+from fuselite.quantize.int8 import quantize_int8, split_bidirectional_lstms
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error
 
@@ -228,6 +228,8 @@ PIPELINE = [
                  "weights of ops with a hybrid kernel become int8 (FC, conv, sequence ops, embedding lookup)"),
         ], "int8 weights, float activations", when=lambda m, ctx: ctx.quantization == "dynamic"),
         Group("full-integer", [
+            Pass("split-bidirectional-lstms", lambda m, ctx: split_bidirectional_lstms(m),
+                 "a bidirectional LSTM becomes two unidirectional ones (LiteRT's integer LSTM is unidirectional)"),
             Pass("calibrate", calibrate, "run the float model on the representative dataset; record tensor ranges"),
             Pass("quantize-int8", quantize_full_int8,
                  "int8 activations and weights, int32 biases; float ops between QUANTIZE / DEQUANTIZE"),

@@ -63,6 +63,7 @@ class IntegerKernel:
     weight: tuple[int, int] | None = None  # (operand, per-channel axis) of a symmetric int8 weight
     bias: int | None = None  # operand of an int32 bias at input scale x weight scale
     needs_bias: bool = False  # the int8 kernel requires a bias operand
+    inputs_as_output: bool = False  # every input must have the output's parameters (requantized if not)
 
 
 _SAME = IntegerKernel("same")
@@ -74,11 +75,12 @@ INTEGER_KERNELS: dict[str, IntegerKernel] = {
     "SOFTMAX": IntegerKernel("fixed", fixed=(1 / 256, -128)),
     "LOGISTIC": IntegerKernel("fixed", fixed=(1 / 256, -128)),
     "TANH": IntegerKernel("fixed", fixed=(1 / 128, 0)),
+    "CONCATENATION": IntegerKernel("range", inputs_as_output=True),  # concatenation.cc: no rescaling for int8
     **{k: _RANGE for k in ("ADD", "SUB", "MUL", "MEAN", "SUM", "GELU", "HARD_SWISH", "LEAKY_RELU", "RELU", "RELU6",
                            "SQUARED_DIFFERENCE", "RSQRT", "MAXIMUM", "MINIMUM")},
     **{k: _SAME for k in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "MAX_POOL_2D", "AVERAGE_POOL_2D", "TRANSPOSE",
                           "STRIDED_SLICE", "SLICE", "GATHER", "PAD", "SPLIT", "SPLIT_V", "UNPACK", "TILE",
-                          "BROADCAST_TO", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR")},
+                          "BROADCAST_TO", "REVERSE_V2", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR")},
 }
 
 
@@ -170,13 +172,26 @@ class _Int8Function:
             else:
                 o.quant = self.params(o)
             o.dtype = INT8
+        if kernel.inputs_as_output:  # the union of what the inputs can hold: concatenating clips nothing
+            ins = [v.quant for v in op.inputs if v is not None and v.dtype == INT8]
+            target = activation_params(min(q.scale[0] * (-128 - q.zero_point[0]) for q in ins),
+                                       max(q.scale[0] * (127 - q.zero_point[0]) for q in ins))
+            op.outputs[0].quant = target
+            for i, v in enumerate(op.inputs):
+                if v is not None and v.dtype == INT8 and v.quant != target:
+                    r = self.fn.make_op("tfl.QUANTIZE", [v], [(INT8, v.shape)], name=f"{v.name}_requantize")
+                    r.outputs[0].quant = target
+                    self.fn.ops.insert(self.fn.ops.index(op), r)
+                    op.inputs[i] = r.outputs[0]
 
     def integer_lstm(self, op: Op, cell_peak: float) -> None:
         """The 8x8->16 integer LSTM: int8 input, weights (one scale each), output and output state;
         int32 gate biases at input scale x weight scale; int16 cell state at a power-of-two scale;
         5 intermediates, the last with the output's parameters (the kernel quantizes h with them)."""
         x = op.inputs[0] = self.int8_input(op.inputs[0], op)
-        out = self.params(op.outputs[0])
+        lo, hi = self.ranges[op.outputs[0].uid] if op.outputs[0].uid in self.ranges else (-1.0, 1.0)
+        margin = OUTPUT_MARGIN * (hi - lo)  # h = o * tanh(c) is in (-1, 1): room up to that, not beyond
+        out = activation_params(max(lo - margin, -1.0), min(hi + margin, 1.0))
         for i in (*_LSTM_W, *_LSTM_R):
             q, quant = symmetric_int8(op.inputs[i].const, None)
             op.inputs[i] = self.fn.const(q, f"{op.inputs[i].name}_int8", quant=quant)
@@ -221,6 +236,50 @@ _LSTM_W, _LSTM_R, _LSTM_B = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15)
 _LSTM_UNSUPPORTED = {9: "peephole", 10: "peephole", 11: "peephole", 16: "projection", 17: "projection",
                      20: "layer norm", 21: "layer norm", 22: "layer norm", 23: "layer norm"}
 CELL_SCALE_LOG2 = (-15, -9)  # the kernel's ApplyTanh handles 2^-15..2^-9 only (anything else: silently wrong)
+
+
+def split_bidirectional_lstms(module: Module) -> int:
+    """Each ``BIDIRECTIONAL_SEQUENCE_LSTM`` -> two ``UNIDIRECTIONAL_SEQUENCE_LSTM`` (the backward one on the
+    time-reversed input, its output reversed back) and a ``CONCATENATION`` when merged.
+
+    LiteRT's bidirectional kernel has no integer form (its input must be float32,
+    ``bidirectional_sequence_lstm.cc``); the unidirectional one has. Exact in float: the
+    calibration runs on this form. Ops with auxiliary inputs are left as they are.
+    """
+    count = 0
+    for fn in module.functions.values():
+        for op in [op for op in fn.ops if op.kind == "BIDIRECTIONAL_SEQUENCE_LSTM"]:
+            if any(i < len(op.inputs) and op.inputs[i] is not None for i in range(39, 48)):
+                continue
+            x = op.inputs[0]
+            tm = bool(op.attrs.get("time_major", False))
+            axis = fn.const(np.array([0 if tm else 1], np.int32), "time_axis")
+            opts = {k: op.attrs[k] for k in ("fused_activation_function", "cell_clip", "proj_clip", "time_major")
+                    if k in op.attrs}
+            rx = fn.make_op("tfl.REVERSE_V2", [x, axis], [(FLOAT32, x.shape)], name=f"{op.name}/reversed_input",
+                            location=op.location)
+            new, outs = [rx], []
+            for d, (seq, first, states) in enumerate(((x, 1, (35, 36)), (rx.outputs[0], 18, (37, 38)))):
+                units = op.inputs[first + 4].shape[1]  # recurrent_to_input weights: [n_cell, n_output]
+                shape = (*seq.shape[:2], units)
+                ins = [seq, *op.inputs[first:first + 17], *(op.inputs[i] for i in states), None, None, None, None]
+                lstm = fn.make_op("tfl.UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [(FLOAT32, shape)], dict(opts),
+                                  name=f"{op.name}/{'forward' if d == 0 else 'backward'}", location=op.location)
+                new.append(lstm)
+                outs.append(lstm.outputs[0])
+            back = fn.make_op("tfl.REVERSE_V2", [outs[1], axis], [(FLOAT32, outs[1].shape)],
+                              name=f"{op.name}/backward_in_time", location=op.location)
+            new.append(back)
+            outs[1] = back.outputs[0]
+            if op.attrs.get("merge_outputs", False):
+                cat = fn.make_op("tfl.CONCATENATION", outs, [(FLOAT32, op.outputs[0].shape)],
+                                 {"axis": 2, "fused_activation_function": "NONE"}, name=f"{op.name}/concat",
+                                 location=op.location)
+                new.append(cat)
+                outs = [cat.outputs[0]]
+            fn.replace_op(op, new, outs)
+            count += 1
+    return count
 
 
 def _zero_fill(v: Value | None) -> Op | None:
@@ -274,9 +333,14 @@ def lstm_cell_peak(op: Op, sequences: list[np.ndarray]) -> float:
     return peak
 
 
+OUTPUT_MARGIN = 0.1  # of the calibrated output range, each side: the output (and state) clips beyond it
+CELL_HEADROOM = 1.5  # inputs beyond the calibration data drive the cell further; int16 has bits to spare
+
+
 def cell_scale_log2(peak: float) -> int:
-    """The power-of-two int16 cell scale 2^k whose range (2^(k+15)) holds ``peak``, k in CELL_SCALE_LOG2."""
-    k = int(np.ceil(np.log2(peak))) - 15 if peak > 0 else CELL_SCALE_LOG2[0]
+    """The power-of-two int16 cell scale 2^k whose range (2^(k+15)) holds ``CELL_HEADROOM * peak``, k in
+    CELL_SCALE_LOG2 (a saturated cell state is a large error; one bit less of an int16 is a small one)."""
+    k = int(np.ceil(np.log2(peak * CELL_HEADROOM))) - 15 if peak > 0 else CELL_SCALE_LOG2[0]
     return int(np.clip(k, *CELL_SCALE_LOG2))
 
 
