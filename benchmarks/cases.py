@@ -60,14 +60,15 @@ def convert_fuselite(model) -> tuple[bytes, dict[str, float]]:
     return data, dict(conv.report.stage_seconds)
 
 
-def convert_tf(model, configure=None) -> tuple[bytes, dict[str, float]]:
+def convert_tf(model, configure=None, route: str | None = None) -> tuple[bytes, dict[str, float]]:
     """One conversion with the official converter (see TF_ROUTE_NOTE).
 
     In TF 2.21 ``from_keras_model`` fails on Keras 3 RNNs (their TensorLists have a
     dynamic batch). The documented way out is a concrete function with a fixed batch,
     which the official converter turns into WHILE loops: that is what recurrent rows
     compare against (batch 1, as fuselite's conversion). ``configure(converter)`` sets
-    options (quantization) on each converter tried.
+    options (quantization) on each converter tried. ``route`` ("keras" or "concrete") tries
+    only that one (a crash cannot fall back within one process).
     """
     import tensorflow as tf
 
@@ -78,12 +79,17 @@ def convert_tf(model, configure=None) -> tuple[bytes, dict[str, float]]:
             configure(conv)
         return conv.convert()
 
-    if model.name in RNN_BUILDERS:
+    def concrete() -> bytes:
+        specs = [tf.TensorSpec([1, *t.shape[1:]], t.dtype) for t in model.inputs]
+        cf = tf.function(lambda *xs: model(xs[0] if len(xs) == 1 else list(xs), training=False)
+                         ).get_concrete_function(*specs)
+        return convert(tf.lite.TFLiteConverter.from_concrete_functions([cf]))
+
+    if route == "concrete":
+        return concrete(), {}
+    if model.name in RNN_BUILDERS and route is None:
         try:
             return convert(tf.lite.TFLiteConverter.from_keras_model(model)), {}
         except Exception:
-            specs = [tf.TensorSpec([1, *t.shape[1:]], t.dtype) for t in model.inputs]
-            cf = tf.function(lambda *xs: model(xs[0] if len(xs) == 1 else list(xs), training=False)
-                             ).get_concrete_function(*specs)
-            return convert(tf.lite.TFLiteConverter.from_concrete_functions([cf])), {}
+            return concrete(), {}
     return convert(tf.lite.TFLiteConverter.from_keras_model(model)), {}

@@ -93,29 +93,43 @@ def _fuselite(model, mode: str | None, flavour: str) -> tuple[bytes, dict]:
 def _official(model, mode: str | None, flavour: str) -> tuple[bytes, dict]:
     if mode != "int8":
         return convert_tf(model, (lambda c: configure(c, mode, model)) if mode else None)[0], {}
-    # TF 2.21's int8 calibrator can crash the process (SIGSEGV in calibrator.py on Keras 3 RNNs): a child does it
+    # TF 2.21's int8 calibrator can crash the process (SIGSEGV in calibrator.py on Keras 3 RNNs): a child does it,
+    # from_keras_model first and, for a recurrent model, a batch-1 concrete function if that fails
     import subprocess
     import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "model.tflite")
-        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", flavour, model.name, out],
-                               capture_output=True, text=True, timeout=900)
-        if child.returncode != 0:
+    from fuselite.testing.models import RNN_BUILDERS
+
+    errors = []
+    for route in ("keras", "concrete") if name_of(model) in RNN_BUILDERS else ("keras",):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "model.tflite")
+            child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", flavour, name_of(model),
+                                    route, out], capture_output=True, text=True, timeout=900)
+            if child.returncode == 0:
+                with open(out, "rb") as f:
+                    return f.read(), {}
             how = f"crashed (signal {-child.returncode})" if child.returncode < 0 else "failed"
-            tail = (child.stderr.strip().splitlines() or [""])[-1][:200]
-            raise RuntimeError(f"official converter {how}: {tail}")
-        with open(out, "rb") as f:
-            return f.read(), {}
+            lines = [ln for ln in child.stderr.strip().splitlines() if ln and not ln.startswith(("I0000", "W0000"))]
+            errors.append(f"{route}: {how}{': ' + lines[-1][:160] if lines else ''}")
+    raise RuntimeError("official converter: " + "; ".join(errors))
 
 
-def _child(flavour: str, name: str, out: str) -> int:
-    """The official int8 conversion of one model, alone in this process."""
+def name_of(model) -> str:
+    """The reference model's name in fuselite.testing.models (MobileNetV2 names itself otherwise)."""
+    from fuselite.testing import models as zoo
+
+    return next((k for k in (*zoo.BUILDERS, *zoo.RNN_BUILDERS) if k == model.name or
+                 (k == "mobilenet_v2" and model.name.startswith("mobilenetv2"))), model.name)
+
+
+def _child(flavour: str, name: str, route: str, out: str) -> int:
+    """The official int8 conversion of one model by one route, alone in this process."""
     from fuselite.testing import models as zoo
 
     model = zoo.build(name, keras_module(flavour))
     with quiet():
-        data = convert_tf(model, lambda c: configure(c, "int8", model))[0]
+        data = convert_tf(model, lambda c: configure(c, "int8", model), route)[0]
     with open(out, "wb") as f:
         f.write(data)
     return 0
@@ -225,7 +239,7 @@ def main(argv=None) -> int:
     p.add_argument("--samples", type=int, default=20, help="held-out inputs for the error (default 20)")
     p.add_argument("--latency-seconds", type=float, default=1.0, help="timed invokes per model and mode")
     p.add_argument("--out", help="write the Markdown report here (atomically); default: stdout")
-    p.add_argument("--child", nargs=3, metavar=("FLAVOUR", "MODEL", "OUT"), help=argparse.SUPPRESS)
+    p.add_argument("--child", nargs=4, metavar=("FLAVOUR", "MODEL", "ROUTE", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return _child(*args.child)

@@ -474,3 +474,44 @@ def test_int8_calibration_data_must_fit_the_inputs(built_models):
         _int8(model, [[np.zeros((1, 7), np.float32)]])
     with pytest.raises(fuselite.ConversionError, match="gave no samples"):
         _int8(model, [])
+
+
+_TFLM_RUN = """
+import sys
+import numpy as np
+from tflite_micro.python.tflite_micro import runtime
+data = open(sys.argv[1], "rb").read()
+x = np.load(sys.argv[2])["x"]
+interp = runtime.Interpreter.from_bytes(data)
+outs = []
+for sample in x:
+    interp.set_input(sample, 0)
+    interp.invoke()
+    outs.append(interp.get_output(0).copy())
+np.save(sys.argv[3], np.stack(outs))
+"""
+
+
+def test_int8_cnn_runs_on_tflite_micro_as_on_litert(built_models, tmp_path):
+    """TFLite Micro's interpreter (a subprocess: a native runtime may crash) gives LiteRT's outputs within one step."""
+    model, _, _ = built_models("keras3", "cnn")
+    conv, data = _int8(model, [zoo.sample_inputs(model, seed=200 + i) for i in range(20)])
+    from fuselite.runtime import interpreter
+
+    lit = interpreter(data)
+    d = lit.get_input_details()[0]
+    scale, zp = d["quantization"]
+    xs = np.stack([np.clip(np.rint(zoo.sample_inputs(model, seed=i)[0] / scale) + zp, -128, 127).astype(np.int8)
+                   for i in range(3)])
+    want = []
+    for x in xs:
+        lit.set_tensor(d["index"], x)
+        lit.invoke()
+        want.append(lit.get_tensor(lit.get_output_details()[0]["index"]).copy())
+    (tmp_path / "m.tflite").write_bytes(data)
+    np.savez(tmp_path / "x.npz", x=xs)
+    out = subprocess.run([sys.executable, "-c", _TFLM_RUN, str(tmp_path / "m.tflite"), str(tmp_path / "x.npz"),
+                          str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = np.load(tmp_path / "y.npy")
+    assert got.dtype == np.int8 and np.abs(got.astype(int) - np.stack(want).astype(int)).max() <= 1

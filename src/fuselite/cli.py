@@ -135,7 +135,8 @@ def main(argv=None) -> int:
     c.add_argument("--verify-ir", action="store_true", help="check the IR's invariants after every pass")
     c.add_argument("--quantize", choices=["float16", "dynamic", "int8", "int16x8"],
                    help="quantize as tf.lite.TFLiteConverter's options would: float16 weights, dynamic (int8 "
-                        "weights, float activations); int8 / int16x8 say they are not implemented yet")
+                        "weights, float activations), int8 (full integer, needs --calibration-data); int16x8 says "
+                        "it is not implemented yet")
     c.add_argument("--keep-float", action="append", metavar="OP",
                    help="keep this op in float when quantizing: an op kind (FULLY_CONNECTED), a node name or a "
                         "name scope as the report lists them; repeatable")
