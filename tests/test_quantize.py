@@ -492,9 +492,10 @@ np.save(sys.argv[3], np.stack(outs))
 """
 
 
-def test_int8_cnn_runs_on_tflite_micro_as_on_litert(built_models, tmp_path):
-    """TFLite Micro's interpreter (a subprocess: a native runtime may crash) gives LiteRT's outputs within one step."""
-    model, _, _ = built_models("keras3", "cnn")
+@pytest.mark.parametrize("name", ["cnn", "lstm_64", "bidirectional_lstm"])
+def test_int8_models_run_on_tflite_micro_as_on_litert(built_models, tmp_path, name):
+    """TFLite Micro's interpreter (a subprocess: a native runtime may crash) gives LiteRT's int8 outputs."""
+    model, _, _ = built_models("keras3", name)
     conv, data = _int8(model, [zoo.sample_inputs(model, seed=200 + i) for i in range(20)])
     from fuselite.runtime import interpreter
 
@@ -514,4 +515,7 @@ def test_int8_cnn_runs_on_tflite_micro_as_on_litert(built_models, tmp_path):
                           str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     got = np.load(tmp_path / "y.npy")
-    assert got.dtype == np.int8 and np.abs(got.astype(int) - np.stack(want).astype(int)).max() <= 1
+    diff = np.abs(got.astype(int) - np.stack(want).astype(int))
+    # The two runtimes' integer kernels round some products differently (TFLM's LSTM is its own code); a recurrence
+    # carries a one-step difference on, so a Bidirectional LSTM's output differs by up to 2 steps (measured).
+    assert got.dtype == np.int8 and diff.max() <= (2 if "lstm" in name else 1)

@@ -201,11 +201,16 @@ class _Int8Function:
             op.inputs[i] = self.fn.const(q.astype(np.int32), f"{op.inputs[i].name}_int32",
                                          quant=Quantization((float(np.float32(scale)),), (0,)))
         k = cell_scale_log2(cell_peak)
-        for i, dtype, quant, zero in ((18, INT8, out, out.zero_point[0]),
-                                      (19, np.dtype(np.int16), Quantization((2.0 ** k,), (0,)), 0)):
+        for i, dtype, quant in ((18, INT8, out), (19, np.dtype(np.int16), Quantization((2.0 ** k,), (0,)))):
+            # The zero state, written afresh on every invoke: a QUANTIZE (to the same parameters) of a constant.
+            # Not an integer FILL: TFLite Micro's FILL takes a float32 value only.
             fill = op.inputs[i].producer
-            fill.inputs[1] = self.fn.const(np.array(zero, dtype), "state_zero", quant=quant)
-            fill.outputs[0].dtype, fill.outputs[0].quant = dtype, quant
+            zeros = self.fn.const(np.full(op.inputs[i].shape, quant.zero_point[0], dtype), "zero_state", quant=quant)
+            state = self.fn.make_op("tfl.QUANTIZE", [zeros], [(dtype, zeros.shape)], name=f"{op.name}/state_{i}")
+            state.outputs[0].quant = quant
+            state.outputs[0].meta["is_variable"] = True
+            self.fn.ops[self.fn.ops.index(fill)] = state
+            op.inputs[i] = state.outputs[0]
         op.attrs["_intermediates"] = [("float32", (0,), None)] * 4 + [("int8", (0,), out.as_dict())]
         op.attrs.pop("asymmetric_quantize_inputs", None)
         op.outputs[0].dtype, op.outputs[0].quant = INT8, out
