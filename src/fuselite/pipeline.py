@@ -97,7 +97,11 @@ def _quantize_weights(module, ctx, mode: str, quantize) -> int:
     ctx.float_names = {}
     ctx.float_output = _ordered_flatbuffer(module, ctx.float_names)  # the reference the error is measured against
     outputs = {}  # record index -> the uid of its op's first output (for the per-op error)
-    records = quantize(module, KeepFloat(ctx.keep_float), outputs)
+    return _record_quantization(ctx, mode, quantize(module, KeepFloat(ctx.keep_float), outputs), outputs)
+
+
+def _record_quantization(ctx, mode: str, records: list[dict], outputs: dict[int, int]) -> int:
+    """The report's quantization section from a quantizer's per-op records; how many ops were quantized."""
     ctx.quantized_outputs = outputs
     ctx.report.quantization = {
         "mode": mode, "ops": records,
@@ -133,12 +137,7 @@ def quantize_full_int8(module, ctx) -> int:
     outputs: dict[int, int] = {}
     records = quantize_int8(module, ctx.ranges, KeepFloat(ctx.keep_float), ctx.integer_only,
                             ctx.inference_input_type, ctx.inference_output_type, outputs, ctx.captured)
-    ctx.quantized_outputs = outputs
-    ctx.report.quantization = {
-        "mode": "int8", "ops": records,
-        "weight_bytes_before": sum(r["weight_bytes_before"] for r in records),
-        "weight_bytes_after": sum(r["weight_bytes_after"] for r in records)}
-    return sum(r["mode"] != "float" for r in records)
+    return _record_quantization(ctx, "int8", records, outputs)
 
 
 ERROR_SAMPLES = 8  # calibration samples the quantization error is measured on
