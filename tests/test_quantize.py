@@ -389,7 +389,8 @@ def _int8_error(data: bytes, model, samples, absolute: bool = False) -> float:
         for d, x in zip(interp.get_input_details(), xs):
             scale, zp = d["quantization"]
             if scale and np.dtype(d["dtype"]).kind in "iu":
-                x = np.clip(np.rint(x / scale) + zp, -128, 127).astype(d["dtype"])
+                info = np.iinfo(d["dtype"])
+                x = np.clip(np.rint(x / scale) + zp, info.min, info.max).astype(d["dtype"])
             interp.set_tensor(d["index"], x.astype(d["dtype"]))
         interp.invoke()
         out = interp.get_output_details()[0]
@@ -466,6 +467,17 @@ def test_int8_ops_without_an_integer_form_fall_back_or_are_listed(built_models):
                        keep_float=["UNIDIRECTIONAL_SEQUENCE_LSTM"])
     kept = [r for r in conv.report.quantization["ops"] if r["kind"] == "UNIDIRECTIONAL_SEQUENCE_LSTM"]
     assert kept[0]["mode"] == "float" and "keep_float" in kept[0]["reason"]
+
+
+def test_int8_with_uint8_inputs_and_outputs(built_models):
+    model, _, _ = built_models("keras3", "cnn")
+    conv, data = _int8(model, [zoo.sample_inputs(model, seed=200 + i) for i in range(20)], io=tf.uint8)
+    from fuselite.runtime import interpreter
+
+    interp = interpreter(data)
+    assert interp.get_input_details()[0]["dtype"] == interp.get_output_details()[0]["dtype"] == np.uint8
+    held_out = [zoo.sample_inputs(model, seed=100 + i) for i in range(5)]
+    assert _int8_error(data, model, held_out) <= INT8_RELATIVE_TOLERANCE
 
 
 def test_int8_calibration_data_must_fit_the_inputs(built_models):
