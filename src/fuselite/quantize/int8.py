@@ -40,18 +40,23 @@ class NotIntegerError(ConversionError):
     """Ops that cannot be made integer while the options ask for integer only."""
 
 
-def activation_params(lo: float, hi: float, dtype=INT8) -> Quantization:
-    """Asymmetric int8 (or uint8) parameters for values in [lo, hi] (widened to hold 0, as the spec says)."""
+def activation_params(lo: float, hi: float) -> Quantization:
+    """Asymmetric int8 parameters for values in [lo, hi] (widened to hold 0, as the spec says)."""
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
-    qmin, qmax = (-128, 127) if np.dtype(dtype) == INT8 else (0, 255)
-    scale = (hi - lo) / (qmax - qmin) if hi > lo else 1.0
-    zero_point = int(np.clip(round(qmin - lo / scale), qmin, qmax))
+    scale = (hi - lo) / 255 if hi > lo else 1.0
+    zero_point = int(np.clip(round(-128 - lo / scale), -128, 127))
     return Quantization((float(np.float32(scale)),), (zero_point,))
 
 
-def quantize_values(x: np.ndarray, q: Quantization, dtype=INT8) -> np.ndarray:
-    info = np.iinfo(dtype)
-    return np.clip(np.rint(np.asarray(x, np.float64) / q.scale[0]) + q.zero_point[0], info.min, info.max).astype(dtype)
+def quantize_values(x: np.ndarray, q: Quantization) -> np.ndarray:
+    """Real values as int8 with per-tensor parameters ``q``."""
+    return np.clip(np.rint(np.asarray(x, np.float64) / q.scale[0]) + q.zero_point[0], -128, 127).astype(INT8)
+
+
+def int32_bias(values: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """A bias as int32 at ``scales`` (input scale x weight scale), zero point 0."""
+    q = np.rint(np.asarray(values, np.float64) / np.asarray(scales, np.float64))
+    return np.clip(q, -2**31 + 1, 2**31 - 1).astype(np.int32)
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ def _is_activation(v: Value | None) -> bool:
 
 
 class _Int8Function:
-    """Quantizes one function: decides each value's parameters in op order, then places the conversions."""
+    """Quantizes one function in op order: each value's parameters, and a conversion where int8 meets float."""
 
     def __init__(self, fn: Function, ranges: dict[int, tuple[float, float]]):
         self.fn = fn
@@ -145,6 +150,11 @@ class _Int8Function:
         return self.fn.const(quantize_values(v.const, q), f"{v.name}_int8", quant=q)
 
     def integer(self, op: Op, kernel: IntegerKernel) -> None:
+        """Make ``op`` integer; raises _NoRange (and changes nothing) when it cannot be."""
+        if not any(v is not None and (_is_activation(v) or v.dtype == INT8 or v.quant is not None
+                                      or (v.is_const and v.const.dtype == FLOAT32)) for v in op.inputs):
+            raise _NoRange(f"{op.kind} has no operand to quantize")
+        ranged = {o.uid: self.params(o) for o in op.outputs if kernel.output == "range" and o.dtype == FLOAT32}
         for i, v in enumerate(op.inputs):
             if v is None:
                 continue
@@ -159,9 +169,7 @@ class _Int8Function:
                 op.inputs[i] = self.int8_input(v, op)
         if kernel.bias is not None:
             self.bias(op, kernel)
-        first = next((v for v in op.inputs if v is not None and v.dtype == INT8), None)
-        if first is None:
-            raise _NoRange(f"{op.kind} has no int8 operand")
+        first = next(v for v in op.inputs if v is not None and v.dtype == INT8)
         for o in op.outputs:
             if o.dtype != FLOAT32:
                 continue
@@ -170,7 +178,7 @@ class _Int8Function:
             elif kernel.output == "fixed":
                 o.quant = Quantization((float(np.float32(kernel.fixed[0])),), (kernel.fixed[1],))
             else:
-                o.quant = self.params(o)
+                o.quant = ranged[o.uid]
             o.dtype = INT8
         if kernel.inputs_as_output:  # the union of what the inputs can hold: concatenating clips nothing
             ins = [v.quant for v in op.inputs if v is not None and v.dtype == INT8]
@@ -197,8 +205,7 @@ class _Int8Function:
             op.inputs[i] = self.fn.const(q, f"{op.inputs[i].name}_int8", quant=quant)
         for w, i in zip(_LSTM_W, _LSTM_B):
             scale = np.float64(x.quant.scale[0]) * np.float64(op.inputs[w].quant.scale[0])
-            q = np.clip(np.rint(np.asarray(op.inputs[i].const, np.float64) / scale), -2**31 + 1, 2**31 - 1)
-            op.inputs[i] = self.fn.const(q.astype(np.int32), f"{op.inputs[i].name}_int32",
+            op.inputs[i] = self.fn.const(int32_bias(op.inputs[i].const, scale), f"{op.inputs[i].name}_int32",
                                          quant=Quantization((float(np.float32(scale)),), (0,)))
         k = cell_scale_log2(cell_peak)
         for i, dtype, quant in ((18, INT8, out), (19, np.dtype(np.int16), Quantization((2.0 ** k,), (0,)))):
@@ -223,7 +230,7 @@ class _Int8Function:
             return
         values = np.zeros(channels, np.float64) if b is None else np.asarray(b.const, np.float64)
         scales = np.float64(x.quant.scale[0]) * np.asarray(w.quant.scale, np.float64)
-        q = np.clip(np.rint(values / scales), -2**31 + 1, 2**31 - 1).astype(np.int32)
+        q = int32_bias(values, scales)
         quant = Quantization(tuple(float(np.float32(s)) for s in scales), (0,) * channels, 0)
         bias = self.fn.const(q, f"{b.name if b is not None else op.name}_bias_int32", quant=quant)
         while len(op.inputs) <= kernel.bias:
