@@ -26,6 +26,7 @@ from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
+from fuselite.passes.unroll_rnn import unroll_sequence_rnns
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
 from fuselite.quantize.int8 import quantize_int8, split_bidirectional_lstms
@@ -118,6 +119,11 @@ def quantize_int8_weights(module, ctx) -> int:
     return _quantize_weights(module, ctx, "dynamic", quantize_dynamic)
 
 
+def unroll_rnns(module, ctx) -> int:
+    keep = KeepFloat(ctx.keep_float)
+    return unroll_sequence_rnns(module, skip=lambda op: keep.match(op) is not None)
+
+
 def calibrate(module, ctx) -> int:
     """Run the float model on the representative dataset; keep every float tensor's range (by value)."""
     ctx.float_names = {}
@@ -136,7 +142,8 @@ def calibrate(module, ctx) -> int:
 def quantize_full_int8(module, ctx) -> int:
     outputs: dict[int, int] = {}
     records = quantize_int8(module, ctx.ranges, KeepFloat(ctx.keep_float), ctx.integer_only,
-                            ctx.inference_input_type, ctx.inference_output_type, outputs, ctx.captured)
+                            ctx.inference_input_type, ctx.inference_output_type, outputs, ctx.captured,
+                            wide=lambda op: bool(op.attrs.get("_recurrent_cell")))
     return _record_quantization(ctx, "int8", records, outputs)
 
 
@@ -229,6 +236,9 @@ PIPELINE = [
         Group("full-integer", [
             Pass("split-bidirectional-lstms", lambda m, ctx: split_bidirectional_lstms(m),
                  "a bidirectional LSTM becomes two unidirectional ones (LiteRT's integer LSTM is unidirectional)"),
+            Pass("unroll-sequence-rnns", unroll_rnns,
+                 "SimpleRNN sequence ops become FULLY_CONNECTED / ADD / TANH steps (no integer RNN kernel)"),
+            DCE,
             Pass("calibrate", calibrate, "run the float model on the representative dataset; record tensor ranges"),
             Pass("quantize-int8", quantize_full_int8,
                  "int8 activations and weights, int32 biases; float ops between QUANTIZE / DEQUANTIZE"),

@@ -72,6 +72,7 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
         outs = unrolled_gru(c, x, k, rk, b[0], b[1], None, batch=1)
         last = outs[-1]
     """
+    first = len(c.ops)
     units = recurrent_kernel.shape[0]
     steps = x.shape[0 if time_major else 1]
     w = gru_fully_connected_weights(kernel, recurrent_kernel, bias_in, bias_rec)
@@ -111,6 +112,8 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
         prev = h if h is not None else np.zeros(gate1, np.float32)
         h = _binary(c, "ADD", cand, _binary(c, "MUL", z, _binary(c, "SUB", prev, cand, gate1), gate1), gate1)
         outs.append(h)
+    for op in c.ops[first:]:
+        op.attrs["_recurrent_cell"] = True  # quantizers may give the cell wider (int16) steps
     return outs
 
 

@@ -22,6 +22,7 @@ a conversion error listing every such op.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ from fuselite.quantize.select import add_record as _add
 
 FLOAT32 = np.dtype(np.float32)
 INT8 = np.dtype(np.int8)
+INT16 = np.dtype(np.int16)
 
 
 class NotIntegerError(ConversionError):
@@ -48,15 +50,39 @@ def activation_params(lo: float, hi: float) -> Quantization:
     return Quantization((float(np.float32(scale)),), (zero_point,))
 
 
-def quantize_values(x: np.ndarray, q: Quantization) -> np.ndarray:
-    """Real values as int8 with per-tensor parameters ``q``."""
-    return np.clip(np.rint(np.asarray(x, np.float64) / q.scale[0]) + q.zero_point[0], -128, 127).astype(INT8)
+def int16_params(lo: float, hi: float) -> Quantization:
+    """Symmetric int16 parameters (zero point 0, as every 16x8 kernel requires) for values in [lo, hi]."""
+    peak = max(abs(float(lo)), abs(float(hi)))
+    # All zeros: the scale of a [-1, 1] range. A large one would break the kernels that rescale to twice
+    # the larger input scale (int16 ADD / SUB need that below 2^15 x their output scale).
+    return Quantization((float(np.float32((peak if peak > 0 else 1.0) / 32767)),), (0,))
 
 
-def int32_bias(values: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """A bias as int32 at ``scales`` (input scale x weight scale), zero point 0."""
+INT16_HEADROOM = 2.0  # int16 ranges are calibrated ranges x this: inputs beyond the calibration data do not
+# clip (one of 15 bits: steps stay ~1e-4 of the range, while a clipped state is a large error)
+
+
+def params_for(dtype: np.dtype, lo: float, hi: float, headroom: float = 1.0) -> Quantization:
+    return int16_params(lo * headroom, hi * headroom) if dtype == INT16 else activation_params(lo, hi)
+
+
+def represented(q: Quantization, dtype: np.dtype) -> tuple[float, float]:
+    """The reals an integer tensor with parameters ``q`` can hold."""
+    info = np.iinfo(dtype)
+    return q.scale[0] * (info.min - q.zero_point[0]), q.scale[0] * (info.max - q.zero_point[0])
+
+
+def quantize_values(x: np.ndarray, q: Quantization, dtype: np.dtype = INT8) -> np.ndarray:
+    """Real values as ``dtype`` (int8 or int16) with per-tensor parameters ``q``."""
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(np.asarray(x, np.float64) / q.scale[0]) + q.zero_point[0], info.min, info.max).astype(dtype)
+
+
+def int32_bias(values: np.ndarray, scales: np.ndarray, dtype=np.int32) -> np.ndarray:
+    """A bias as int32 (int64 for a 16x8 kernel) at ``scales`` (input scale x weight scale), zero point 0."""
     q = np.rint(np.asarray(values, np.float64) / np.asarray(scales, np.float64))
-    return np.clip(q, -2**31 + 1, 2**31 - 1).astype(np.int32)
+    info = np.iinfo(dtype)
+    return np.clip(q, info.min + 1, info.max).astype(dtype)
 
 
 @dataclass(frozen=True)
@@ -64,7 +90,7 @@ class IntegerKernel:
     """How one op kind runs on int8 (read from its LiteRT kernel)."""
 
     output: str  # "range" (calibrated), "same" (the first input's params) or "fixed"
-    fixed: tuple[float, int] | None = None  # (scale, zero point) when output == "fixed"
+    fixed: tuple[float, int] | None = None  # (scale, zero point) of an int8 output when output == "fixed"
     weight: tuple[int, int] | None = None  # (operand, per-channel axis) of a symmetric int8 weight
     bias: int | None = None  # operand of an int32 bias at input scale x weight scale
     needs_bias: bool = False  # the int8 kernel requires a bias operand
@@ -81,6 +107,7 @@ INTEGER_KERNELS: dict[str, IntegerKernel] = {
     "LOGISTIC": IntegerKernel("fixed", fixed=(1 / 256, -128)),
     "TANH": IntegerKernel("fixed", fixed=(1 / 128, 0)),
     "CONCATENATION": IntegerKernel("range", inputs_as_output=True),  # concatenation.cc: no rescaling for int8
+    "PACK": IntegerKernel("range", inputs_as_output=True),  # pack.cc: inputs and output must share parameters
     **{k: _RANGE for k in ("ADD", "SUB", "MUL", "MEAN", "SUM", "GELU", "HARD_SWISH", "LEAKY_RELU", "RELU", "RELU6",
                            "SQUARED_DIFFERENCE", "RSQRT", "MAXIMUM", "MINIMUM")},
     **{k: _SAME for k in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "MAX_POOL_2D", "AVERAGE_POOL_2D", "TRANSPOSE",
@@ -89,23 +116,74 @@ INTEGER_KERNELS: dict[str, IntegerKernel] = {
 }
 
 
+# Past these inputs the integer output of the function is within half a step of its limit (int8 tanh at
+# 1/128: atanh(1 - 1/256); logistic at 1/256: ln(511); int16 at 1/32768): a wider input range only
+# coarsens the input's steps.
+SATURATES = {("TANH", "int8"): float(np.arctanh(1 - 1 / 256)), ("LOGISTIC", "int8"): float(np.log(511)),
+             ("TANH", "int16"): float(np.arctanh(1 - 1 / 65536)), ("LOGISTIC", "int16"): float(np.log(65535))}
+
+
+def _saturated_ranges(fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int]) -> None:
+    """Narrow the range of each value read only by TANH / LOGISTIC ops to where they saturate."""
+    for op in fn.ops:
+        for v in op.outputs:
+            users = fn.uses(v)
+            if v.uid not in ranges or not users or fn.is_output(v) or \
+                    any(u.kind not in ("TANH", "LOGISTIC") for u in users):
+                continue
+            limit = max(SATURATES[u.kind, "int16" if u.outputs[0].uid in wide else "int8"] for u in users)
+            lo, hi = ranges[v.uid]
+            ranges[v.uid] = (max(lo, -limit), min(hi, limit))
+
+
+# Kinds whose LiteRT and TFLite Micro kernels take int16 activations (zero point 0) with int8 weights and
+# int64 biases (the 16x8 scheme); read in each kernel's Prepare (docs/kernel-contracts.md §7.3). A fixed
+# int8 output scale becomes 1/32768 (zero point 0) in int16.
+INT16_KINDS = frozenset({
+    "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX",
+    "CONCATENATION", "PACK", "UNPACK", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SPLIT", "SPLIT_V", "STRIDED_SLICE",
+    "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "PAD", "GATHER", "REVERSE_V2", "TRANSPOSE"})
+FIXED_INT16 = (1 / 32768, 0)
+
+
+def _wide_values(fn: Function, wide: Callable[[Op], bool]) -> set[int]:
+    """The float values to become int16: the outputs of the ``wide`` ops, and of the pass-through ops
+    (reshapes, slices) whose readers are all wide (so that a float input is quantized once, to int16)."""
+    out = {o.uid for op in fn.ops if wide(op) for o in op.outputs if o.dtype == FLOAT32}
+    for op in reversed(fn.ops):
+        kernel = INTEGER_KERNELS.get(op.kind)
+        if kernel is None or kernel.output != "same" or op.kind not in INT16_KINDS:
+            continue
+        for o in op.outputs:
+            users = fn.uses(o)
+            if o.dtype == FLOAT32 and users and not fn.is_output(o) and \
+                    all(any(u2.uid in out for u2 in u.outputs) for u in users):
+                out.add(o.uid)
+    return out
+
+
 def _is_activation(v: Value | None) -> bool:
     return v is not None and not v.is_const and v.dtype == FLOAT32
 
 
 class _Int8Function:
-    """Quantizes one function in op order: each value's parameters, and a conversion where int8 meets float."""
+    """Quantizes one function in op order: each value's parameters, and a conversion where integer meets
+    float (or int8 meets int16)."""
 
-    def __init__(self, fn: Function, ranges: dict[int, tuple[float, float]]):
+    def __init__(self, fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int] | None = None):
         self.fn = fn
         self.ranges = ranges
-        self.float_twin: dict[int, Value] = {}  # int8 value uid -> its DEQUANTIZE output
-        self.int8_twin: dict[int, Value] = {}  # float value uid -> its QUANTIZE output
+        self.wide = wide or set()  # uids of the float values that become int16 (16x8 ops)
+        self.float_twin: dict[int, Value] = {}  # integer value uid -> its DEQUANTIZE output
+        self.twins: dict[tuple[int, str], Value] = {}  # (value uid, dtype) -> its QUANTIZE output
 
-    def params(self, v: Value) -> Quantization:
+    def dtype(self, v: Value) -> np.dtype:
+        return INT16 if v.uid in self.wide else INT8
+
+    def params(self, v: Value, dtype: np.dtype | None = None) -> Quantization:
         if v.uid not in self.ranges:
             raise _NoRange(f"no calibrated range for %{v.name}")
-        return activation_params(*self.ranges[v.uid])
+        return params_for(dtype or self.dtype(v), *self.ranges[v.uid], headroom=INT16_HEADROOM)
 
     def why_float(self, op: Op, kernel: IntegerKernel | None) -> str | None:
         if kernel is None:
@@ -120,20 +198,34 @@ class _Int8Function:
                 return f"operand {kernel.weight[0]} (a weight) is not a float32 constant"
         return None
 
-    def int8_input(self, v: Value, op: Op) -> Value:
-        """``v`` as an int8 operand of ``op``: itself if int8, else one QUANTIZE (placed before ``op``)."""
-        if v.dtype == INT8:
+    def int8_input(self, v: Value, op: Op | None) -> Value:
+        return self.integer_input(v, op, INT8)
+
+    def integer_input(self, v: Value, op: Op | None, dtype: np.dtype) -> Value:
+        """``v`` as an int8 (or int16) operand of ``op``: itself if it is one, else one QUANTIZE (placed
+        before ``op``; last when ``op`` is None) from float, from the other integer width, or from a uint8
+        model input."""
+        if v.dtype == dtype:
             return v
-        if v.uid not in self.int8_twin:
-            if v.dtype == FLOAT32:
-                quant = self.params(v)
-            else:  # a uint8 model input: the same reals, zero point moved by 128
+        key = (v.uid, dtype.name)
+        if key not in self.twins:
+            if v.dtype == INT16 and dtype == INT8 and v.uid in self.ranges:
+                # Leaving an int16 (16x8) part: values beyond the calibrated range that int16's headroom kept
+                # would clip here; the int8 range gets the margin the integer LSTM's output has.
+                lo, hi = self.ranges[v.uid]
+                margin = OUTPUT_MARGIN * (hi - lo)
+                quant = activation_params(lo - margin, hi + margin)
+            elif v.dtype == FLOAT32 or v.uid in self.ranges:
+                quant = self.params(v, dtype)
+            elif v.dtype == np.uint8 and dtype == INT8:  # a uint8 model input: the same reals, zero point - 128
                 quant = Quantization(v.quant.scale, (v.quant.zero_point[0] - 128,))
-            q = self.fn.make_op("tfl.QUANTIZE", [v], [(INT8, v.shape)], name=f"{v.name}_quantize")
+            else:
+                quant = params_for(dtype, *represented(v.quant, v.dtype))
+            q = self.fn.make_op("tfl.QUANTIZE", [v], [(dtype, v.shape)], name=f"{v.name}_{dtype.name}")
             q.outputs[0].quant = quant
-            self.fn.ops.insert(self.fn.ops.index(op), q)
-            self.int8_twin[v.uid] = q.outputs[0]
-        return self.int8_twin[v.uid]
+            self.fn.ops.insert(self.fn.ops.index(op) if op is not None else len(self.fn.ops), q)
+            self.twins[key] = q.outputs[0]
+        return self.twins[key]
 
     def float_input(self, v: Value, op: Op) -> Value:
         """``v`` as a float operand of ``op``: itself if float, else one DEQUANTIZE (placed before ``op``)."""
@@ -145,16 +237,23 @@ class _Int8Function:
             self.float_twin[v.uid] = d.outputs[0]
         return self.float_twin[v.uid]
 
-    def const_as_activation(self, v: Value) -> Value:
-        q = activation_params(float(v.const.min()), float(v.const.max()))
-        return self.fn.const(quantize_values(v.const, q), f"{v.name}_int8", quant=q)
+    def const_as_activation(self, v: Value, dtype: np.dtype) -> Value:
+        q = params_for(dtype, float(v.const.min()), float(v.const.max()))
+        return self.fn.const(quantize_values(v.const, q, dtype), f"{v.name}_{dtype.name}", quant=q)
+
+    def op_dtype(self, op: Op) -> np.dtype:
+        """int16 when the op's outputs are to be wide and its kernel has a 16x8 form, else int8."""
+        wide = op.kind in INT16_KINDS and any(o.uid in self.wide for o in op.outputs)
+        return INT16 if wide else INT8
 
     def integer(self, op: Op, kernel: IntegerKernel) -> None:
         """Make ``op`` integer; raises _NoRange (and changes nothing) when it cannot be."""
-        if not any(v is not None and (_is_activation(v) or v.dtype == INT8 or v.quant is not None
+        if not any(v is not None and (_is_activation(v) or v.dtype in (INT8, INT16) or v.quant is not None
                                       or (v.is_const and v.const.dtype == FLOAT32)) for v in op.inputs):
             raise _NoRange(f"{op.kind} has no operand to quantize")
-        ranged = {o.uid: self.params(o) for o in op.outputs if kernel.output == "range" and o.dtype == FLOAT32}
+        dtype = self.op_dtype(op)
+        ranged = {o.uid: self.params(o, dtype) for o in op.outputs
+                  if kernel.output == "range" and o.dtype == FLOAT32}
         for i, v in enumerate(op.inputs):
             if v is None:
                 continue
@@ -164,30 +263,30 @@ class _Int8Function:
             elif kernel.bias is not None and i == kernel.bias:
                 continue  # after the weight and the input are known
             elif v.is_const and v.const.dtype == FLOAT32:
-                op.inputs[i] = self.const_as_activation(v)
+                op.inputs[i] = self.const_as_activation(v, dtype)
             elif _is_activation(v) or v.quant is not None:
-                op.inputs[i] = self.int8_input(v, op)
+                op.inputs[i] = self.integer_input(v, op, dtype)
         if kernel.bias is not None:
             self.bias(op, kernel)
-        first = next(v for v in op.inputs if v is not None and v.dtype == INT8)
+        first = next(v for v in op.inputs if v is not None and v.dtype == dtype)
         for o in op.outputs:
             if o.dtype != FLOAT32:
                 continue
             if kernel.output == "same":
                 o.quant = first.quant
             elif kernel.output == "fixed":
-                o.quant = Quantization((float(np.float32(kernel.fixed[0])),), (kernel.fixed[1],))
+                scale, zero_point = FIXED_INT16 if dtype == INT16 else kernel.fixed
+                o.quant = Quantization((float(np.float32(scale)),), (zero_point,))
             else:
                 o.quant = ranged[o.uid]
-            o.dtype = INT8
+            o.dtype = dtype
         if kernel.inputs_as_output:  # the union of what the inputs can hold: concatenating clips nothing
-            ins = [v.quant for v in op.inputs if v is not None and v.dtype == INT8]
-            target = activation_params(min(q.scale[0] * (-128 - q.zero_point[0]) for q in ins),
-                                       max(q.scale[0] * (127 - q.zero_point[0]) for q in ins))
+            ins = [represented(v.quant, dtype) for v in op.inputs if v is not None and v.dtype == dtype]
+            target = params_for(dtype, min(lo for lo, _ in ins), max(hi for _, hi in ins))
             op.outputs[0].quant = target
             for i, v in enumerate(op.inputs):
-                if v is not None and v.dtype == INT8 and v.quant != target:
-                    r = self.fn.make_op("tfl.QUANTIZE", [v], [(INT8, v.shape)], name=f"{v.name}_requantize")
+                if v is not None and v.dtype == dtype and v.quant != target:
+                    r = self.fn.make_op("tfl.QUANTIZE", [v], [(dtype, v.shape)], name=f"{v.name}_requantize")
                     r.outputs[0].quant = target
                     self.fn.ops.insert(self.fn.ops.index(op), r)
                     op.inputs[i] = r.outputs[0]
@@ -230,9 +329,10 @@ class _Int8Function:
             return
         values = np.zeros(channels, np.float64) if b is None else np.asarray(b.const, np.float64)
         scales = np.float64(x.quant.scale[0]) * np.asarray(w.quant.scale, np.float64)
-        q = int32_bias(values, scales)
+        wide = x.dtype == INT16  # 16x8 kernels take an int64 bias
+        q = int32_bias(values, scales, np.int64 if wide else np.int32)
         quant = Quantization(tuple(float(np.float32(s)) for s in scales), (0,) * channels, 0)
-        bias = self.fn.const(q, f"{b.name if b is not None else op.name}_bias_int32", quant=quant)
+        bias = self.fn.const(q, f"{b.name if b is not None else op.name}_bias_{q.dtype.name}", quant=quant)
         while len(op.inputs) <= kernel.bias:
             op.inputs.append(None)
         op.inputs[kernel.bias] = bias
@@ -358,13 +458,15 @@ def cell_scale_log2(peak: float) -> int:
 
 def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: KeepFloat | None = None,
                   integer_only: bool = False, input_type: str = "float32", output_type: str = "float32",
-                  outputs: dict[int, int] | None = None, captured: dict[int, list] | None = None) -> list[dict]:
+                  outputs: dict[int, int] | None = None, captured: dict[int, list] | None = None,
+                  wide: Callable[[Op], bool] = lambda op: False) -> list[dict]:
     """Make the signature functions integer; one report record per op (how, or why it stays float).
 
     ``ranges``: value uid -> calibrated (min, max). ``integer_only``: an op that stays float
     is an error (``TFLITE_BUILTINS_INT8`` alone). ``input_type`` / ``output_type``: the
     model's float32, int8 or uint8 edges. ``captured``: value uid -> its values per
-    calibration sample (the inputs of each LSTM, replayed for its cell-state range).
+    calibration sample (the inputs of each LSTM, replayed for its cell-state range). ``wide``:
+    the ops whose outputs are int16 (16x8 kernels) where their kernel has that form.
     """
     keep = keep or KeepFloat()
     records: list[dict] = []
@@ -373,13 +475,15 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
         fn.topo_sort()
-        q = _Int8Function(fn, ranges)
+        widened = _wide_values(fn, wide)
+        _saturated_ranges(fn, ranges, widened)
+        q = _Int8Function(fn, ranges, widened)
         counter = WeightBytes()
         lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
         states = {id(op.inputs[i].producer) for op in fn.ops if lstms.get(id(op), "x") is None for i in (18, 19)}
         for v in fn.inputs:
             if v.dtype == FLOAT32 and input_type in ("int8", "uint8"):
-                v.quant = q.params(v)
+                v.quant = q.params(v, INT8)
                 if input_type == "uint8":
                     v.quant = Quantization(v.quant.scale, (v.quant.zero_point[0] + 128,))
                 v.dtype = np.dtype(input_type)
@@ -429,18 +533,20 @@ def _edges(fn: Function, q: _Int8Function, output_type: str) -> None:
     """The outputs as the options ask: float32 (DEQUANTIZE), int8 or uint8 (QUANTIZE)."""
     outs = []
     for v in fn.outputs:
-        if v.dtype == INT8 and output_type == "float32":
+        if v.dtype in (INT8, INT16) and output_type == "float32":
             d = fn.add_op("tfl.DEQUANTIZE", [v], [(FLOAT32, v.shape)], name=f"{v.name}_dequantize")
             v = d.outputs[0]
-        elif v.dtype in (INT8, FLOAT32) and output_type == "uint8" and (v.quant is not None or v.uid in q.ranges):
-            src = v if v.dtype == INT8 else q.int8_input(v, fn.ops[-1])
+        elif v.dtype in (INT8, INT16, FLOAT32) and output_type == "uint8" and (v.quant is not None or v.uid in q.ranges):
+            src = q.int8_input(v, None)
             base = src.quant
             r = fn.add_op("tfl.QUANTIZE", [src], [(np.dtype(np.uint8), v.shape)], name=f"{v.name}_uint8")
             r.outputs[0].quant = Quantization(base.scale, (base.zero_point[0] + 128,))
             v = r.outputs[0]
         elif v.dtype == FLOAT32 and output_type == "int8" and v.uid in q.ranges:
             r = fn.add_op("tfl.QUANTIZE", [v], [(INT8, v.shape)], name=f"{v.name}_int8")
-            r.outputs[0].quant = q.params(v)
+            r.outputs[0].quant = q.params(v, INT8)
             v = r.outputs[0]
+        elif v.dtype == INT16 and output_type == "int8":
+            v = q.int8_input(v, None)
         outs.append(v)
     fn.outputs = outs

@@ -76,24 +76,27 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
             refs.setdefault(name, []).append(np.asarray(value, np.float64))
         for name, value in q_run(**{k: _to(q_in[k], v) for k, v in inputs.items()}).items():
             got.setdefault(name, []).append(_real(q_out[name], value))
-        for name, (i, j) in pairs.items():
+        for name, (i, q) in pairs.items():
             refs.setdefault(("tensor", name), []).append(np.asarray(ref_interp.get_tensor(i), np.float64))
-            got.setdefault(("tensor", name), []).append(np.asarray(q_interp.get_tensor(j), np.float64))
+            got.setdefault(("tensor", name), []).append(_real(q, q_interp.get_tensor(q["index"])))
     outputs = [{"name": name, **_error(np.stack(refs[name]), np.stack(got[name]))}
                for name in refs if not isinstance(name, tuple)]
     per_tensor = {name: _error(np.stack(refs[("tensor", name)]), np.stack(got[("tensor", name)])) for name in pairs}
     return len(samples), outputs, per_tensor
 
 
-def _tensor_pairs(ref_interp, q_interp, tensors: dict[str, str]) -> dict[str, tuple[int, int]]:
-    """Reference tensor name -> (its index, the index of its twin in the other model), float tensors of one shape."""
+def _tensor_pairs(ref_interp, q_interp, tensors: dict[str, str]) -> dict[str, tuple[int, dict]]:
+    """Reference tensor name -> (its index, the details of its twin in the other model): a float32 tensor
+    and its twin of the same shape, float32 or integer with one scale (compared as the reals it holds)."""
     def by_name(interp) -> dict:
         return {d["name"]: d for d in interp.get_tensor_details()}
 
     ref, q = by_name(ref_interp), by_name(q_interp)
     pairs = {}
     for a, b in tensors.items():
-        if a in ref and b in q and ref[a]["dtype"] == q[b]["dtype"] == np.float32 and \
-                list(ref[a]["shape"]) == list(q[b]["shape"]):
-            pairs[a] = (ref[a]["index"], q[b]["index"])
+        if a not in ref or b not in q or ref[a]["dtype"] != np.float32 or \
+                list(ref[a]["shape"]) != list(q[b]["shape"]):
+            continue
+        if q[b]["dtype"] == np.float32 or (np.dtype(q[b]["dtype"]).kind in "iu" and q[b]["quantization"][0]):
+            pairs[a] = (ref[a]["index"], q[b])
     return pairs
