@@ -544,3 +544,22 @@ def test_int8_models_run_on_tflite_micro_as_on_litert(built_models, tmp_path, na
     # The two runtimes' integer kernels round some products differently (TFLM's LSTM is its own code); a recurrence
     # carries a one-step difference on, so a Bidirectional LSTM's output differs by up to 2 steps (measured).
     assert got.dtype == np.int8 and diff.max() <= (2 if "lstm" in name else 1)
+
+
+@pytest.mark.parametrize("sequences", [True, False])
+def test_int8_bidirectional_simple_rnn_unrolled_both_directions(sequences):
+    """BIDIRECTIONAL_SEQUENCE_RNN has no integer kernel: both directions unrolled (the backward one in reverse,
+    its steps time-aligned), merged by an integer CONCATENATION; relu cells keep their calibrated ranges."""
+    k = keras_flavour("keras3")
+    k.utils.set_random_seed(0)
+    inp = k.Input((12, 8))
+    layer = k.layers.Bidirectional(k.layers.SimpleRNN(16, activation="relu", return_sequences=sequences))
+    model = k.Model(inp, layer(inp))
+    calibration = [zoo.sample_inputs(model, seed=200 + i) for i in range(30)]
+    conv, data = _int8(model, calibration, io=None)
+    m, ops = _tensors(data)
+    kinds = [m.operatorCodes[op.opcodeIndex].builtinCode for _, op in ops]
+    assert schema.BuiltinOperator.BIDIRECTIONAL_SEQUENCE_RNN not in kinds
+    assert kinds.count(schema.BuiltinOperator.RELU) == 24 and kinds.count(schema.BuiltinOperator.QUANTIZE) >= 1
+    held_out = [zoo.sample_inputs(model, seed=100 + i) for i in range(10)]
+    assert _int8_error(data, model, held_out) <= INT8_RELATIVE_TOLERANCE

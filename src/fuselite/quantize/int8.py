@@ -140,16 +140,23 @@ def _saturated_ranges(fn: Function, ranges: dict[int, tuple[float, float]], wide
 # int64 biases (the 16x8 scheme); read in each kernel's Prepare (docs/kernel-contracts.md §7.3). A fixed
 # int8 output scale becomes 1/32768 (zero point 0) in int16.
 INT16_KINDS = frozenset({
-    "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX",
+    "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU", "RELU6",
     "CONCATENATION", "PACK", "UNPACK", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SPLIT", "SPLIT_V", "STRIDED_SLICE",
     "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "PAD", "GATHER", "REVERSE_V2", "TRANSPOSE"})
 FIXED_INT16 = (1 / 32768, 0)
 
 
 def _wide_values(fn: Function, wide: Callable[[Op], bool]) -> set[int]:
-    """The float values to become int16: the outputs of the ``wide`` ops, and of the pass-through ops
-    (reshapes, slices) whose readers are all wide (so that a float input is quantized once, to int16)."""
+    """The float values to become int16: the outputs of the ``wide`` ops, and of the ops that only move
+    values (reshapes, slices, concatenations) whose inputs are all wide (a wide sequence stays wide up to
+    the op that computes with it) or whose readers are all wide (a float input is quantized once, to int16)."""
     out = {o.uid for op in fn.ops if wide(op) for o in op.outputs if o.dtype == FLOAT32}
+    for op in fn.ops:
+        kernel = INTEGER_KERNELS.get(op.kind)
+        moves = kernel is not None and (kernel.output == "same" or kernel.inputs_as_output)
+        ins = [v for v in op.inputs if _is_activation(v)]
+        if moves and op.kind in INT16_KINDS and ins and all(v.uid in out for v in ins):
+            out.update(o.uid for o in op.outputs if o.dtype == FLOAT32)
     for op in reversed(fn.ops):
         kernel = INTEGER_KERNELS.get(op.kind)
         if kernel is None or kernel.output != "same" or op.kind not in INT16_KINDS:
