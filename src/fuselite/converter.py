@@ -141,7 +141,7 @@ class Converter:
             return self._run(batch, mode, keep_float)
 
     def _run(self, batch_size: int | None, mode: str | None, keep_float: tuple[str, ...]) -> bytes:
-        integer = {} if mode != "int8" else {
+        integer = {} if mode not in ("int8", "int16x8") else {
             "representative_dataset": self.representative_dataset, "integer_only": integer_only(self.target_spec),
             "inference_input_type": io_type(self.inference_input_type),
             "inference_output_type": io_type(self.inference_output_type)}

@@ -141,10 +141,13 @@ def calibrate(module, ctx) -> int:
 
 def quantize_full_int8(module, ctx) -> int:
     outputs: dict[int, int] = {}
+    if ctx.quantization == "int16x8":  # every op with a 16x8 kernel; the others int8 (the LSTM: 8x8->16)
+        wide = lambda op: True  # noqa: E731
+    else:  # the steps of unrolled recurrent cells run 16x8 (as the integer LSTM's insides are int16)
+        wide = lambda op: bool(op.attrs.get("_recurrent_cell"))  # noqa: E731
     records = quantize_int8(module, ctx.ranges, KeepFloat(ctx.keep_float), ctx.integer_only,
-                            ctx.inference_input_type, ctx.inference_output_type, outputs, ctx.captured,
-                            wide=lambda op: bool(op.attrs.get("_recurrent_cell")))
-    return _record_quantization(ctx, "int8", records, outputs)
+                            ctx.inference_input_type, ctx.inference_output_type, outputs, ctx.captured, wide=wide)
+    return _record_quantization(ctx, ctx.quantization, records, outputs)
 
 
 ERROR_SAMPLES = 8  # calibration samples the quantization error is measured on
@@ -241,8 +244,9 @@ PIPELINE = [
             DCE,
             Pass("calibrate", calibrate, "run the float model on the representative dataset; record tensor ranges"),
             Pass("quantize-int8", quantize_full_int8,
-                 "int8 activations and weights, int32 biases; float ops between QUANTIZE / DEQUANTIZE"),
-        ], "int8 activations and weights", when=lambda m, ctx: ctx.quantization == "int8"),
+                 "int8 (int16) activations, int8 weights, int32 (int64) biases; float ops between QUANTIZE / "
+                 "DEQUANTIZE"),
+        ], "int8 (or int16x8) activations, int8 weights", when=lambda m, ctx: ctx.quantization in ("int8", "int16x8")),
     ], "quantize as the converter's options ask", when=lambda m, ctx: ctx.quantization is not None),
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
     Group("quantization-error", [

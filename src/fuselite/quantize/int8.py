@@ -138,28 +138,35 @@ def _saturated_ranges(fn: Function, ranges: dict[int, tuple[float, float]], wide
 
 # Kinds whose LiteRT and TFLite Micro kernels take int16 activations (zero point 0) with int8 weights and
 # int64 biases (the 16x8 scheme); read in each kernel's Prepare (docs/kernel-contracts.md §7.3). A fixed
-# int8 output scale becomes 1/32768 (zero point 0) in int16.
+# int8 output scale becomes 1/32768 (zero point 0) in int16. GELU: LiteRT's int16 lookup table (TFLite
+# Micro has no GELU kernel in any type).
 INT16_KINDS = frozenset({
-    "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU", "RELU6",
+    "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU",
+    "RELU6", "GELU",
     "CONCATENATION", "PACK", "UNPACK", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SPLIT", "SPLIT_V", "STRIDED_SLICE",
     "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "PAD", "GATHER", "REVERSE_V2", "TRANSPOSE"})
 FIXED_INT16 = (1 / 32768, 0)
 
 
+def _moves(op: Op) -> bool:
+    """The op only moves values (reshape, slice, pooling, concatenation): its int8 / int16 form follows
+    its neighbours'."""
+    kernel = INTEGER_KERNELS.get(op.kind)
+    return kernel is not None and (kernel.output == "same" or kernel.inputs_as_output)
+
+
 def _wide_values(fn: Function, wide: Callable[[Op], bool]) -> set[int]:
-    """The float values to become int16: the outputs of the ``wide`` ops, and of the ops that only move
-    values (reshapes, slices, concatenations) whose inputs are all wide (a wide sequence stays wide up to
-    the op that computes with it) or whose readers are all wide (a float input is quantized once, to int16)."""
-    out = {o.uid for op in fn.ops if wide(op) for o in op.outputs if o.dtype == FLOAT32}
+    """The float values to become int16: the outputs of the ``wide`` ops that compute and have a 16x8 kernel;
+    of the ops that only move values, those whose inputs are all wide (a wide sequence stays wide up to the
+    op that computes with it) or whose readers are all wide (a float input is quantized once, to int16)."""
+    out = {o.uid for op in fn.ops if wide(op) and op.kind in INT16_KINDS and not _moves(op)
+           for o in op.outputs if o.dtype == FLOAT32}
     for op in fn.ops:
-        kernel = INTEGER_KERNELS.get(op.kind)
-        moves = kernel is not None and (kernel.output == "same" or kernel.inputs_as_output)
         ins = [v for v in op.inputs if _is_activation(v)]
-        if moves and op.kind in INT16_KINDS and ins and all(v.uid in out for v in ins):
+        if _moves(op) and op.kind in INT16_KINDS and ins and all(v.uid in out for v in ins):
             out.update(o.uid for o in op.outputs if o.dtype == FLOAT32)
     for op in reversed(fn.ops):
-        kernel = INTEGER_KERNELS.get(op.kind)
-        if kernel is None or kernel.output != "same" or op.kind not in INT16_KINDS:
+        if not _moves(op) or op.kind not in INT16_KINDS:
             continue
         for o in op.outputs:
             users = fn.uses(o)
@@ -489,7 +496,9 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
         states = {id(op.inputs[i].producer) for op in fn.ops if lstms.get(id(op), "x") is None for i in (18, 19)}
         for v in fn.inputs:
-            if v.dtype == FLOAT32 and input_type in ("int8", "uint8"):
+            if v.dtype == FLOAT32 and input_type == "int16":
+                v.quant, v.dtype = q.params(v, INT16), INT16
+            elif v.dtype == FLOAT32 and input_type in ("int8", "uint8"):
                 v.quant = q.params(v, INT8)
                 if input_type == "uint8":
                     v.quant = Quantization(v.quant.scale, (v.quant.zero_point[0] + 128,))
@@ -513,7 +522,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                         why = str(e)
                     else:
                         _add(records, outputs, op, record(fn, op, "int8", before, counter.after(op),
-                                                          scheme="integer LSTM (8x8->16)"))
+                                                          scheme="integer LSTM (8x8->16)", scales=_scales(op)))
                         continue
             if why is None:
                 try:
@@ -521,7 +530,8 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                 except _NoRange as e:
                     why = str(e)
                 else:
-                    _add(records, outputs, op, record(fn, op, "int8", before, counter.after(op)))
+                    _add(records, outputs, op, record(fn, op, _mode_of(op), before, counter.after(op),
+                                                      scales=_scales(op)))
                     continue
             for i, v in enumerate(op.inputs):
                 if v is not None and not v.is_const and v.quant is not None and v.dtype != FLOAT32:
@@ -534,6 +544,23 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                               "TFLITE_BUILTINS_INT8 only (add TFLITE_BUILTINS to let them run in float)", problems)
     keep.check_used(module)
     return records
+
+
+def _mode_of(op: Op) -> str:
+    """How an integer op runs: int16x8 (int16 activations) or int8."""
+    return "int16x8" if any(v is not None and v.dtype == INT16 for v in op.outputs) else "int8"
+
+
+def _scales(op: Op) -> dict:
+    """The quantization of an integer op's operands and results, for the report: [scale, zero point] per
+    tensor; a per-channel weight as its smallest and largest scale."""
+    def one(v: Value | None):
+        if v is None or v.quant is None:
+            return None
+        if len(v.quant.scale) > 1:
+            return {"per_channel": len(v.quant.scale), "min": min(v.quant.scale), "max": max(v.quant.scale)}
+        return [v.quant.scale[0], v.quant.zero_point[0]]
+    return {"inputs": [one(v) for v in op.inputs], "outputs": [one(v) for v in op.outputs]}
 
 
 def _edges(fn: Function, q: _Int8Function, output_type: str) -> None:
@@ -555,5 +582,7 @@ def _edges(fn: Function, q: _Int8Function, output_type: str) -> None:
             v = r.outputs[0]
         elif v.dtype == INT16 and output_type == "int8":
             v = q.int8_input(v, None)
+        elif v.dtype in (INT8, FLOAT32) and output_type == "int16" and (v.quant is not None or v.uid in q.ranges):
+            v = q.integer_input(v, None, INT16)
         outs.append(v)
     fn.outputs = outs

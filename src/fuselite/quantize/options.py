@@ -29,7 +29,7 @@ from __future__ import annotations
 from fuselite.errors import InputError
 
 MODES = ("float16", "dynamic", "int8", "int16x8")
-IMPLEMENTED_MODES = ("float16", "dynamic", "int8")
+IMPLEMENTED_MODES = ("float16", "dynamic", "int8", "int16x8")
 
 _OPTIMIZE = {"DEFAULT", "OPTIMIZE_FOR_SIZE", "OPTIMIZE_FOR_LATENCY"}  # the latter two: TF's deprecated aliases
 _OPS_SETS = {"TFLITE_BUILTINS", "TFLITE_BUILTINS_INT8", "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8",
@@ -134,13 +134,20 @@ def resolve_mode(optimizations, target_spec: TargetSpec, representative_dataset,
     if any(t != "float32" for t in io_types) and mode not in ("int8", "int16x8"):
         raise QuantizationOptionError(f"inference_input_type / inference_output_type {io_types} need full-integer "
                                       f"quantization, not {mode}")
+    wrong = [t for t in io_types if t != "float32" and (t == "int16") != (mode == "int16x8")]
+    if wrong:
+        raise QuantizationOptionError(f"inference_input_type / inference_output_type {wrong[0]} with {mode} "
+                                      f"quantization: use {'int16' if mode == 'int16x8' else 'int8 or uint8'} or "
+                                      "float32 (as tf.lite.TFLiteConverter)")
     return mode, notes
 
 
 def integer_only(target_spec: TargetSpec) -> bool:
-    """``supported_ops=[TFLITE_BUILTINS_INT8]`` without ``TFLITE_BUILTINS``: an op that stays float is an error."""
+    """``supported_ops=[TFLITE_BUILTINS_INT8]`` (or the 16x8 set) without ``TFLITE_BUILTINS``: an op that stays
+    float is an error."""
     ops = _names(target_spec.supported_ops, "target_spec.supported_ops", _OPS_SETS, upper=True)
-    return "TFLITE_BUILTINS_INT8" in ops and "TFLITE_BUILTINS" not in ops
+    integer = {"TFLITE_BUILTINS_INT8", "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8"}
+    return bool(integer.intersection(ops)) and "TFLITE_BUILTINS" not in ops
 
 
 def io_type(value) -> str:
@@ -153,6 +160,5 @@ def check_implemented(mode: str | None) -> None:
     if mode is not None and mode not in IMPLEMENTED_MODES:
         what = {"dynamic": "dynamic-range quantization (int8 weights)", "int8": "full-integer int8 quantization",
                 "int16x8": "16x8 quantization"}[mode]
-        raise QuantizationOptionError(f"{what} is not implemented in fuselite yet; implemented: float16, dynamic "
-                                      "and int8 (optimizations=[tf.lite.Optimize.DEFAULT] with a "
-                                      "representative_dataset)")
+        raise QuantizationOptionError(f"{what} is not implemented in fuselite yet; implemented: "
+                                      f"{', '.join(IMPLEMENTED_MODES)}")
