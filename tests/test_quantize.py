@@ -622,3 +622,68 @@ def test_int8_bidirectional_simple_rnn_unrolled_both_directions(sequences):
     assert kinds.count(schema.BuiltinOperator.RELU) == 24 and kinds.count(schema.BuiltinOperator.QUANTIZE) >= 1
     held_out = [zoo.sample_inputs(model, seed=100 + i) for i in range(10)]
     assert _int8_error(data, model, held_out) <= INT8_RELATIVE_TOLERANCE
+
+
+_TFLM_STREAM = """
+import sys
+import numpy as np
+from tflite_micro.python.tflite_micro import runtime
+interp = runtime.Interpreter.from_bytes(open(sys.argv[1], "rb").read())
+outs = []
+for chunk in np.load(sys.argv[2])["x"]:
+    interp.set_input(chunk, 0)
+    interp.invoke()
+    outs.append(interp.get_output(0).copy())
+np.save(sys.argv[3], np.stack(outs))
+"""
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+@pytest.mark.parametrize("layer", ["LSTM", "GRU", "SimpleRNN"])
+def test_int8_stateful_rnn_integer_state_carried_and_reset(flavour, layer, tmp_path):
+    """A stateful RNN in int8: its state variables hold int8 (int16 for an LSTM's cell and the 16x8 cells)
+    values, carried across invokes as in Keras, reset by the reset signature; LiteRT with and without its
+    default delegate, and TFLite Micro, agree."""
+    from ai_edge_litert.interpreter import OpResolverType
+
+    from fuselite.runtime import interpreter, reset_variables
+
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(1)
+    i = k.Input((6, 3), batch_size=2)
+    model = k.Model(i, getattr(k.layers, layer)(16, stateful=True)(i))
+    stream = np.random.default_rng(0).standard_normal((130, 2, 6, 3)).astype(np.float32)
+    conv, data = _int8(model, [[x] for x in stream[:100]], io=None)  # the state carries over the samples
+    m, _ = _tensors(data)
+    for sg in m.subgraphs:  # float only at the model's edges (float inputs and outputs asked for)
+        edges = set(sg.inputs) | set(sg.outputs)
+        for n, t in enumerate(sg.tensors):
+            assert t.type != schema.TensorType.FLOAT32 or n in edges or list(t.shape) == [0], t.name
+    variables = [r for r in conv.report.quantization["ops"] if r["kind"] == "READ_VARIABLE"]
+    assert variables and all(r["mode"] in ("int8", "int16x8") for r in variables)
+    for layer_ in model.layers:
+        if getattr(layer_, "stateful", False):
+            layer_.reset_states()
+    want = [np.asarray(model(x)) for x in stream[100:]]
+    runs = []
+    for resolver in (OpResolverType.AUTO, OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES):
+        interp = interpreter(data, experimental_op_resolver_type=resolver)
+        got = []
+        for x in stream[100:]:
+            interp.set_tensor(interp.get_input_details()[0]["index"], x)
+            interp.invoke()
+            got.append(interp.get_tensor(interp.get_output_details()[0]["index"]).copy())
+        runs.append(np.stack(got))
+        reset_variables(interp)  # back to zero state: the first chunk again gives the first answer
+        interp.set_tensor(interp.get_input_details()[0]["index"], stream[100])
+        interp.invoke()
+        assert np.array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), got[0])
+    assert np.abs(runs[0] - np.stack(want)).max() <= INT8_RELATIVE_TOLERANCE * np.ptp(np.stack(want))
+    assert np.abs(runs[0] - runs[1]).max() <= 1e-6  # the same integers (XNNPACK's DEQUANTIZE rounds its own way)
+    (tmp_path / "m.tflite").write_bytes(data)
+    np.savez(tmp_path / "x.npz", x=stream[100:])
+    out = subprocess.run([sys.executable, "-c", _TFLM_STREAM, str(tmp_path / "m.tflite"), str(tmp_path / "x.npz"),
+                          str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    scale = max(np.abs(runs[0]).max(), 1e-6) / 127  # within a couple of int8 steps of the output (recurrence)
+    assert np.abs(np.load(tmp_path / "y.npy") - runs[0]).max() <= 4 * scale

@@ -165,8 +165,8 @@ def _wide_values(fn: Function, wide: Callable[[Op], bool]) -> set[int]:
         ins = [v for v in op.inputs if _is_activation(v)]
         if _moves(op) and op.kind in INT16_KINDS and ins and all(v.uid in out for v in ins):
             out.update(o.uid for o in op.outputs if o.dtype == FLOAT32)
-    for op in reversed(fn.ops):
-        if not _moves(op) or op.kind not in INT16_KINDS:
+    for op in reversed(fn.ops):  # (a variable's value too: it is int16 when what reads it is 16x8)
+        if not (_moves(op) and op.kind in INT16_KINDS) and op.kind != "READ_VARIABLE":
             continue
         for o in op.outputs:
             users = fn.uses(o)
@@ -184,9 +184,11 @@ class _Int8Function:
     """Quantizes one function in op order: each value's parameters, and a conversion where integer meets
     float (or int8 meets int16)."""
 
-    def __init__(self, fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int] | None = None):
+    def __init__(self, fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int] | None = None,
+                 variables: dict | None = None):
         self.fn = fn
         self.ranges = ranges
+        self.variables = variables if variables is not None else {}  # shared_name -> (dtype, Quantization)
         self.wide = wide or set()  # uids of the float values that become int16 (16x8 ops)
         self.float_twin: dict[int, Value] = {}  # integer value uid -> its DEQUANTIZE output
         self.twins: dict[tuple[int, str], Value] = {}  # (value uid, dtype) -> its QUANTIZE output
@@ -241,6 +243,38 @@ class _Int8Function:
             self.twins[key] = q.outputs[0]
         return self.twins[key]
 
+    def read_variable(self, op: Op) -> None:
+        """A variable's value, in the variable's integer type: int16 when the ops reading it are 16x8, with
+        the range of what is read and assigned (over the calibration samples, the state carried on)."""
+        name, out = shared_name(op.inputs[0]), op.outputs[0]
+        if name is None:
+            raise _NoRange("a variable read through an unknown handle")
+        if name not in self.variables:
+            values = [out] + [a.inputs[1] for a in self.fn.ops if a.kind == "ASSIGN_VARIABLE"
+                              and shared_name(a.inputs[0]) == name]
+            known = [self.ranges[v.uid] for v in values if v.uid in self.ranges]
+            if not known:
+                raise _NoRange(f"no calibrated range for variable {name}")
+            dtype = self.dtype(out)
+            self.variables[name] = (dtype, params_for(dtype, min(lo for lo, _ in known), max(hi for _, hi in known),
+                                                      headroom=INT16_HEADROOM))
+        out.dtype, out.quant = self.variables[name]
+
+    def assign_variable(self, op: Op) -> None:
+        """The value assigned, converted (one QUANTIZE) to the variable's type and parameters if need be."""
+        name, v = shared_name(op.inputs[0]), op.inputs[1]
+        if name not in self.variables:
+            if v.dtype in (INT8, INT16):
+                self.variables[name] = (v.dtype, v.quant)
+            else:
+                self.variables[name] = (INT8, self.params(v, INT8))
+        dtype, quant = self.variables[name]
+        if v.dtype != dtype or v.quant != quant:
+            q = self.fn.make_op("tfl.QUANTIZE", [v], [(dtype, v.shape)], name=f"{v.name}_to_{name}")
+            q.outputs[0].quant = quant
+            self.fn.ops.insert(self.fn.ops.index(op), q)
+            op.inputs[1] = q.outputs[0]
+
     def float_input(self, v: Value, op: Op) -> Value:
         """``v`` as a float operand of ``op``: itself if float, else one DEQUANTIZE (placed before ``op``)."""
         if v.dtype == FLOAT32:
@@ -258,6 +292,8 @@ class _Int8Function:
     def op_dtype(self, op: Op) -> np.dtype:
         """int16 when the op's outputs are to be wide and its kernel has a 16x8 form, else int8."""
         wide = op.kind in INT16_KINDS and any(o.uid in self.wide for o in op.outputs)
+        if _moves(op) and op.kind in INT16_KINDS and any(v is not None and v.dtype == INT16 for v in op.inputs):
+            wide = True  # moving an int16 value (the integer LSTM's cell state): it stays int16
         return INT16 if wide else INT8
 
     def integer(self, op: Op, kernel: IntegerKernel) -> None:
@@ -322,6 +358,23 @@ class _Int8Function:
                                          quant=Quantization((float(np.float32(scale)),), (0,)))
         k = cell_scale_log2(cell_peak)
         for i, dtype, quant in ((18, INT8, out), (19, np.dtype(np.int16), Quantization((2.0 ** k,), (0,)))):
+            read = _variable_read(op.inputs[i])
+            if read is not None:  # a stateful LSTM: its variable holds the state in the kernel's type
+                old = op.inputs[i]
+                for v in {old.uid: old, read.outputs[0].uid: read.outputs[0]}.values():
+                    v.dtype, v.quant = dtype, quant
+                self.variables[shared_name(read.inputs[0])] = (dtype, quant)
+                # The kernel's state tensor (a variable tensor it updates in place) written by a copy, a
+                # QUANTIZE to the same parameters: LiteRT's builtin RESHAPE aliases its output to its
+                # input (a READ_VARIABLE's dynamic tensor), which leaves a variable tensor without data.
+                old.meta.pop("is_variable", None)
+                copy = self.fn.make_op("tfl.QUANTIZE", [old], [(dtype, old.shape)], name=f"{op.name}/state_{i}")
+                copy.outputs[0].quant = quant
+                copy.outputs[0].meta["is_variable"] = True
+                self.fn.ops.insert(self.fn.ops.index(op), copy)
+                self.fn.replace_uses(old, copy.outputs[0])
+                copy.inputs[0] = old
+                continue
             # The zero state, written afresh on every invoke: a QUANTIZE (to the same parameters) of a constant.
             # Not an integer FILL: TFLite Micro's FILL takes a float32 value only.
             fill = op.inputs[i].producer
@@ -426,29 +479,51 @@ def why_not_integer_lstm(fn: Function, op: Op) -> str | None:
     if any(op.inputs[i] is None or not op.inputs[i].is_const for i in (*_LSTM_W, *_LSTM_R, *_LSTM_B)):
         return "its weights and biases must be constants"
     for i in (18, 19):
-        fill = _zero_fill(op.inputs[i])
-        if fill is None or fn.uses(op.inputs[i]) != [op]:
-            return "its state comes from a variable (a stateful LSTM): no integer form in fuselite yet"
+        state = op.inputs[i]
+        if _zero_fill(state) is not None and fn.uses(state) == [op]:
+            continue
+        read = _variable_read(state)
+        # a stateful LSTM: the state is read from a variable; the cell state is read back after the op
+        others = [u for u in fn.uses(state) if u is not op]
+        if read is None or (i == 18 and others) or any(u.kind != "RESHAPE" for u in others):
+            return "its state is neither zeros nor a variable's value only it reads"
     return None
+
+
+def _variable_read(v: Value | None) -> Op | None:
+    """The READ_VARIABLE that ``v`` (an LSTM state: a RESHAPE of it) comes from, or None."""
+    op = v.producer if v is not None else None
+    if op is not None and op.kind == "RESHAPE":
+        op = op.inputs[0].producer
+    return op if op is not None and op.kind == "READ_VARIABLE" else None
+
+
+def shared_name(handle: Value) -> str | None:
+    """The variable a resource handle names (its VAR_HANDLE's shared_name)."""
+    op = handle.producer
+    return op.attrs.get("shared_name") if op is not None and op.kind == "VAR_HANDLE" else None
 
 
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def lstm_cell_peak(op: Op, sequences: list[np.ndarray]) -> float:
-    """max |cell state| of the float LSTM over the calibration inputs (a NumPy replay of the op)."""
+def lstm_cell_peak(op: Op, sequences: list[np.ndarray], carry: bool = False) -> float:
+    """max |cell state| of the float LSTM over the calibration inputs (a NumPy replay of the op); with
+    ``carry`` (a stateful LSTM) each sample starts from the states the previous one left, as on LiteRT."""
     w = [np.asarray(op.inputs[i].const, np.float64) for i in _LSTM_W]
     r = [np.asarray(op.inputs[i].const, np.float64) for i in _LSTM_R]
     b = [np.asarray(op.inputs[i].const, np.float64) for i in _LSTM_B]
     clip = float(op.attrs.get("cell_clip", 0.0) or 0.0)
     peak = 0.0
+    h = c = None
     for x in sequences:
         x = np.asarray(x, np.float64)
         if not op.attrs.get("time_major", False):
             x = x.transpose(1, 0, 2)
-        h = np.zeros((x.shape[1], r[0].shape[1]))
-        c = np.zeros((x.shape[1], w[0].shape[0]))
+        if h is None or not carry:
+            h = np.zeros((x.shape[1], r[0].shape[1]))
+            c = np.zeros((x.shape[1], w[0].shape[0]))
         for step in x:
             z = [step @ w[k].T + h @ r[k].T + b[k] for k in range(4)]
             c = _sigmoid(z[1]) * c + _sigmoid(z[0]) * np.tanh(z[2])
@@ -486,15 +561,18 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     records: list[dict] = []
     problems: list[str] = []
     captured = captured or {}
+    variables: dict[str, tuple] = {}  # shared_name -> (dtype, Quantization) of the variables made integer
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
         fn.topo_sort()
         widened = _wide_values(fn, wide)
         _saturated_ranges(fn, ranges, widened)
-        q = _Int8Function(fn, ranges, widened)
+        q = _Int8Function(fn, ranges, widened, variables)
         counter = WeightBytes()
         lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
         states = {id(op.inputs[i].producer) for op in fn.ops if lstms.get(id(op), "x") is None for i in (18, 19)}
+        states |= {id(_variable_read(op.inputs[i])) for op in fn.ops if lstms.get(id(op), "x") is None
+                   for i in (18, 19) if _variable_read(op.inputs[i]) is not None}
         for v in fn.inputs:
             if v.dtype == FLOAT32 and input_type == "int16":
                 v.quant, v.dtype = q.params(v, INT16), INT16
@@ -509,20 +587,36 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                 continue  # integer bookkeeping (shapes, ids): unchanged
             if id(op) in states and keep.match(op) is None:
                 continue  # an integer LSTM's initial state: made integer with it
+            if op.kind == "SHAPE":
+                continue  # reads only the shape: any input type
             kernel = INTEGER_KERNELS.get(op.kind)
             entry = keep.match(op)
             why = f"keep_float {entry!r}" if entry is not None else q.why_float(op, kernel)
             before = counter.before(op)
+            if op.kind in ("READ_VARIABLE", "ASSIGN_VARIABLE") and entry is None:
+                try:
+                    q.read_variable(op) if op.kind == "READ_VARIABLE" else q.assign_variable(op)
+                except _NoRange as e:
+                    why = str(e)
+                else:
+                    _add(records, outputs, op, record(fn, op, _mode_of(op), before, counter.after(op),
+                                                      scheme="integer variable", scales=_scales(op)))
+                    continue
             if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM" and entry is None:
                 why = lstms[id(op)] or (None if op.inputs[0].uid in captured else "no calibration values of its input")
                 if why is None:
                     try:
-                        q.integer_lstm(op, lstm_cell_peak(op, captured[op.inputs[0].uid]))
+                        stateful = _variable_read(op.inputs[19]) is not None
+                        q.integer_lstm(op, lstm_cell_peak(op, captured[op.inputs[0].uid], carry=stateful))
                     except _NoRange as e:
                         why = str(e)
                     else:
                         _add(records, outputs, op, record(fn, op, "int8", before, counter.after(op),
                                                           scheme="integer LSTM (8x8->16)", scales=_scales(op)))
+                        for read in filter(None, (_variable_read(op.inputs[i].producer.inputs[0]) for i in (18, 19)
+                                                  if op.inputs[i].producer.kind == "QUANTIZE")):
+                            _add(records, outputs, read, record(fn, read, _mode_of(read), 0, 0, scales=_scales(read),
+                                                                scheme="integer variable (the LSTM's state)"))
                         continue
             if why is None:
                 try:
@@ -539,6 +633,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
             problems.append(f"{op.kind} '{op_name(op)}'{' at ' + op.location if op.location else ''}: {why}")
             _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), why))
         _edges(fn, q, output_type)
+    _initial_values(module, variables)
     if integer_only and problems:
         raise NotIntegerError(f"{len(problems)} op(s) cannot be integer, and target_spec.supported_ops is "
                               "TFLITE_BUILTINS_INT8 only (add TFLITE_BUILTINS to let them run in float)", problems)
@@ -546,9 +641,22 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     return records
 
 
+def _initial_values(module: Module, variables: dict[str, tuple]) -> None:
+    """The constants assigned to integer variables (the init and reset functions) quantized to their types."""
+    for fn in module.functions.values():
+        for op in fn.ops:
+            if op.kind != "ASSIGN_VARIABLE" or shared_name(op.inputs[0]) not in variables:
+                continue
+            v = op.inputs[1]
+            if v.is_const and v.const.dtype == FLOAT32:
+                dtype, quant = variables[shared_name(op.inputs[0])]
+                op.inputs[1] = fn.const(quantize_values(v.const, quant, dtype), f"{v.name}_{dtype.name}", quant=quant)
+
+
 def _mode_of(op: Op) -> str:
     """How an integer op runs: int16x8 (int16 activations) or int8."""
-    return "int16x8" if any(v is not None and v.dtype == INT16 for v in op.outputs) else "int8"
+    values = op.outputs or op.inputs[1:]  # ASSIGN_VARIABLE: the value assigned
+    return "int16x8" if any(v is not None and v.dtype == INT16 for v in values) else "int8"
 
 
 def _scales(op: Op) -> dict:
