@@ -41,11 +41,11 @@ def built_models():
     return get
 
 
-def invoke_twice(data: bytes, xs: list[np.ndarray]) -> list[list[np.ndarray]]:
+def invoke_twice(data: bytes, xs: list[np.ndarray], **options) -> list[list[np.ndarray]]:
     """Outputs of two invokes with the same inputs on one interpreter (stateless models agree)."""
     from fuselite.runtime import interpreter
 
-    interp = interpreter(data)
+    interp = interpreter(data, **options)
     runs = []
     for _ in range(2):
         for d, x in zip(interp.get_input_details(), xs):
@@ -68,15 +68,19 @@ def match_outputs(got: list[np.ndarray], refs: list[np.ndarray]) -> list[tuple[n
 
 
 def assert_stateless_and_matches(data: bytes, model, xs: list[np.ndarray], atol: float) -> None:
-    """Two invokes give bit-identical outputs, and they match the Keras model within ``atol``."""
+    """Two invokes give bit-identical outputs, and they match the Keras model within ``atol``: with LiteRT's
+    default XNNPACK delegate and on its builtin kernels alone (what runs where XNNPACK does not)."""
+    from ai_edge_litert.interpreter import OpResolverType
+
     ref = model(xs[0] if len(xs) == 1 else xs, training=False)
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
-    first, second = invoke_twice(data, xs)
-    for a, b in zip(first, second):
-        np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
-    assert len(first) == len(refs)
-    for got, want in match_outputs(first, refs):
-        np.testing.assert_allclose(got, want, atol=atol)
+    for resolver in (OpResolverType.AUTO, OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES):
+        first, second = invoke_twice(data, xs, experimental_op_resolver_type=resolver)
+        for a, b in zip(first, second):
+            np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
+        assert len(first) == len(refs)
+        for got, want in match_outputs(first, refs):
+            np.testing.assert_allclose(got, want, atol=atol)
 
 
 @pytest.fixture(autouse=True)

@@ -687,3 +687,28 @@ def test_int8_stateful_rnn_integer_state_carried_and_reset(flavour, layer, tmp_p
     assert out.returncode == 0, out.stderr[-2000:]
     scale = max(np.abs(runs[0]).max(), 1e-6) / 127  # within a couple of int8 steps of the output (recurrence)
     assert np.abs(np.load(tmp_path / "y.npy") - runs[0]).max() <= 4 * scale
+
+
+def test_int8_lstm_with_an_initial_state_computed_in_the_graph():
+    """An encoder's state as a decoder LSTM's initial state: copied into the integer LSTM's state tensors by
+    QUANTIZE (int8 h, int16 cell state), the model fully integer and close to Keras."""
+    k = keras_flavour("keras3")
+    k.utils.set_random_seed(0)
+    x, h = k.Input((8, 4), batch_size=1), k.Input((6,), batch_size=1)
+    start = k.layers.Dense(16, activation="tanh")(h)
+    model = k.Model([x, h], k.layers.LSTM(16)(x, initial_state=[start, start]))
+    rng = np.random.default_rng(0)
+    samples = [[rng.standard_normal((1, 8, 4)).astype(np.float32), rng.standard_normal((1, 6)).astype(np.float32)]
+               for _ in range(70)]
+    conv, data = _int8(model, samples[:50], io=None)
+    records = {r["kind"]: r for r in conv.report.quantization["ops"]}
+    assert records["UNIDIRECTIONAL_SEQUENCE_LSTM"]["mode"] == "int8"
+    m, ops = _tensors(data)
+    (sg, lstm), = [(sg, op) for sg, op in ops
+                   if m.operatorCodes[op.opcodeIndex].builtinCode == schema.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM]
+    assert [sg.tensors[lstm.inputs[i]].type for i in (18, 19)] == [schema.TensorType.INT8, schema.TensorType.INT16]
+    from fuselite.runtime import run
+
+    got = np.stack([list(run(data, xs).values())[0] for xs in samples[50:]])
+    want = np.stack([np.asarray(model(xs)) for xs in samples[50:]])
+    assert np.abs(got - want).max() <= INT8_RELATIVE_TOLERANCE * np.ptp(want)

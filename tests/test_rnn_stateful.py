@@ -53,7 +53,15 @@ def _assert_same(got, want):
 
 
 def _check_chunks(model, data, chunks):
-    interp = interpreter(data)
+    from ai_edge_litert.interpreter import OpResolverType
+
+    _check_chunks_on(model, interpreter(data), chunks)
+    # LiteRT's builtin kernels alone (no XNNPACK): the state copies must not alias a variable tensor
+    _check_chunks_on(model, interpreter(data, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
+                     chunks)
+
+
+def _check_chunks_on(model, interp, chunks):
     _reset_keras(model)
     for x in chunks:
         _assert_same(_invoke(interp, x), _keras(model, x))

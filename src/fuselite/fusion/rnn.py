@@ -75,7 +75,11 @@ def _state(c, batch: int, units: int, initial=None):
     if initial is None:
         v = c.op("FILL", [dims, np.array(0.0, np.float32)], dtype=np.float32, shape=(batch, units))
     else:
+        # copied into the variable tensor by a CAST (float32 -> float32): LiteRT's builtin RESHAPE shares
+        # its input's buffer, which would leave the variable tensor without data ("Input tensor lacks data"
+        # wherever XNNPACK does not take the ops around it)
         v = c.op("RESHAPE", [initial, dims], dtype=np.float32, shape=(batch, units))
+        v = c.op("CAST", [v], dtype=np.float32, shape=(batch, units))
     v.meta["is_variable"] = True
     return v
 

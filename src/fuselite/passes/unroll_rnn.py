@@ -83,8 +83,8 @@ def _direction(fn: Function, op: Op, operands: tuple, backward: bool, new: list[
     xs = add("tfl.UNPACK", [proj], [(batch, units)] * steps, {"num": steps, "axis": 0 if tm else 1}, "step")
     act = ACTIVATIONS[op.attrs.get("fused_activation_function", "NONE")]
     h = None
-    if not _zero_state(state):
-        h = state
+    if not _zero_state(state):  # the initial value (copied into the op's state tensor by a CAST: read it)
+        h = state.producer.inputs[0] if state.producer is not None and state.producer.kind == "CAST" else state
         state.meta.pop("is_variable", None)  # an ordinary value now: no sequence op keeps it
     fc = dict(opts, keep_num_dims=False)
     hs: list[Value | None] = [None] * steps

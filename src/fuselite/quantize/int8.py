@@ -358,32 +358,27 @@ class _Int8Function:
                                          quant=Quantization((float(np.float32(scale)),), (0,)))
         k = cell_scale_log2(cell_peak)
         for i, dtype, quant in ((18, INT8, out), (19, np.dtype(np.int16), Quantization((2.0 ** k,), (0,)))):
-            read = _variable_read(op.inputs[i])
-            if read is not None:  # a stateful LSTM: its variable holds the state in the kernel's type
-                old = op.inputs[i]
-                for v in {old.uid: old, read.outputs[0].uid: read.outputs[0]}.values():
-                    v.dtype, v.quant = dtype, quant
-                self.variables[shared_name(read.inputs[0])] = (dtype, quant)
-                # The kernel's state tensor (a variable tensor it updates in place) written by a copy, a
-                # QUANTIZE to the same parameters: LiteRT's builtin RESHAPE aliases its output to its
-                # input (a READ_VARIABLE's dynamic tensor), which leaves a variable tensor without data.
-                old.meta.pop("is_variable", None)
-                copy = self.fn.make_op("tfl.QUANTIZE", [old], [(dtype, old.shape)], name=f"{op.name}/state_{i}")
-                copy.outputs[0].quant = quant
-                copy.outputs[0].meta["is_variable"] = True
-                self.fn.ops.insert(self.fn.ops.index(op), copy)
-                self.fn.replace_uses(old, copy.outputs[0])
-                copy.inputs[0] = old
-                continue
-            # The zero state, written afresh on every invoke: a QUANTIZE (to the same parameters) of a constant.
-            # Not an integer FILL: TFLite Micro's FILL takes a float32 value only.
-            fill = op.inputs[i].producer
-            zeros = self.fn.const(np.full(op.inputs[i].shape, quant.zero_point[0], dtype), "zero_state", quant=quant)
-            state = self.fn.make_op("tfl.QUANTIZE", [zeros], [(dtype, zeros.shape)], name=f"{op.name}/state_{i}")
+            writer = op.inputs[i].producer  # FILL (zeros) or CAST (a copy of the initial value)
+            if writer.kind == "FILL":
+                # The zero state, written afresh on every invoke: a QUANTIZE (to the same parameters) of a
+                # constant. Not an integer FILL: TFLite Micro's FILL takes a float32 value only.
+                source = self.fn.const(np.full(op.inputs[i].shape, quant.zero_point[0], dtype), "zero_state",
+                                       quant=quant)
+            else:
+                source = writer.inputs[0]
+                read = _variable_read(op.inputs[i])
+                if read is not None:  # a stateful LSTM: its variable holds the state in the kernel's type
+                    for v in {source.uid: source, read.outputs[0].uid: read.outputs[0]}.values():
+                        v.dtype, v.quant = dtype, quant
+                    self.variables[shared_name(read.inputs[0])] = (dtype, quant)
+                else:  # an initial state computed in the graph
+                    source = self.integer_input(source, writer, INT8)
+            # the kernel's state tensor (a variable tensor it updates in place), written by a copy
+            state = self.fn.make_op("tfl.QUANTIZE", [source], [(dtype, source.shape)], name=f"{op.name}/state_{i}")
             state.outputs[0].quant = quant
             state.outputs[0].meta["is_variable"] = True
-            self.fn.ops[self.fn.ops.index(fill)] = state
-            op.inputs[i] = state.outputs[0]
+            self.fn.ops[self.fn.ops.index(writer)] = state
+            self.fn.replace_uses(op.inputs[i], state.outputs[0])
         op.attrs["_intermediates"] = [("float32", (0,), None)] * 4 + [("int8", (0,), out.as_dict())]
         op.attrs.pop("asymmetric_quantize_inputs", None)
         op.outputs[0].dtype, op.outputs[0].quant = INT8, out
@@ -480,21 +475,21 @@ def why_not_integer_lstm(fn: Function, op: Op) -> str | None:
         return "its weights and biases must be constants"
     for i in (18, 19):
         state = op.inputs[i]
-        if _zero_fill(state) is not None and fn.uses(state) == [op]:
-            continue
-        read = _variable_read(state)
-        # a stateful LSTM: the state is read from a variable; the cell state is read back after the op
-        others = [u for u in fn.uses(state) if u is not op]
-        if read is None or (i == 18 and others) or any(u.kind != "RESHAPE" for u in others):
-            return "its state is neither zeros nor a variable's value only it reads"
+        writer = state.producer if state is not None else None
+        # zeros (FILL) or an initial value copied in (CAST); the cell state may be read back after the op
+        others = [u for u in fn.uses(state) if u is not op] if state is not None else []
+        if writer is None or (writer.kind != "CAST" and _zero_fill(state) is None) or \
+                (i == 18 and others) or any(u.kind != "RESHAPE" for u in others) or fn.is_output(state):
+            return "its state is neither zeros nor an initial value copied into the kernel's state"
     return None
 
 
 def _variable_read(v: Value | None) -> Op | None:
-    """The READ_VARIABLE that ``v`` (an LSTM state: a RESHAPE of it) comes from, or None."""
+    """The READ_VARIABLE that ``v`` (an LSTM state: a copy of a RESHAPE of it) comes from, or None."""
     op = v.producer if v is not None else None
-    if op is not None and op.kind == "RESHAPE":
-        op = op.inputs[0].producer
+    for kind in ("CAST", "RESHAPE"):
+        if op is not None and op.kind == kind:
+            op = op.inputs[0].producer
     return op if op is not None and op.kind == "READ_VARIABLE" else None
 
 
@@ -571,8 +566,10 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         counter = WeightBytes()
         lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
         states = {id(op.inputs[i].producer) for op in fn.ops if lstms.get(id(op), "x") is None for i in (18, 19)}
-        states |= {id(_variable_read(op.inputs[i])) for op in fn.ops if lstms.get(id(op), "x") is None
-                   for i in (18, 19) if _variable_read(op.inputs[i]) is not None}
+        for op in fn.ops:  # a stateful LSTM's variable reads (and the RESHAPE after each) take its state's type
+            read = [_variable_read(op.inputs[i]) for i in (18, 19)] if lstms.get(id(op), "x") is None else []
+            states |= {id(r) for r in read if r is not None}
+            states |= {id(op.inputs[i].producer.inputs[0].producer) for i, r in zip((18, 19), read) if r is not None}
         for v in fn.inputs:
             if v.dtype == FLOAT32 and input_type == "int16":
                 v.quant, v.dtype = q.params(v, INT16), INT16
@@ -613,8 +610,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                     else:
                         _add(records, outputs, op, record(fn, op, "int8", before, counter.after(op),
                                                           scheme="integer LSTM (8x8->16)", scales=_scales(op)))
-                        for read in filter(None, (_variable_read(op.inputs[i].producer.inputs[0]) for i in (18, 19)
-                                                  if op.inputs[i].producer.kind == "QUANTIZE")):
+                        for read in filter(None, (_variable_read(op.inputs[i].producer.inputs[0]) for i in (18, 19))):
                             _add(records, outputs, read, record(fn, read, _mode_of(read), 0, 0, scales=_scales(read),
                                                                 scheme="integer variable (the LSTM's state)"))
                         continue
