@@ -162,7 +162,14 @@ def test_cli_quantize(tmp_path):
                                  str(tmp_path / "cal.npz")], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "calibration: 30 sample(s)" in out.stdout and "quantization: int8" in out.stdout
+    assert "largest shares of the error" in out.stdout
+    out = subprocess.run(base + [str(tmp_path / "i16.tflite"), "--quantize", "int16x8", "--calibration-data",
+                                 str(tmp_path / "cal.npz"), "--max-error", "0.5"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "quantization: int16x8" in out.stdout and "error budget 50%: met as it is" in out.stdout
     for bad, message in ((["--quantize", "int8"], "calibration data"),
+                         (["--quantize", "dynamic", "--max-error", "0.01"], "--max-error is for --quantize int8"),
                          (["--quantize", "dynamic", "--keep-float", "no_such_op"], "'no_such_op' matches no op"),
                          (["--keep-float", "SOFTMAX"], "--keep-float is for use with --quantize")):
         out = subprocess.run(base + [str(tmp_path / "bad.tflite"), *bad], capture_output=True, text=True, timeout=300)
@@ -506,6 +513,35 @@ def test_int16x8_every_tensor_integer_on_litert_close_to_keras(built_models, fla
         assert _int8_error(data, model, held_out, absolute=True) <= 1 / 256
     else:
         assert _int8_error(data, model, held_out) <= INT8_RELATIVE_TOLERANCE
+
+
+def test_int8_error_budget_makes_the_fewest_layers_wider_and_reports_each_layers_share(built_models):
+    """Each layer's share is measured (quantized again with it 16x8); a budget below the all-int8 error makes
+    layers 16x8, largest share first, until it is met — every step measured, the model still integer."""
+    model, _, _ = built_models("keras3", "cnn")
+    calibration = [zoo.sample_inputs(model, seed=200 + i) for i in range(30)]
+    conv, data = _int8(model, calibration, io=None)
+    layers = conv.report.quantization["layers"]
+    assert len(layers["layers"]) == 4 and layers["layers_not_measured"] == 0  # 2 conv, depthwise, dense
+    full = layers["end_to_end_error"]
+    assert full == max(o["relative_error"] for o in conv.report.quantization["outputs"])
+    best = layers["layers"][0]
+    assert best["share"] == pytest.approx((full - best["error_without_int8"]) / full) and best["share"] > 0
+    assert all(r["layer_error_share"] is not None for r in conv.report.quantization["ops"]
+               if r["kind"] in ("CONV_2D", "FULLY_CONNECTED"))
+    budget = (full + best["error_without_int8"]) / 2  # met by the best layer alone
+    conv, wider = _int8(model, calibration, io=None, max_quantization_error=budget)
+    plan = conv.report.quantization["layers"]
+    assert plan["met"] and plan["promoted"] == [best["layer"]] and plan["final_error"] <= budget
+    assert max(o["relative_error"] for o in conv.report.quantization["outputs"]) == pytest.approx(plan["final_error"])
+    promoted = [r for r in conv.report.quantization["ops"] if r["op"].startswith(best["layer"] + "/")]
+    assert promoted and all(r["mode"] == "int16x8" for r in promoted if r["kind"] != "RESHAPE")
+    assert "error budget" in str(conv.report)
+    conv, _ = _int8(model, calibration, io=None, max_quantization_error=1e-6)  # unreachable: said, not hidden
+    plan = conv.report.quantization["layers"]
+    assert not plan["met"] and len(plan["promoted"]) == 4 and "not met" in str(conv.report)
+    with pytest.raises(QuantizationOptionError, match="between 0 and 1"):
+        _int8(model, calibration, io=None, max_quantization_error=2)
 
 
 def test_int8_ops_without_an_integer_form_fall_back_or_are_listed(built_models):

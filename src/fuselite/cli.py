@@ -69,10 +69,16 @@ def _apply_quantization(conv, args) -> None:
         from fuselite.errors import InputError
 
         raise InputError("--keep-float is for use with --quantize")
+    if args.max_error is not None and args.quantize not in ("int8", "int16x8"):
+        from fuselite.errors import InputError
+
+        raise InputError("--max-error is for --quantize int8 or int16x8")
     if not args.quantize:
         return
     conv.optimizations = ["DEFAULT"]
     conv.keep_float = args.keep_float or []
+    if args.max_error is not None:
+        conv.max_quantization_error = args.max_error
     if args.quantize == "float16":
         conv.target_spec.supported_types = ["float16"]
     elif args.quantize == "int8":
@@ -135,11 +141,14 @@ def main(argv=None) -> int:
     c.add_argument("--verify-ir", action="store_true", help="check the IR's invariants after every pass")
     c.add_argument("--quantize", choices=["float16", "dynamic", "int8", "int16x8"],
                    help="quantize as tf.lite.TFLiteConverter's options would: float16 weights, dynamic (int8 "
-                        "weights, float activations), int8 (full integer, needs --calibration-data); int16x8 says "
-                        "it is not implemented yet")
+                        "weights, float activations), int8 (full integer, needs --calibration-data), int16x8 "
+                        "(int16 activations, int8 weights; needs --calibration-data)")
     c.add_argument("--keep-float", action="append", metavar="OP",
                    help="keep this op in float when quantizing: an op kind (FULLY_CONNECTED), a node name or a "
                         "name scope as the report lists them; repeatable")
+    c.add_argument("--max-error", type=float, metavar="FRACTION",
+                   help="int8 / int16x8: the largest error you accept, as a fraction of each output's range (0.01 "
+                        "= 1%%); the fewest layers are made wider (16x8, or float) to meet it")
     c.add_argument("--calibration-data", metavar="FILE.npz",
                    help="calibration samples for int8 / int16x8: one array per input, samples on the first axis")
     c.set_defaults(func=cmd_convert)

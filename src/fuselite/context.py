@@ -44,6 +44,7 @@ class ConversionContext:
     keep_float: tuple[str, ...] = ()  # ops kept float when quantizing (kinds, node names, scopes)
     representative_dataset: Any = None  # int8: the calibration samples (as tf.lite.TFLiteConverter takes them)
     integer_only: bool = False  # int8: an op that stays float is an error (TFLITE_BUILTINS_INT8 alone)
+    max_quantization_error: float | None = None  # full integer: the end-to-end relative error to meet
     inference_input_type: str = "float32"  # int8: the model's input / output tensors
     inference_output_type: str = "float32"
 

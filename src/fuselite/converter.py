@@ -42,7 +42,7 @@ class Converter:
 
     OPTIONS = ("batch_size", "rules", "strict_fusion", "verify_ir", "print_after", "print_stream",
                "optimizations", "target_spec", "representative_dataset", "inference_input_type",
-               "inference_output_type", "keep_float")
+               "inference_output_type", "keep_float", "max_quantization_error")
     _STATE = ("source", "report", "module")
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
@@ -72,6 +72,7 @@ class Converter:
         self.inference_input_type = None  # float32, as in TensorFlow
         self.inference_output_type = None
         self.keep_float: list[str] = []  # ops that stay float when quantizing
+        self.max_quantization_error = None  # full integer: keep the fewest layers wider to meet it (0.01 = 1%)
 
     def __setattr__(self, key, value):
         if not key.startswith("_") and key not in self.OPTIONS and key not in self._STATE:
@@ -127,6 +128,14 @@ class Converter:
         if keep_float and mode is None:
             raise QuantizationOptionError("keep_float names ops to keep float when quantizing, but no quantization "
                                           "is set (optimizations=[tf.lite.Optimize.DEFAULT])")
+        if self.max_quantization_error is not None and mode not in ("int8", "int16x8"):
+            raise QuantizationOptionError("max_quantization_error is for full-integer quantization (int8 or 16x8, "
+                                          "with a representative_dataset)")
+        budget = self.max_quantization_error
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                   or not 0 < budget < 1):
+            raise QuantizationOptionError("max_quantization_error is the largest error you accept as a fraction of "
+                                          f"each output's range, between 0 and 1 (0.01 = 1%), got {budget!r}")
         for note in notes:
             self.report.warn(note)
         try:
@@ -144,7 +153,8 @@ class Converter:
         integer = {} if mode not in ("int8", "int16x8") else {
             "representative_dataset": self.representative_dataset, "integer_only": integer_only(self.target_spec),
             "inference_input_type": io_type(self.inference_input_type),
-            "inference_output_type": io_type(self.inference_output_type)}
+            "inference_output_type": io_type(self.inference_output_type),
+            "max_quantization_error": None if self.max_quantization_error is None else float(self.max_quantization_error)}
         ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
                                 strict_fusion=self.strict_fusion, batch_size=batch_size, verify_ir=self.verify_ir,
                                 print_after=self.print_after, print_stream=self.print_stream,

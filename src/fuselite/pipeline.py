@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections import Counter
 
 from fuselite import frontend
+from fuselite.budget import layer_of, plan_layers
 from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.fusion.loops import fuse_lstm_loops
 from fuselite.lower import lower_module
+from fuselite.passes.clone import snapshot_module
 from fuselite.passes.control_flow import specialize_loop_invariants
 from fuselite.passes.dce import dce
 from fuselite.passes.fold_tf import fold_tf
@@ -29,7 +31,8 @@ from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.unroll_rnn import unroll_sequence_rnns
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
-from fuselite.quantize.int8 import quantize_int8, split_bidirectional_lstms
+from fuselite.quantize.int8 import INT16_KINDS, INTEGER_KERNELS, quantize_int8, split_bidirectional_lstms
+from fuselite.quantize.select import op_name
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error
 
@@ -139,15 +142,69 @@ def calibrate(module, ctx) -> int:
     return count
 
 
-def quantize_full_int8(module, ctx) -> int:
+def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], dict[int, int]]:
+    """Quantize ``module`` in ctx's full-integer mode, the layers in ``promoted`` one step wider: 16x8 where
+    they have the kernel, float (when allowed) for an op that has only an int8 one (the LSTM)."""
     outputs: dict[int, int] = {}
-    if ctx.quantization == "int16x8":  # every op with a 16x8 kernel; the others int8 (the LSTM: 8x8->16)
-        wide = lambda op: True  # noqa: E731
-    else:  # the steps of unrolled recurrent cells run 16x8 (as the integer LSTM's insides are int16)
-        wide = lambda op: bool(op.attrs.get("_recurrent_cell"))  # noqa: E731
-    records = quantize_int8(module, ctx.ranges, KeepFloat(ctx.keep_float), ctx.integer_only,
-                            ctx.inference_input_type, ctx.inference_output_type, outputs, ctx.captured, wide=wide)
-    return _record_quantization(ctx, ctx.quantization, records, outputs)
+    promoted_ = set(promoted)
+
+    def wide(op) -> bool:
+        if ctx.quantization == "int16x8":  # every op with a 16x8 kernel; the others int8 (the LSTM: 8x8->16)
+            return True
+        # the steps of unrolled recurrent cells run 16x8 (as the integer LSTM's insides are int16)
+        return bool(op.attrs.get("_recurrent_cell")) or layer_of(op_name(op)) in promoted_
+
+    keep = list(ctx.keep_float)
+    if promoted and not ctx.integer_only:
+        keep += [op_name(op) for fn in module.functions.values() for op in fn.ops
+                 if op.kind in NO_16X8 and layer_of(op_name(op)) in promoted_]
+    records = quantize_int8(module, ctx.ranges, KeepFloat(keep), ctx.integer_only, ctx.inference_input_type,
+                            ctx.inference_output_type, outputs, ctx.captured, wide=wide)
+    return records, outputs
+
+
+NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # integer, but no 16x8 kernel in LiteRT: wider means float
+
+
+def _candidate_layers(records: list[dict], integer_only: bool) -> list[str]:
+    """Layers with an op that could run wider: int8 and computing (16x8 exists), or an LSTM (float allowed)."""
+    layers = []
+    for r in records:
+        if r["mode"] != "int8" or r["kind"] in ("READ_VARIABLE", "ASSIGN_VARIABLE"):
+            continue
+        if r["kind"] in NO_16X8 and integer_only:
+            continue
+        kernel = INTEGER_KERNELS.get(r["kind"])
+        if r["kind"] in NO_16X8 or (kernel is not None and r["kind"] in INT16_KINDS and kernel.output != "same"
+                                    and not kernel.inputs_as_output):
+            layers.append(layer_of(r["op"]))
+    return list(dict.fromkeys(layers))
+
+
+def quantize_full_int8(module, ctx) -> int:
+    """Quantize; measure each layer's share of the error (quantizing again with it wider, on LiteRT); with
+    ``max_quantization_error``, make the fewest layers wider that meet it."""
+    pristine = snapshot_module(module)
+    records, outputs = _integer(module, ctx)
+
+    def measure(promoted: tuple[str, ...]) -> float:
+        trial = snapshot_module(pristine)
+        _integer(trial, ctx, promoted)
+        _, outs, _ = quantization_error(ctx.float_output, _ordered_flatbuffer(trial), ctx.error_samples or None)
+        return max(o["relative_error"] for o in outs)
+
+    plan = plan_layers(_candidate_layers(records, ctx.integer_only), measure, ctx.max_quantization_error)
+    if plan.promoted:
+        module.functions.clear()
+        module.functions.update(pristine.functions)
+        records, outputs = _integer(module, ctx, tuple(plan.promoted))
+    count = _record_quantization(ctx, ctx.quantization, records, outputs)
+    ctx.report.quantization["layers"] = report = plan.report()
+    shares = {k["layer"]: k["share"] for k in report["layers"]}
+    for r in records:
+        if layer_of(r["op"]) in shares:
+            r["layer_error_share"] = shares[layer_of(r["op"])]
+    return count
 
 
 ERROR_SAMPLES = 8  # calibration samples the quantization error is measured on

@@ -93,7 +93,20 @@ def _quantization_lines(q: dict) -> list[str]:
         lines.append(f"    error of output '{out['name']}' against the float model on LiteRT "
                      f"({q.get('samples', 0)} samples): max abs {out['max_abs_error']:.3g}, "
                      f"{100 * out['relative_error']:.3g}% of its range")
+    layers = q.get("layers")
+    if layers and layers["layers"]:
+        top = sorted(layers["layers"], key=lambda k: -k["share"])[:_SHARES]
+        lines.append("    largest shares of the error (each layer quantized wider, measured): " + ", ".join(
+            f"{k['layer']} {100 * k['share']:.0f}%" for k in top))
+    if layers and "max_relative_error" in layers:
+        how = (f"met with {', '.join(layers['promoted'])} wider" if layers["promoted"] else "met as it is") \
+            if layers["met"] else f"not met with every candidate layer wider ({', '.join(layers['promoted'])})"
+        lines.append(f"    error budget {100 * layers['max_relative_error']:.3g}%: {how}; "
+                     f"{100 * layers['end_to_end_error']:.3g}% -> {100 * layers['final_error']:.3g}%")
     return lines
+
+
+_SHARES = 5
 
 
 def _describe(v: dict) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fuselite.ir import Function, Value
+from fuselite.ir import Function, Module, Op, Value
 
 
 def clone_body(dst: Function, src: Function, args: list[Value], prefix: str = "") -> list[Value]:
@@ -30,4 +30,44 @@ def copy_function(src: Function, name: str) -> Function:
         a.meta = dict(v.meta)
     fn.outputs = clone_body(fn, src, args)
     fn.input_names, fn.output_names = list(src.input_names), list(src.output_names)
+    return fn
+
+
+def snapshot_module(module: Module) -> Module:
+    """An exact copy of ``module`` to rewrite separately: every value keeps its uid and name (tables keyed
+    by uid, such as calibrated ranges, apply to both), constants share their arrays (rewrites replace
+    constants, they do not change them). Not recursive: any depth of ops is fine."""
+    out = Module()
+    out.signatures = dict(module.signatures)
+    for name, src in module.functions.items():
+        out.functions[name] = _snapshot(src)
+    return out
+
+
+def _snapshot(src: Function) -> Function:
+    fn = Function(src.name)
+    fn.attrs = dict(src.attrs)
+    fn.input_names, fn.output_names = list(src.input_names), list(src.output_names)
+    fn._names = set(src._names)
+    env: dict[int, Value] = {}
+
+    def value(v: Value | None) -> Value | None:
+        if v is None:
+            return None
+        if v.uid not in env:
+            env[v.uid] = Value(v.name, v.dtype, v.shape, const=v.const, index=v.index, meta=dict(v.meta),
+                               quant=v.quant, uid=v.uid)
+        return env[v.uid]
+
+    fn.inputs = [value(v) for v in src.inputs]
+    ops = []
+    for op in src.ops:
+        new = Op(op.type, [value(v) for v in op.inputs], [], dict(op.attrs), op.name, op.location)
+        for o in op.outputs:
+            n = value(o)
+            n.producer = new
+            new.outputs.append(n)
+        ops.append(new)
+    fn.ops = ops
+    fn.outputs = [value(v) for v in src.outputs]
     return fn
