@@ -123,7 +123,8 @@ _CAST_TYPES = [(("bfloat16",), 7), (("float64", "float16"), 5), (("uint16",), 4)
 # op -> ordered (condition, version) pairs; the first condition that holds wins.
 _RULES: dict[str, list] = {
     # int16 ADD/MUL/ABS without quantization parameters take the "not input_quantized" branch.
-    "ADD": [(_INT16, 5), (_in(0, "int64"), 4), (_INT8, 2)],
+    "ADD": [(_both(_INT16, lambda op: op.inputs[0].quant is None), 5), (_in(0, "int64"), 4),
+            (_both(_I16_IO, lambda op: not op.attrs.get("pot_scale_int16", True)), 3), (_INT8, 2)],
     "SUB": [(_both(_I16_IO, lambda op: not op.attrs.get("pot_scale_int16", True)), 5),
             (_in(0, "int64"), 4), (_broadcast_gt4, 3), (_INT8, 2)],
     "MUL": [(_in(0, "int16", "uint32"), 7), (_in(0, "complex64"), 6), (_in(0, "int64"), 5), (_INT8, 2)],

@@ -318,6 +318,9 @@ class _Int8Function:
                 op.inputs[i] = self.integer_input(v, op, dtype)
         if kernel.bias is not None:
             self.bias(op, kernel)
+        if dtype == INT16 and op.kind in ("ADD", "SUB"):
+            # general int16 scales, as the official quantizer sets (tools/optimize/quantize_model.cc:846-875)
+            op.attrs["pot_scale_int16"] = False
         first = next(v for v in op.inputs if v is not None and v.dtype == dtype)
         for o in op.outputs:
             if o.dtype != FLOAT32:
