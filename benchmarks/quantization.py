@@ -1,9 +1,11 @@
 #!/usr/bin/env python
-"""Quantization side by side: fuselite and the official converter in float16 and dynamic-range modes.
+"""Quantization side by side: fuselite and the official converter in float16, dynamic-range, int8 and 16x8.
 
 For every model (both Keras flavours), in one process, each converter makes its float model
 and its quantized model in the same mode (the same ``tf.lite.TFLiteConverter`` settings:
-``optimizations=[DEFAULT]``, plus ``supported_types=[float16]`` for float16). For each:
+``optimizations=[DEFAULT]``, plus ``supported_types=[float16]`` for float16, a
+``representative_dataset`` for int8, and ``supported_ops=[EXPERIMENTAL_..._INT16_WEIGHTS_INT8]``
+with it for 16x8). For each:
 
 * size in bytes, and as a fraction of the same converter's float model;
 * operator count of the main subgraph (LiteRT, no delegate) and the ops it runs;
@@ -37,7 +39,8 @@ from results import short_error
 
 MODELS = ["mlp", "cnn", "mobilenet_v2", "lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm",
           "simple_rnn", "gru", "text_lstm", "text_model"]
-MODES = ("float16", "dynamic", "int8")
+MODES = ("float16", "dynamic", "int8", "int16x8")
+CALIBRATED = ("int8", "int16x8")
 CALIBRATION_SAMPLES = 100  # int8: representative dataset (seeds 2000...), the same for both converters
 
 
@@ -54,9 +57,11 @@ def configure(conv, mode: str, model) -> None:
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     if mode == "float16":
         conv.target_spec.supported_types = [tf.float16]
-    if mode == "int8":
+    if mode in CALIBRATED:
         samples = calibration(model)
         conv.representative_dataset = lambda: iter(samples)
+    if mode == "int16x8":
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
 
 
 @dataclass
@@ -91,7 +96,7 @@ def _fuselite(model, mode: str | None, flavour: str) -> tuple[bytes, dict]:
 
 
 def _official(model, mode: str | None, flavour: str) -> tuple[bytes, dict]:
-    if mode != "int8":
+    if mode not in CALIBRATED:
         return convert_tf(model, (lambda c: configure(c, mode, model)) if mode else None)[0], {}
     # TF 2.21's int8 calibrator can crash the process (SIGSEGV in calibrator.py on Keras 3 RNNs): a child does it,
     # from_keras_model first and, for a recurrent model, a batch-1 concrete function if that fails
@@ -105,7 +110,7 @@ def _official(model, mode: str | None, flavour: str) -> tuple[bytes, dict]:
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "model.tflite")
             child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", flavour, name_of(model),
-                                    route, out], capture_output=True, text=True, timeout=900)
+                                    route, mode, out], capture_output=True, text=True, timeout=900)
             if child.returncode == 0:
                 with open(out, "rb") as f:
                     return f.read(), {}
@@ -123,13 +128,13 @@ def name_of(model) -> str:
                  (k == "mobilenet_v2" and model.name.startswith("mobilenetv2"))), model.name)
 
 
-def _child(flavour: str, name: str, route: str, out: str) -> int:
-    """The official int8 conversion of one model by one route, alone in this process."""
+def _child(flavour: str, name: str, route: str, mode: str, out: str) -> int:
+    """The official int8 (or 16x8) conversion of one model by one route, alone in this process."""
     from fuselite.testing import models as zoo
 
     model = zoo.build(name, keras_module(flavour))
     with quiet():
-        data = convert_tf(model, lambda c: configure(c, "int8", model), route)[0]
+        data = convert_tf(model, lambda c: configure(c, mode, model), route)[0]
     with open(out, "wb") as f:
         f.write(data)
     return 0
@@ -201,7 +206,7 @@ def table(rows: list[tuple[str, str, str, dict[str, Result]]]) -> str:
                      f"{_cell(tf, 'err')} | {_cell(fl, 'lat')} | {_cell(tf, 'lat')} | {_cell(fl, 'ops')} | "
                      f"{_cell(tf, 'ops')} |")
     timings = [f"{flavour}/{name} {res['fuselite'].calibration_s:.2f} s" for flavour, name, mode, res in rows
-               if mode == "int8" and res["fuselite"].calibration_s is not None]
+               if mode == "int8" and res["fuselite"].calibration_s is not None]  # (16x8 calibrates the same way)
     if timings:
         lines += ["", f"fuselite's calibration ({CALIBRATION_SAMPLES} samples, the `calibrate` pass): "
                   + ", ".join(timings) + "."]
@@ -220,9 +225,10 @@ def markdown(rows, args, started, wall_s: float) -> str:
         f"- Machine: {machine_description()}", f"- Versions: {versions()}",
         f"- Both converters get the same settings: `optimizations=[DEFAULT]` (dynamic), plus "
         f"`target_spec.supported_types=[float16]` (float16), or plus a `representative_dataset` of "
-        f"{CALIBRATION_SAMPLES} random samples (int8; default op set, float inputs and outputs). Official "
-        f"converter route: {TF_ROUTE_NOTE} Its int8 conversions run in a child process (its calibrator can "
-        "crash the process).",
+        f"{CALIBRATION_SAMPLES} random samples (int8; default op set, float inputs and outputs), plus "
+        "`supported_ops=[EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]` (int16x8). Official "
+        f"converter route: {TF_ROUTE_NOTE} Its int8 and 16x8 conversions run in a child process (its "
+        "calibrator can crash the process).",
         f"- Error: max abs difference from the float Keras model over the same {args.samples} held-out inputs "
         "(random normal floats, token ids in [0, 1000)), and as a share of the range of Keras' outputs over "
         "them. Size ratio: against the same converter's float model.",
@@ -239,7 +245,7 @@ def main(argv=None) -> int:
     p.add_argument("--samples", type=int, default=20, help="held-out inputs for the error (default 20)")
     p.add_argument("--latency-seconds", type=float, default=1.0, help="timed invokes per model and mode")
     p.add_argument("--out", help="write the Markdown report here (atomically); default: stdout")
-    p.add_argument("--child", nargs=4, metavar=("FLAVOUR", "MODEL", "ROUTE", "OUT"), help=argparse.SUPPRESS)
+    p.add_argument("--child", nargs=5, metavar=("FLAVOUR", "MODEL", "ROUTE", "MODE", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return _child(*args.child)
