@@ -38,7 +38,7 @@ from report import command_line, fuselite_revision, machine_description, version
 from results import short_error
 
 MODELS = ["mlp", "cnn", "mobilenet_v2", "lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm",
-          "simple_rnn", "gru", "text_lstm", "text_model"]
+          "simple_rnn", "gru", "text_lstm", "text_model", "stateful_lstm"]
 MODES = ("float16", "dynamic", "int8", "int16x8")
 CALIBRATED = ("int8", "int16x8")
 CALIBRATION_SAMPLES = 100  # int8: representative dataset (seeds 2000...), the same for both converters
@@ -124,7 +124,7 @@ def name_of(model) -> str:
     """The reference model's name in fuselite.testing.models (MobileNetV2 names itself otherwise)."""
     from fuselite.testing import models as zoo
 
-    return next((k for k in (*zoo.BUILDERS, *zoo.RNN_BUILDERS) if k == model.name or
+    return next((k for k in (*zoo.BUILDERS, *zoo.RNN_BUILDERS, *zoo.STATEFUL_BUILDERS) if k == model.name or
                  (k == "mobilenet_v2" and model.name.startswith("mobilenetv2"))), model.name)
 
 
@@ -138,6 +138,14 @@ def _child(flavour: str, name: str, route: str, mode: str, out: str) -> int:
     with open(out, "wb") as f:
         f.write(data)
     return 0
+
+
+def _reset(model):
+    """A stateful model back to zero state (the error is measured per sample from a fresh interpreter)."""
+    for layer in model.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_states()
+    return model
 
 
 def _errors(data: bytes, samples, refs, names) -> float:
@@ -258,7 +266,7 @@ def main(argv=None) -> int:
         for name in args.models:
             model = zoo.build(name, k)
             samples = [zoo.sample_inputs(model, seed=1000 + i) for i in range(args.samples)]
-            refs = [reference_outputs(model, xs) for xs in samples]
+            refs = [reference_outputs(_reset(model), xs) for xs in samples]  # each from zero state, as LiteRT's
             names = [t.name.split(":")[0] for t in model.inputs]
             span = float(max(r.max() for ref in refs for r in ref) - min(r.min() for ref in refs for r in ref))
             for mode in args.modes:

@@ -475,12 +475,11 @@ def _int16_out(rec: dict) -> bool:
     return out is not None and out[1] == 0 and rec["mode"] == "int16x8"
 
 
-def _int16x8(model, samples, io=tf.int16, builtins=False):
+def _int16x8(model, samples, io=tf.int16):
     conv = fuselite.Converter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = lambda: iter(samples)
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8] + \
-        ([tf.lite.OpsSet.TFLITE_BUILTINS] if builtins else [])
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
     conv.inference_input_type = conv.inference_output_type = io
     return conv, conv.convert()
 
@@ -547,7 +546,7 @@ def test_int8_error_budget_makes_the_fewest_layers_wider_and_reports_each_layers
 def test_int8_ops_without_an_integer_form_fall_back_or_are_listed(built_models):
     model, _, _ = built_models("keras3", "transformer_block")  # attention: no integer BATCH_MATMUL / NEG yet
     calibration = [zoo.sample_inputs(model, seed=i) for i in range(20)]
-    with pytest.raises(fuselite.ConversionError, match="TFLITE_BUILTINS_INT8 only") as e:
+    with pytest.raises(fuselite.ConversionError, match="only integer op sets") as e:
         _int8(model, calibration)
     assert sorted({p.split(" ")[0] for p in e.value.problems}) == ["BATCH_MATMUL", "NEG"]
     conv, data = _int8(model, calibration, integer_only=False, io=None)
@@ -674,9 +673,10 @@ np.save(sys.argv[3], np.stack(outs))
 """
 
 
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
 @pytest.mark.parametrize("layer", ["LSTM", "GRU", "SimpleRNN"])
-def test_int8_stateful_rnn_integer_state_carried_and_reset(flavour, layer, tmp_path):
+def test_integer_stateful_rnn_state_carried_and_reset(flavour, layer, mode, tmp_path):
     """A stateful RNN in int8: its state variables hold int8 (int16 for an LSTM's cell and the 16x8 cells)
     values, carried across invokes as in Keras, reset by the reset signature; LiteRT with and without its
     default delegate, and TFLite Micro, agree."""
@@ -689,7 +689,8 @@ def test_int8_stateful_rnn_integer_state_carried_and_reset(flavour, layer, tmp_p
     i = k.Input((6, 3), batch_size=2)
     model = k.Model(i, getattr(k.layers, layer)(16, stateful=True)(i))
     stream = np.random.default_rng(0).standard_normal((130, 2, 6, 3)).astype(np.float32)
-    conv, data = _int8(model, [[x] for x in stream[:100]], io=None)  # the state carries over the samples
+    calibration = [[x] for x in stream[:100]]  # the state carries over the samples
+    conv, data = _int8(model, calibration, io=None) if mode == "int8" else _int16x8(model, calibration, io=None)
     m, _ = _tensors(data)
     for sg in m.subgraphs:  # float only at the model's edges (float inputs and outputs asked for)
         edges = set(sg.inputs) | set(sg.outputs)
@@ -721,7 +722,7 @@ def test_int8_stateful_rnn_integer_state_carried_and_reset(flavour, layer, tmp_p
     out = subprocess.run([sys.executable, "-c", _TFLM_STREAM, str(tmp_path / "m.tflite"), str(tmp_path / "x.npz"),
                           str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    scale = max(np.abs(runs[0]).max(), 1e-6) / 127  # within a couple of int8 steps of the output (recurrence)
+    scale = max(np.abs(runs[0]).max(), 1e-6) / 127  # within a few int8 steps of the output (recurrence)
     assert np.abs(np.load(tmp_path / "y.npy") - runs[0]).max() <= 4 * scale
 
 

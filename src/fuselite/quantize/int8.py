@@ -559,6 +559,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     records: list[dict] = []
     problems: list[str] = []
     captured = captured or {}
+    ranges = dict(ranges)  # narrowed here per quantization (saturating inputs): the caller's stay as calibrated
     variables: dict[str, tuple] = {}  # shared_name -> (dtype, Quantization) of the variables made integer
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
@@ -634,8 +635,9 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         _edges(fn, q, output_type)
     _initial_values(module, variables)
     if integer_only and problems:
-        raise NotIntegerError(f"{len(problems)} op(s) cannot be integer, and target_spec.supported_ops is "
-                              "TFLITE_BUILTINS_INT8 only (add TFLITE_BUILTINS to let them run in float)", problems)
+        raise NotIntegerError(f"{len(problems)} op(s) cannot be integer, and target_spec.supported_ops has only "
+                              "integer op sets (TFLITE_BUILTINS_INT8 or the 16x8 set; add TFLITE_BUILTINS to let "
+                              "them run in float)", problems)
     keep.check_used(module)
     return records
 

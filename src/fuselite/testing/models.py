@@ -135,6 +135,12 @@ def text_lstm(k):
     return k.Model(i, k.layers.Dense(4, activation="softmax")(x), name="text_lstm")
 
 
+def stateful_lstm(k):
+    """LSTM(64), stateful (batch 1): its state carries from one invoke to the next."""
+    i = k.Input((50, 32), batch_size=1, name="sequence")
+    return k.Model(i, k.layers.LSTM(64, stateful=True)(i), name="stateful_lstm")
+
+
 BUILDERS = {
     "mlp": mlp, "cnn": cnn, "mobilenet_v2": mobilenet_v2, "resnet_block": resnet_block,
     "transformer_block": transformer_block, "text_model": text_model,
@@ -144,6 +150,8 @@ RNN_BUILDERS = {
     "bidirectional_lstm": bidirectional_lstm,
     "simple_rnn": simple_rnn, "gru": gru, "text_lstm": text_lstm,
 }
+# stateful: outputs depend on earlier invokes (not in the stateless model sweeps)
+STATEFUL_BUILDERS = {"stateful_lstm": stateful_lstm}
 # max abs error allowed against TF eager (issue acceptance)
 TOLERANCE = {"mobilenet_v2": 1e-4, "transformer_block": 1e-4}
 
@@ -159,7 +167,7 @@ def _has_gelu(k) -> bool:
 def build(name: str, k, seed: int = 0):
     """Build model ``name`` with Keras flavour ``k``, seeded and with non-trivial BN stats."""
     k.utils.set_random_seed(seed)
-    model = {**BUILDERS, **RNN_BUILDERS}[name](k)
+    model = {**BUILDERS, **RNN_BUILDERS, **STATEFUL_BUILDERS}[name](k)
     _randomize_batchnorm(model, seed)
     return model
 
