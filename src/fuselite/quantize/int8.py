@@ -30,7 +30,7 @@ import numpy as np
 from fuselite.errors import ConversionError
 from fuselite.ir import Function, Module, Op, Quantization, Value
 from fuselite.quantize.dynamic import symmetric_int8
-from fuselite.quantize.select import KeepFloat, WeightBytes, op_name, record
+from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, op_name, record
 from fuselite.quantize.select import add_record as _add
 
 FLOAT32 = np.dtype(np.float32)
@@ -191,6 +191,7 @@ class _Int8Function:
         self.variables = variables if variables is not None else {}  # shared_name -> (dtype, Quantization)
         self.wide = wide or set()  # uids of the float values that become int16 (16x8 ops)
         self.float_twin: dict[int, Value] = {}  # integer value uid -> its DEQUANTIZE output
+        self.weights: dict[tuple, Value] = {}  # (content, channel axis) -> the int8 weight
         self.twins: dict[tuple[int, str], Value] = {}  # (value uid, dtype) -> its QUANTIZE output
 
     def dtype(self, v: Value) -> np.dtype:
@@ -308,8 +309,13 @@ class _Int8Function:
             if v is None:
                 continue
             if kernel.weight is not None and i == kernel.weight[0]:
-                q, quant = symmetric_int8(v.const, kernel.weight[1])
-                op.inputs[i] = self.fn.const(q, f"{v.name}_int8", quant=quant)
+                # one int8 tensor per distinct weight: the steps of an unrolled cell share their matrices
+                # (and their per-channel scales, which the file would otherwise repeat per step)
+                key = (content_key(v.const), kernel.weight[1])
+                if key not in self.weights:
+                    q, quant = symmetric_int8(v.const, kernel.weight[1])
+                    self.weights[key] = self.fn.const(q, f"{v.name}_int8", quant=quant)
+                op.inputs[i] = self.weights[key]
             elif kernel.bias is not None and i == kernel.bias:
                 continue  # after the weight and the input are known
             elif v.is_const and v.const.dtype == FLOAT32:
