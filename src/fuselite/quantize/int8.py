@@ -138,8 +138,8 @@ def _saturated_ranges(fn: Function, ranges: dict[int, tuple[float, float]], wide
 
 # Kinds whose LiteRT and TFLite Micro kernels take int16 activations (zero point 0) with int8 weights and
 # int64 biases (the 16x8 scheme); read in each kernel's Prepare (docs/kernel-contracts.md §7.3). A fixed
-# int8 output scale becomes 1/32768 (zero point 0) in int16. GELU: LiteRT's int16 lookup table (TFLite
-# Micro has no GELU kernel in any type).
+# int8 output scale becomes 1/32768 (zero point 0) in int16. LiteRT only: GELU (an int16 lookup table; TFLite
+# Micro has no GELU kernel in any type) and GATHER (TFLite Micro's takes int8 and float32 only).
 INT16_KINDS = frozenset({
     "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU",
     "RELU6", "GELU",
