@@ -18,6 +18,7 @@ from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.fusion.loops import fuse_lstm_loops
 from fuselite.lower import lower_module
+from fuselite.passes.bidirectional import split_bidirectional_lstms
 from fuselite.passes.clone import snapshot_module
 from fuselite.passes.control_flow import specialize_loop_invariants
 from fuselite.passes.dce import dce
@@ -31,7 +32,7 @@ from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.unroll_rnn import unroll_sequence_rnns
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
-from fuselite.quantize.int8 import INT16_KINDS, INTEGER_KERNELS, quantize_int8, split_bidirectional_lstms
+from fuselite.quantize.int8 import INT16_KINDS, INTEGER_KERNELS, quantize_int8
 from fuselite.quantize.select import op_name
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fuselite.ir import Function, Module, Op, Value
+from fuselite.passes.bidirectional import merged_outputs
 
 MAX_STEPS = 512
 ACTIVATIONS = {"TANH": "tfl.TANH", "RELU": "tfl.RELU", "RELU6": "tfl.RELU6", "RELU_N1_TO_1": "tfl.RELU_N1_TO_1",
@@ -117,12 +118,8 @@ def unroll_sequence_rnns(module: Module, skip: Callable[[Op], bool] = lambda op:
                                   location=op.location)
                 new.append(pack)
                 outs.append(pack.outputs[0])
-            if op.kind == "BIDIRECTIONAL_SEQUENCE_RNN" and op.attrs.get("merge_outputs", False):
-                cat = fn.make_op("tfl.CONCATENATION", outs, [(_F32, op.outputs[0].shape)],
-                                 {"axis": 2, "fused_activation_function": "NONE"}, name=f"{op.name}/concat",
-                                 location=op.location)
-                new.append(cat)
-                outs = [cat.outputs[0]]
+            if op.kind == "BIDIRECTIONAL_SEQUENCE_RNN":
+                outs = merged_outputs(fn, op, outs, new)
             fn.replace_op(op, new, outs)
             _shortcut_last_steps(fn, new)
             count += 1

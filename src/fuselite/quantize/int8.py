@@ -421,50 +421,6 @@ _LSTM_UNSUPPORTED = {9: "peephole", 10: "peephole", 11: "peephole", 16: "project
 CELL_SCALE_LOG2 = (-15, -9)  # the kernel's ApplyTanh handles 2^-15..2^-9 only (anything else: silently wrong)
 
 
-def split_bidirectional_lstms(module: Module) -> int:
-    """Each ``BIDIRECTIONAL_SEQUENCE_LSTM`` -> two ``UNIDIRECTIONAL_SEQUENCE_LSTM`` (the backward one on the
-    time-reversed input, its output reversed back) and a ``CONCATENATION`` when merged.
-
-    LiteRT's bidirectional kernel has no integer form (its input must be float32,
-    ``bidirectional_sequence_lstm.cc``); the unidirectional one has. Exact in float: the
-    calibration runs on this form. Ops with auxiliary inputs are left as they are.
-    """
-    count = 0
-    for fn in module.functions.values():
-        for op in [op for op in fn.ops if op.kind == "BIDIRECTIONAL_SEQUENCE_LSTM"]:
-            if any(i < len(op.inputs) and op.inputs[i] is not None for i in range(39, 48)):
-                continue
-            x = op.inputs[0]
-            tm = bool(op.attrs.get("time_major", False))
-            axis = fn.const(np.array([0 if tm else 1], np.int32), "time_axis")
-            opts = {k: op.attrs[k] for k in ("fused_activation_function", "cell_clip", "proj_clip", "time_major")
-                    if k in op.attrs}
-            rx = fn.make_op("tfl.REVERSE_V2", [x, axis], [(FLOAT32, x.shape)], name=f"{op.name}/reversed_input",
-                            location=op.location)
-            new, outs = [rx], []
-            for d, (seq, first, states) in enumerate(((x, 1, (35, 36)), (rx.outputs[0], 18, (37, 38)))):
-                units = op.inputs[first + 4].shape[1]  # recurrent_to_input weights: [n_cell, n_output]
-                shape = (*seq.shape[:2], units)
-                ins = [seq, *op.inputs[first:first + 17], *(op.inputs[i] for i in states), None, None, None, None]
-                lstm = fn.make_op("tfl.UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [(FLOAT32, shape)], dict(opts),
-                                  name=f"{op.name}/{'forward' if d == 0 else 'backward'}", location=op.location)
-                new.append(lstm)
-                outs.append(lstm.outputs[0])
-            back = fn.make_op("tfl.REVERSE_V2", [outs[1], axis], [(FLOAT32, outs[1].shape)],
-                              name=f"{op.name}/backward_in_time", location=op.location)
-            new.append(back)
-            outs[1] = back.outputs[0]
-            if op.attrs.get("merge_outputs", False):
-                cat = fn.make_op("tfl.CONCATENATION", outs, [(FLOAT32, op.outputs[0].shape)],
-                                 {"axis": 2, "fused_activation_function": "NONE"}, name=f"{op.name}/concat",
-                                 location=op.location)
-                new.append(cat)
-                outs = [cat.outputs[0]]
-            fn.replace_op(op, new, outs)
-            count += 1
-    return count
-
-
 def _zero_fill(v: Value | None) -> Op | None:
     """The FILL of zeros that makes ``v`` (an LSTM state), or None."""
     op = v.producer if v is not None else None
