@@ -9,12 +9,19 @@ that the fusion rules decline (``fuselite.fusion.rnn``) still converts exactly.
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+import threading
+from contextlib import contextmanager
 
 from fuselite.fusion.implements import implements
 from fuselite.fusion.rnn_kit import GATE_ORDERS
 
 RECURRENT = ("LSTM", "SimpleRNN", "GRU")
+
+# Tracing replaces attributes of the model's layers (their ``call``, a cell's weights) for as long as
+# the trace runs: one trace at a time, so that two conversions of one model in two threads never
+# wrap each other's replacements. Only the trace is serialised; the rest of a conversion is not.
+_TRACE_LOCK = threading.RLock()
+_tracing = threading.local()  # .model: the model this thread is tracing
 
 
 def _flavour(layer) -> str | None:
@@ -83,60 +90,49 @@ def _gates(kind: str) -> int:
     return len(GATE_ORDERS["keras", kind])
 
 
-def _cells(layer, kind: str) -> list:
+def _view(obj, **attrs):
+    """A shallow copy of ``obj`` with ``attrs`` set on the copy only: what a trace changes, no other thread
+    using the model sees."""
+    view = object.__new__(type(obj))  # not copy.copy: a Keras 3 object's __reduce__ saves the whole model
+    view.__dict__.update(obj.__dict__)
+    for key, value in attrs.items():
+        object.__setattr__(view, key, value)
+    return view
+
+
+def _cell_view(cell, tensors):
+    """The cell computing with ``tensors`` (kernel, recurrent kernel, bias) instead of its variables, dropout
+    off (inference). TensorFlow forbids an ``experimental_implements`` function to capture variables, so the
+    composite body reads the weights from its arguments."""
+    attrs = {"kernel": tensors[0], "recurrent_kernel": tensors[1]}
+    if cell.use_bias:
+        attrs["bias"] = tensors[2]
+    attrs.update({a: 0.0 for a in ("dropout", "recurrent_dropout") if a in cell.__dict__})
+    return _view(cell, **attrs)
+
+
+def _traced_view(layer, kind: str, tensors, stateless: bool):
+    """The layer as the composite's body runs it: over cells bound to the weight arguments; a stateful
+    layer as a stateless one that returns its final states (the caller reads and assigns the state
+    variables: the composite must not capture them)."""
+    def one(rnn, weights):
+        attrs = {"cell": _cell_view(rnn.cell, weights)}
+        if stateless:
+            attrs.update(stateful=False, return_state=True)  # tf-keras: properties, set on the view
+        return _view(rnn, **attrs)
+
     if kind == "Bidirectional":
-        return [layer.forward_layer.cell, layer.backward_layer.cell]
-    return [layer.cell]
+        return _view(layer, forward_layer=one(layer.forward_layer, tensors[:3]),
+                     backward_layer=one(layer.backward_layer, tensors[3:6]))
+    return one(layer, tensors)
 
 
-@contextmanager
-def _weights_bound(cells, tensors):
-    """Let the cells compute with ``tensors`` instead of their variables.
-
-    TensorFlow forbids an ``experimental_implements`` function to capture variables,
-    so the composite body must read the weights from its arguments.
-    """
-    saved = []
-    for i, cell in enumerate(cells):
-        for j, attr in enumerate(("kernel", "recurrent_kernel", "bias")):
-            if attr == "bias" and not cell.use_bias:
-                continue
-            saved.append((cell, attr, cell.__dict__.get(attr)))
-            object.__setattr__(cell, attr, tensors[3 * i + j])
-        for attr in ("dropout", "recurrent_dropout"):  # inference: dropout is a no-op
-            if attr in cell.__dict__:
-                saved.append((cell, attr, cell.__dict__[attr]))
-                object.__setattr__(cell, attr, 0.0)
-    try:
-        yield
-    finally:
-        for cell, attr, value in saved:
-            object.__setattr__(cell, attr, value)
-
-
-def _call_layer(layer, x, initial_state, mask):
+def _call_layer(layer, view, x, initial_state, mask):
+    """The layer's own ``call`` (as before fuselite replaced it) run on ``view``."""
     kwargs = {"mask": mask, "training": False}
     if initial_state is not None:
         kwargs["initial_state"] = initial_state
-    return layer._fuselite_original_call(x, **kwargs)
-
-
-@contextmanager
-def _stateless_with_states(layer):
-    """Run a stateful layer as a stateless one that returns its final states.
-
-    The composite must not touch the layer's state variables (TensorFlow forbids an
-    ``experimental_implements`` function to capture them), so the caller reads them
-    into the initial-state arguments and assigns the returned final states itself.
-    """
-    saved = {a: getattr(layer, a) for a in ("stateful", "return_state")}  # tf-keras: properties
-    object.__setattr__(layer, "stateful", False)
-    object.__setattr__(layer, "return_state", True)
-    try:
-        yield
-    finally:
-        for attr, value in saved.items():
-            object.__setattr__(layer, attr, value)
+    return layer._fuselite_original_call.__func__(view, x, **kwargs)
 
 
 def _start_from_zero_state(layer, state_vars, notes: list, zero_initial) -> None:
@@ -175,6 +171,9 @@ def _make_call(layer, kind: str, notes: list, zero_initial):
         interface = f"keras.layers.{kind}"
 
     def call(inputs, *args, initial_state=None, mask=None, training=None, **kwargs):
+        if getattr(_tracing, "model", None) is None:  # another thread using the model meanwhile: Keras' own
+            return layer._fuselite_original_call(inputs, *args, initial_state=initial_state, mask=mask,
+                                                 training=training, **kwargs)
         if args or kwargs.get("constants") is not None:
             return layer._fuselite_original_call(inputs, *args, initial_state=initial_state, mask=mask,
                                                  training=False, **kwargs)
@@ -209,9 +208,7 @@ def _make_call(layer, kind: str, notes: list, zero_initial):
         def composite(x, *rest):
             st = list(rest[n_w:n_w + n_s]) or None
             m = rest[n_w + n_s] if mask is not None else None
-            with _weights_bound(_cells(layer, kind), rest[:n_w]), \
-                    (_stateless_with_states(layer) if state_vars else nullcontext()):
-                out = _call_layer(layer, x, st, m)
+            out = _call_layer(layer, _traced_view(layer, kind, rest[:n_w], bool(state_vars)), x, st, m)
             return list(out) if isinstance(out, (list, tuple)) else out
 
         extra = [mask] if mask is not None else []
@@ -250,21 +247,24 @@ def recurrent_composites(model, zero_initial):
     stateful layers' state variables are marked in ``zero_initial``
     (:class:`~fuselite.passes.variables.ZeroInitialVariables`).
     """
-    found: list = []
-    notes: list[str] = []
-    if hasattr(model, "_flatten_layers"):
-        _find(model, found, {id(model)})
-    saved = []
-    for layer, kind in found:
-        saved.append((layer, layer.__dict__.get("call")))
-        object.__setattr__(layer, "_fuselite_original_call", layer.call)
-        object.__setattr__(layer, "call", _make_call(layer, kind, notes, zero_initial))
-    try:
-        yield notes
-    finally:
-        for layer, own_call in saved:
-            if own_call is None:
-                object.__delattr__(layer, "call")
-            else:
-                object.__setattr__(layer, "call", own_call)
-            object.__delattr__(layer, "_fuselite_original_call")
+    with _TRACE_LOCK:
+        found: list = []
+        notes: list[str] = []
+        if hasattr(model, "_flatten_layers"):
+            _find(model, found, {id(model)})
+        saved = []
+        for layer, kind in found:
+            saved.append((layer, layer.__dict__.get("call")))
+            object.__setattr__(layer, "_fuselite_original_call", layer.call)
+            object.__setattr__(layer, "call", _make_call(layer, kind, notes, zero_initial))
+        outer, _tracing.model = getattr(_tracing, "model", None), model
+        try:
+            yield notes
+        finally:
+            _tracing.model = outer
+            for layer, own_call in saved:
+                if own_call is None:
+                    object.__delattr__(layer, "call")
+                else:
+                    object.__setattr__(layer, "call", own_call)
+                object.__delattr__(layer, "_fuselite_original_call")
