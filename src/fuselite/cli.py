@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
+import zipfile
+from contextlib import contextmanager
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -17,6 +20,11 @@ def _load_source(src: str, args):
     if src.endswith(".keras") or src.endswith(".h5"):
         if not os.path.exists(src):
             raise InputError(f"Keras model file not found: '{src}'")
+        if args.signature_keys:
+            raise InputError("--signature-keys is for SavedModels; a .keras file has one signature")
+        if src.endswith(".keras") and not zipfile.is_zipfile(src):
+            raise InputError(f"'{src}' is not a Keras model file: a .keras file is a zip archive "
+                             "(saved with model.save('name.keras'))")
         import keras
 
         try:
@@ -89,15 +97,55 @@ def _apply_quantization(conv, args) -> None:
         conv.representative_dataset = _calibration_samples(args.calibration_data)
 
 
+@contextmanager
+def _native_logs_hidden(verbose: bool):
+    """TensorFlow's and LiteRT's C++ log lines (written to fd 2 on import and on first use) hidden,
+    unless ``--verbose``: what the user needs is in the report and in fuselite's own error line."""
+    if verbose:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _check_output(args) -> None:
+    """Before any work: the output must be a file path fuselite may write, and not the input."""
+    from fuselite.errors import InputError
+
+    out = args.output
+    if os.path.isdir(out):
+        raise InputError(f"cannot write '{out}': it is a directory (give a file name, e.g. model.tflite)")
+    if os.path.exists(out) and os.path.exists(args.src) and os.path.samefile(out, args.src):
+        raise InputError(f"the output '{out}' is the input model: choose another path")
+    directory = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(directory):
+        raise InputError(f"cannot write '{out}': directory '{directory}' does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write '{out}': no permission to write in '{directory}'")
+
+
 def cmd_convert(args) -> int:
     from fuselite.converter import write_atomic
     from fuselite.errors import ConversionError
 
     t0 = time.perf_counter()
+    # SIGTERM as an exception: the atomic write removes its temporary file on the way out
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        conv = _load_source(args.src, args)
-        _apply_quantization(conv, args)
-        data = conv.convert()
+        _check_output(args)
+        with _native_logs_hidden(args.verbose):
+            conv = _load_source(args.src, args)
+            _apply_quantization(conv, args)
+            data = conv.convert()
         write_atomic(args.output, data)
     except ConversionError as e:
         print(f"fuselite: error: {e}", file=sys.stderr)
@@ -135,6 +183,8 @@ def main(argv=None) -> int:
     c.add_argument("--strict-fusion", action="store_true",
                    help="fail if a composite (experimental_implements / api_implements) is not fused")
     c.add_argument("--json", action="store_true", help="print the conversion report as JSON")
+    c.add_argument("--verbose", action="store_true",
+                   help="show TensorFlow's and LiteRT's own log lines (hidden by default)")
     c.add_argument("--print-after", action="append", metavar="PASS",
                    help="print the IR (text form) to stderr after this pass; repeatable ('fuselite pipeline' "
                         "lists the passes)")

@@ -50,8 +50,10 @@ class Converter:
                  print_after=(), print_stream=None):
         self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
-        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-            raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or not 1 <= batch_size < 2**31):
+            raise InputError(f"batch_size must be a positive integer below 2**31 (TFLite dims are int32), "
+                             f"got {batch_size!r}")
         self.batch_size = batch_size
         self.rules = RuleSet(fusions)
         self.strict_fusion = bool(strict_fusion)
@@ -177,7 +179,12 @@ def write_atomic(path, data: bytes) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ConversionError(f"cannot write '{path}': directory '{directory}' does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".fuselite-", suffix=".tmp", dir=directory)
+    if os.path.isdir(path):
+        raise ConversionError(f"cannot write '{path}': it is a directory (give a file name, e.g. model.tflite)")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".fuselite-", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise ConversionError(f"cannot write '{path}': {e.strerror or e} in '{directory}'") from None
     try:
         umask = os.umask(0)
         os.umask(umask)

@@ -79,6 +79,9 @@ def saved_model_entries(path, signature_keys=None, tags=None) -> tuple[list, obj
     available = list(loaded.signatures.keys())
     if not available:
         raise InputError(f"SavedModel at '{path}' has no signatures; save it with signatures=... or export()")
+    if isinstance(signature_keys, (str, bytes)):
+        raise InputError(f"signature_keys is a list of keys, got the string {signature_keys!r}: pass "
+                         f"[{signature_keys!r}]")
     if signature_keys:
         keys = list(signature_keys)
     else:  # like tf.lite.TFLiteConverter: the default signature, else all of them
@@ -99,6 +102,11 @@ def saved_model_entries(path, signature_keys=None, tags=None) -> tuple[list, obj
 
 
 def concrete_function_entries(funcs) -> list:
+    if hasattr(funcs, "graph") and hasattr(funcs, "structured_outputs"):
+        raise InputError("from_concrete_functions takes a list of concrete functions, as "
+                         "tf.lite.TFLiteConverter does: pass [f.get_concrete_function(...)]")
+    if not hasattr(funcs, "__iter__"):
+        raise InputError(f"from_concrete_functions takes a list of concrete functions, got {type(funcs).__name__}")
     funcs = list(funcs)
     if not funcs:
         raise InputError("no concrete functions given")

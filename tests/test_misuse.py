@@ -1,0 +1,110 @@
+"""Misuse gets one clear line, never a traceback, a hang or a lost file (issue 13)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import keras_flavour
+
+import fuselite
+from fuselite.errors import InputError
+from fuselite.testing import models as zoo
+
+CLI = [sys.executable, "-m", "fuselite.cli", "convert"]
+
+
+@pytest.fixture(scope="module")
+def keras_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "m.keras"
+    zoo.build("mlp", keras_flavour("keras3")).save(path)
+    return path
+
+
+def _cli(*args, timeout=300):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def _one_clear_line(out, message):
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr and message in out.stderr, out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr  # no TensorFlow log lines before it
+
+
+def test_cli_never_writes_over_its_input(keras_file):
+    before = keras_file.read_bytes()
+    _one_clear_line(_cli(keras_file, "-o", keras_file), "is the input model")
+    assert keras_file.read_bytes() == before
+
+
+def test_cli_output_that_is_a_directory_or_unwritable(keras_file, tmp_path):
+    _one_clear_line(_cli(keras_file, "-o", tmp_path), "it is a directory")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who may write anywhere (root)")
+        _one_clear_line(_cli(keras_file, "-o", locked / "m.tflite"), "cannot write")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_cli_random_bytes_and_misplaced_options(keras_file, tmp_path):
+    bad = tmp_path / "bad.keras"
+    bad.write_bytes(np.random.default_rng(0).bytes(1000))
+    _one_clear_line(_cli(bad, "-o", tmp_path / "x.tflite"), "is not a Keras model file")
+    _one_clear_line(_cli(keras_file, "-o", tmp_path / "x.tflite", "--signature-keys", "serving_default"),
+                    "--signature-keys is for SavedModels")
+    assert not any(p.name.startswith(".fuselite-") for p in tmp_path.iterdir())
+
+
+def test_sigterm_during_the_write_leaves_no_temporary_file(tmp_path):
+    """A conversion killed with SIGTERM while it writes: the temporary file goes too."""
+    script = tmp_path / "slow_write.py"
+    script.write_text(
+        "import sys, time\n"
+        "import fuselite.cli as cli, fuselite.converter as conv\n"
+        "real = conv.os.replace\n"
+        "def slow(*a):\n"
+        "    print('writing', flush=True); time.sleep(60); real(*a)\n"
+        "conv.os.replace = slow\n"
+        f"sys.exit(cli.main(['convert', {str(tmp_path / 'model.keras')!r}, '-o', {str(tmp_path / 'out.tflite')!r}]))\n")
+    zoo.build("mlp", keras_flavour("keras3")).save(tmp_path / "model.keras")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+        assert any(p.name.startswith(".fuselite-") for p in tmp_path.iterdir())  # the write is under way
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    time.sleep(0.1)
+    assert not any(p.name.startswith(".fuselite-") for p in tmp_path.iterdir())
+    assert not (tmp_path / "out.tflite").exists()
+
+
+def test_api_arguments_of_the_wrong_kind_are_named():
+    model = zoo.build("mlp", keras_flavour("keras3"))
+    for bad in (True, 10**12, 0, 2.0):
+        with pytest.raises(InputError, match="batch_size must be a positive integer"):
+            fuselite.Converter.from_keras_model(model, batch_size=bad)
+    fn = tf.function(lambda x: x * 2).get_concrete_function(tf.TensorSpec([2], tf.float32))
+    with pytest.raises(InputError, match=r"list of concrete functions.*\[f.get_concrete_function"):
+        fuselite.Converter.from_concrete_functions(fn)
+    assert fuselite.Converter.from_concrete_functions([fn]).convert()
+
+
+def test_signature_keys_as_one_string_is_named(tmp_path):
+    module = tf.Module()
+    module.f = tf.function(lambda x: x + 1, input_signature=[tf.TensorSpec([2], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path), signatures=module.f)
+    with pytest.raises(InputError, match=r"list of keys, got the string 'serving_default': pass \['serving_default'\]"):
+        fuselite.Converter.from_saved_model(tmp_path, signature_keys="serving_default")
+    assert fuselite.Converter.from_saved_model(tmp_path, signature_keys=["serving_default"]).convert()
