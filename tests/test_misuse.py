@@ -108,3 +108,54 @@ def test_signature_keys_as_one_string_is_named(tmp_path):
     with pytest.raises(InputError, match=r"list of keys, got the string 'serving_default': pass \['serving_default'\]"):
         fuselite.Converter.from_saved_model(tmp_path, signature_keys="serving_default")
     assert fuselite.Converter.from_saved_model(tmp_path, signature_keys=["serving_default"]).convert()
+
+
+# -- user fusion rules whose mistakes used to pass or abort the conversion ----------------------------
+
+def _composite_model():
+    """One ``tf.function`` composite: a Dense-like ``x @ w + b`` with implements ``test.Affine``."""
+    w = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    b = np.arange(5, dtype=np.float32)
+
+    @tf.function(experimental_implements="test.Affine", autograph=False)
+    def affine(x):
+        return tf.matmul(x, w) + b
+
+    fn = tf.function(lambda x: affine(x)).get_concrete_function(tf.TensorSpec([2, 4], tf.float32))
+    return fn, w, b
+
+
+def _convert_with(rule):
+    fn, w, b = _composite_model()
+    conv = fuselite.Converter.from_concrete_functions([fn], fusions=[("test.Affine", rule)])
+    data = conv.convert()  # the model is never lost: a bad rule is declined, the body converts
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    from fuselite.runtime import run
+
+    got = list(run(data, [x]).values())[0]
+    assert np.abs(got - (x @ w + b)).max() <= 1e-5
+    (record,) = [c for c in conv.report.composites if c["interface"] == "test.Affine"]
+    return record, str(conv.report)
+
+
+@pytest.mark.parametrize("mistake, message", [
+    ("shape", "result 0 would change shape from [2, 5] to [2, 4]"),
+    ("unknown_op", "'NOT_AN_OP' is not a LiteRT builtin op"),
+    ("bad_activation", "fused_activation_function='TANHH' is not one of"),
+    ("bad_option", "FULLY_CONNECTED has no option 'no_such_option'"),
+])
+def test_a_rule_mistake_is_that_rules_decline_and_the_model_converts(mistake, message):
+    def rule(c):
+        x = c.args[0]
+        weights = np.zeros((4, 4), np.float32) if mistake == "shape" else np.ones((5, 4), np.float32)
+        opts = {"fused_activation_function": "TANHH" if mistake == "bad_activation" else "NONE"}
+        if mistake == "bad_option":
+            opts["no_such_option"] = 1
+        kind = "NOT_AN_OP" if mistake == "unknown_op" else "FULLY_CONNECTED"
+        return c.op(kind, [x, weights, None], opts, dtype=np.float32,
+                    shape=(2, 4) if mistake == "shape" else (2, 5))
+
+    rule.__name__ = rule.__qualname__ = f"my_{mistake}_rule"
+    record, text = _convert_with(rule)
+    assert record["status"] == "declined" and message in record["reason"], record
+    assert record["rule"].endswith(f"my_{mistake}_rule") and "declined by rule" in text

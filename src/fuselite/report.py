@@ -66,7 +66,9 @@ class Report:
             for v in self.mutable_variables:
                 lines.append(f"    {_describe(v)}")
         for c in self.composites:
-            what = f"fused into {', '.join(c['into'])}" if c["status"] == "fused" else f"{c['status']}: {c['reason']}"
+            by = f" by rule {c['rule']}" if c.get("rule") and c["status"] == "declined" else ""
+            what = f"fused into {', '.join(c['into'])}" if c["status"] == "fused" else \
+                f"{c['status']}{by}: {c['reason']}"
             lines.append(f"  composite '{c['interface']}' ({c['call_sites']} call site(s)): {what}")
         if self.calibration:
             lines.append(f"  calibration: {self.calibration['samples']} sample(s), "

@@ -61,6 +61,30 @@ def options_table(kind: str) -> str | None:
     return _OPTION_NAMES.get(_norm(kind) + "options")
 
 
+def check_op(op) -> str | None:
+    """Why ``op`` (a ``tfl.`` op) cannot be written, in a sentence; None if it can: an op kind that is no
+    LiteRT builtin, an option its options table lacks, an enum option with an unknown value."""
+    kind = op.kind
+    if kind != "CUSTOM" and not hasattr(schema.BuiltinOperator, kind):
+        return f"'{kind}' is not a LiteRT builtin op"
+    table = options_table(kind) if kind != "CUSTOM" else None
+    fields = set(vars(getattr(schema, table + "T")())) if table else set()
+    for key, val in op.attrs.items():
+        if key.startswith("_") or key in ("custom_code", "custom_options"):
+            continue
+        if _camel(key) not in fields:
+            known = ", ".join(sorted(_snake(f) for f in fields)) or "none"
+            return f"{kind} has no option '{key}' (its options: {known})"
+        if key in _ENUMS and not (isinstance(val, str) and hasattr(_ENUMS[key], val)):
+            names = ", ".join(k for k in vars(_ENUMS[key]) if not k.startswith("_"))
+            return f"{kind} option {key}={val!r} is not one of {names}"
+    return None
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + ch.lower() if ch.isupper() else ch for ch in name)
+
+
 def _camel(key: str) -> str:
     head, *rest = key.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)

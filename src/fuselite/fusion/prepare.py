@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import ConversionError, NeedsStaticBatch
+from fuselite.export.flatbuffer import check_op
 from fuselite.fusion.composite import Arg, Composite, FusionDeclined, Result
 from fuselite.fusion.registry import RuleSet
 from fuselite.ir import Function, Module, Value
@@ -75,7 +76,20 @@ def _args(fn: Function, sites, read_variable) -> list[Arg]:
     return args
 
 
+def _shape_text(shape) -> str:
+    return "unknown" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _shapes_agree(a, b) -> bool:
+    """Known shapes of the same rank whose known dims are equal (an unknown one agrees with anything)."""
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and all(x is None or y is None or int(x) == int(y) for x, y in zip(a, b))
+
+
 def _check_outputs(c: Composite, outs) -> list[Value]:
+    """The rule's results must be what the composite's are (count, dtype, shape), and every op it emitted
+    writable (a builtin, its own options, known enum values): else the rule's fusion is declined."""
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     if len(outs) != len(c.results):
         raise FusionDeclined(f"the rule returned {len(outs)} value(s) for {len(c.results)} result(s)")
@@ -84,6 +98,13 @@ def _check_outputs(c: Composite, outs) -> list[Value]:
             raise FusionDeclined(f"the rule returned {type(v).__name__}, not a value")
         if v.dtype != r.dtype:
             raise FusionDeclined(f"result {r.index} would change dtype from {r.dtype} to {v.dtype}")
+        if not _shapes_agree(v.shape, r.shape):
+            raise FusionDeclined(f"result {r.index} would change shape from {_shape_text(r.shape)} to "
+                                 f"{_shape_text(v.shape)}")
+    for op in c.ops:
+        problem = check_op(op) if op.dialect == "tfl" else f"'{op.type}' is not a LiteRT op"
+        if problem:
+            raise FusionDeclined(f"the rule emits an op LiteRT cannot take: {problem}")
     return outs
 
 
@@ -125,6 +146,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
         if rule is None:
             record.update(status="not fused", reason=f"no fusion rule for interface '{iface}'")
         else:
+            record["rule"] = getattr(rule, "__qualname__", getattr(rule, "__name__", repr(rule)))
             c = Composite(fn, iface, attrs, _args(fn, sites[fname], read_variable),
                           [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
             c.batch_size = batch_size
