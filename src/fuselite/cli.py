@@ -109,10 +109,13 @@ def _native_logs_hidden(verbose: bool):
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     os.close(devnull)
+    python_stderr = sys.stderr  # Python's own writes (--print-after, warnings) still reach the terminal
+    sys.stderr = open(os.dup(saved), "w", buffering=1, encoding=getattr(python_stderr, "encoding", None))
     try:
         yield
     finally:
-        sys.stderr.flush()
+        sys.stderr.close()
+        sys.stderr = python_stderr
         os.dup2(saved, 2)
         os.close(saved)
 

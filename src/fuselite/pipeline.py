@@ -14,6 +14,7 @@ from collections import Counter
 
 from fuselite import frontend
 from fuselite.budget import layer_of, plan_layers
+from fuselite.errors import ConversionError
 from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.fusion.loops import fuse_lstm_loops
@@ -36,6 +37,8 @@ from fuselite.quantize.int8 import INT16_KINDS, INTEGER_KERNELS, quantize_int8
 from fuselite.quantize.select import op_name
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error
+from fuselite.runtime.kernel_errors import MissingKernelError
+from fuselite.runtime.prepare_check import litert_problem
 
 
 def count_ops(module) -> dict[str, int]:
@@ -236,6 +239,25 @@ def _ordered_flatbuffer(module, tensor_names: dict | None = None) -> bytes:
     return write_flatbuffer(module, tensor_names)
 
 
+def check_on_litert(module, ctx) -> None:
+    """Prepare (and on zeros, invoke) the written model on stock LiteRT; what it rejects is an error here."""
+    try:
+        problem = litert_problem(ctx.output)
+    except MissingKernelError as e:
+        ctx.report.warn(f"not run on LiteRT before writing: {e}")
+        return
+    if problem is None:
+        return
+    message, node, kind = problem
+    where = ""
+    fn = module.functions[next(iter(module.signatures.values()))] if module.signatures else None
+    if fn is not None and node is not None and node < len(fn.ops) and fn.ops[node].kind == kind:
+        op = fn.ops[node]
+        types = ", ".join(str(v.dtype) for v in op.inputs if v is not None)
+        where = f"{kind} '{op_name(op)}'{' at ' + op.location if op.location else ''} (inputs {types}): "
+    raise ConversionError(f"LiteRT cannot run the converted model: {where}{message}")
+
+
 def export_flatbuffer(module, ctx) -> None:
     ctx.tensor_names = {}
     ctx.output = _ordered_flatbuffer(module, ctx.tensor_names)
@@ -307,6 +329,8 @@ PIPELINE = [
         ], "int8 (or int16x8) activations, int8 weights", when=lambda m, ctx: ctx.quantization in ("int8", "int16x8")),
     ], "quantize as the converter's options ask", when=lambda m, ctx: ctx.quantization is not None),
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
+    Pass("check-on-litert", check_on_litert,
+         "prepare the model on stock LiteRT and invoke it on zeros: an op or dtype its kernels reject is an error"),
     Group("quantization-error", [
         Pass("measure-quantization-error", measure_quantization_error,
              "run the float and the quantized model on LiteRT; report each output's error"),
