@@ -173,3 +173,23 @@ def test_a_model_litert_cannot_run_is_an_error_not_a_file(build, message, tmp_pa
     with pytest.raises(fuselite.ConversionError, match="LiteRT cannot run the converted model: " + message):
         conv.convert_to(tmp_path / "m.tflite")
     assert not list(tmp_path.iterdir())
+
+
+def test_empty_saved_model_pb_is_named(tmp_path):
+    (tmp_path / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(InputError, match="saved_model.pb is empty"):
+        fuselite.Converter.from_saved_model(tmp_path)
+
+
+def test_constants_over_the_flatbuffer_limit_are_an_error_before_any_byte_is_built(monkeypatch):
+    """The 2 GiB limit, scaled down: the check counts distinct constants before the builder starts."""
+    import fuselite.export.flatbuffer as fb
+
+    monkeypatch.setattr(fb, "MAX_FLATBUFFER_BYTES", 1000)
+    monkeypatch.setattr(fb, "_GRAPH_ALLOWANCE", 0)
+    built = []
+    monkeypatch.setattr(fb.FlatbufferWriter, "write", lambda self: built.append(1) or b"")
+    conv = fuselite.Converter.from_keras_model(zoo.build("mlp", keras_flavour("keras3")))
+    with pytest.raises(fuselite.ConversionError, match=r"constants take 0.00 GiB: a .tflite flatbuffer holds under 2 GiB"):
+        conv.convert()
+    assert not built

@@ -376,12 +376,34 @@ def _string_tensor_bytes(arr: np.ndarray) -> np.ndarray:
     return np.frombuffer(out, dtype=np.uint8)
 
 
+MAX_FLATBUFFER_BYTES = 2**31 - 1  # a flatbuffer's offsets are 32-bit signed: a .tflite file is under 2 GiB
+_GRAPH_ALLOWANCE = 64 << 20  # room kept for the graph itself (tensors, ops, names)
+
+
+def _check_size(module: Module) -> None:
+    """Before any byte is built: the distinct constants must fit a flatbuffer, else a clear error (not the
+    builder's failure after minutes and gigabytes)."""
+    seen, total = set(), 0
+    for fn in module.functions.values():
+        for op in fn.ops:
+            for v in op.inputs:
+                if v is not None and v.is_const and id(v.const) not in seen:
+                    seen.add(id(v.const))
+                    total += v.const.nbytes
+    if total + _GRAPH_ALLOWANCE > MAX_FLATBUFFER_BYTES:
+        raise ConversionError(
+            f"the model's constants take {total / 2**30:.2f} GiB: a .tflite flatbuffer holds under 2 GiB "
+            "(fuselite does not write weights outside the flatbuffer yet; quantizing the weights, "
+            "optimizations=[tf.lite.Optimize.DEFAULT], makes them 4x smaller)")
+
+
 def write_flatbuffer(module: Module, tensor_names: dict[int, str] | None = None) -> bytes:
     """Serialise a fully lowered module to ``.tflite`` bytes.
 
     ``tensor_names``, when given, is filled with the name each value was written under
     (``value.uid`` -> tensor name), so a tool can find a value's tensor in the file.
     """
+    _check_size(module)
     writer = FlatbufferWriter(module)
     data = writer.write()
     if tensor_names is not None:

@@ -71,6 +71,9 @@ def saved_model_entries(path, signature_keys=None, tags=None) -> tuple[list, obj
         os.path.exists(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt")
     ):
         raise InputError(f"'{path}' is not a SavedModel directory (no saved_model.pb inside)")
+    pb = os.path.join(path, "saved_model.pb")
+    if os.path.exists(pb) and os.path.getsize(pb) == 0:
+        raise InputError(f"'{path}' is not a usable SavedModel: its saved_model.pb is empty (an interrupted save?)")
     try:
         loaded = tf.saved_model.load(path, tags=tags)
     except Exception as e:  # corrupt protobuf, wrong tags, missing variables...
