@@ -203,7 +203,7 @@ def test_lstm_sequence_needs_states_that_are_rewritten_on_every_invoke():
 def test_every_python_block_of_the_doc_is_tested_code():
     doc = (ROOT / "docs" / "byo-rnn.md").read_text()
     sources = Path(byo_rnn.__file__).read_text() + Path(__file__).read_text()
-    blocks = re.findall(r"```python\n(.*?)```", doc, re.S)
+    blocks = re.findall(r"```python(?: excerpt)?\n(.*?)```", doc, re.S)
     assert len(blocks) >= 4
     for block in blocks:  # verbatim, or indented as a whole (a line quoted from a function body)
         assert any(textwrap.indent(block, pad) in sources for pad in ("", " " * 4, " " * 8)), \
