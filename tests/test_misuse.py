@@ -193,3 +193,26 @@ def test_constants_over_the_flatbuffer_limit_are_an_error_before_any_byte_is_bui
     with pytest.raises(fuselite.ConversionError, match=r"constants take 0.00 GiB: a .tflite flatbuffer holds under 2 GiB"):
         conv.convert()
     assert not built
+
+
+def test_a_custom_op_composite_with_a_function_attribute_is_declined_not_stripped():
+    """A tfl_fusable_op composite whose implements carries a function (NameAttrList) attribute: a custom
+    option cannot hold it, so the fusion is declined with the reason, not written without it."""
+    implements = ('name: "my_custom_op" attr { key: "tfl_fusable_op" value { b: true } } '
+                  'attr { key: "callback" value { func { name: "some_function" } } }')
+
+    @tf.function(experimental_implements=implements, autograph=False)
+    def composite(a, b):
+        return a + b
+
+    fn = tf.function(lambda a, b: composite(a, b)).get_concrete_function(
+        tf.TensorSpec([1, 4], tf.float32), tf.TensorSpec([1, 4], tf.float32))
+    conv = fuselite.Converter.from_concrete_functions([fn])
+    data = conv.convert()
+    (record,) = [c for c in conv.report.composites if c["interface"] == "my_custom_op"]
+    assert record["status"] == "declined" and "custom option 'callback' is a function (some_function)" in \
+        record["reason"], record
+    from fuselite.runtime import run
+
+    ones = np.ones((1, 4), np.float32)
+    assert np.array_equal(list(run(data, [ones, ones]).values())[0], ones * 2)

@@ -8,6 +8,9 @@ from fuselite.errors import ConversionError
 
 
 def _plain(value, key: str):
+    if getattr(value, "is_function_attr", False):
+        raise ConversionError(f"custom option '{key}' is a function ({value}): a flexbuffer option is an int, "
+                              "float, bool, string or a list of them")
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer)):

@@ -85,12 +85,24 @@ def _decode_attr(tf_op, key: str, attr_value) -> Any:
     return None
 
 
+class FunctionAttr(str):
+    """An attribute whose value names a function (a ``NameAttrList``): a string that says what it is."""
+
+    is_function_attr = True
+
+
+def _decode_nested(key: str, attr_value) -> Any:
+    if attr_value.WhichOneof("value") == "func":  # kept recognisable: a rule must not take it for a string
+        return FunctionAttr(attr_value.func.name)
+    return _decode_attr(None, key, attr_value)
+
+
 def decode_attrs(node_def, tf_op=None) -> dict[str, Any]:
     out = {}
     for k, v in node_def.attr.items():
         out[k] = _decode_attr(tf_op, k, v)
         if v.WhichOneof("value") == "func":
-            out[k + "._attrs"] = {ak: _decode_attr(None, ak, av) for ak, av in v.func.attr.items()}
+            out[k + "._attrs"] = {ak: _decode_nested(ak, av) for ak, av in v.func.attr.items()}
     return out
 
 
