@@ -216,3 +216,42 @@ def test_a_custom_op_composite_with_a_function_attribute_is_declined_not_strippe
 
     ones = np.ones((1, 4), np.float32)
     assert np.array_equal(list(run(data, [ones, ones]).values())[0], ones * 2)
+
+
+def _wrong_embedding():
+    """An ``embedding_lookup`` composite whose body is not a plain lookup: ``gather * 2 + 1``."""
+    table = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
+
+    @tf.function(experimental_implements="embedding_lookup", autograph=False)
+    def lookup(t, ids):
+        return tf.gather(t, ids) * 2 + 1
+
+    fn = tf.function(lambda ids: lookup(tf.constant(table), ids)).get_concrete_function(tf.TensorSpec([3], tf.int32))
+    return fn, table
+
+
+def test_a_fusion_that_does_not_compute_the_body_is_declined():
+    from fuselite.runtime import run
+
+    fn, table = _wrong_embedding()
+    conv = fuselite.Converter.from_concrete_functions([fn])
+    data = conv.convert()
+    (record,) = conv.report.composites
+    assert record["status"] == "declined" and "differs from the composite's body" in record["reason"], record
+    ids = np.array([1, 2, 3], np.int32)
+    assert np.abs(list(run(data, [ids]).values())[0] - (table[ids] * 2 + 1)).max() <= 1e-6
+    conv = fuselite.Converter.from_concrete_functions([fn])  # the check off: the rule is trusted, as before
+    conv.check_fusions = False
+    data = conv.convert()
+    assert conv.report.composites[0]["status"] == "fused" and "check" not in conv.report.composites[0]
+    assert np.abs(list(run(data, [ids]).values())[0] - table[ids]).max() <= 1e-6  # the rule's (wrong) lookup
+
+
+def test_a_right_fusion_is_checked_and_the_report_says_what_it_cost():
+    model = zoo.build("lstm_64", keras_flavour("keras3"))
+    conv = fuselite.Converter.from_keras_model(model)
+    conv.convert()
+    (record,) = conv.report.composites
+    assert record["status"] == "fused" and record["check"]["checked"], record
+    assert record["check"]["max_abs_error"] <= 1e-5 and record["check"]["seconds"] > 0
+    assert "fusion checks: 1 of 1 fusion(s) run against their composite's body" in str(conv.report)

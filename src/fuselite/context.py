@@ -35,6 +35,7 @@ class ConversionContext:
     report: Report
     rules: RuleSet = field(default_factory=lambda: RuleSet(None))
     strict_fusion: bool = False
+    check_fusions: bool = True  # run each fusion against the composite's body before trusting it
     batch_size: int | None = None  # the batch size this run converts with (None: keep dynamic)
     verify_ir: bool = False  # run the IR verifier after every pass
     print_after: frozenset[str] = frozenset()  # pass names after which the IR is printed

@@ -40,7 +40,7 @@ class Converter:
     listing those it has: an option is never ignored silently.
     """
 
-    OPTIONS = ("batch_size", "rules", "strict_fusion", "verify_ir", "print_after", "print_stream",
+    OPTIONS = ("batch_size", "rules", "strict_fusion", "check_fusions", "verify_ir", "print_after", "print_stream",
                "optimizations", "target_spec", "representative_dataset", "inference_input_type",
                "inference_output_type", "keep_float", "max_quantization_error")
     _STATE = ("source", "report", "module")
@@ -57,6 +57,7 @@ class Converter:
         self.batch_size = batch_size
         self.rules = RuleSet(fusions)
         self.strict_fusion = bool(strict_fusion)
+        self.check_fusions = True  # each fusion run against the composite's own body first (False: skip)
         # the IR verifier after every pass: on when asked, or with FUSELITE_VERIFY_IR=1 (the tests set it)
         self.verify_ir = bool(verify_ir if verify_ir is not None else os.environ.get("FUSELITE_VERIFY_IR") == "1")
         unknown = sorted(set(print_after) - set(pass_names(PIPELINE)))
@@ -158,7 +159,8 @@ class Converter:
             "inference_output_type": io_type(self.inference_output_type),
             "max_quantization_error": None if self.max_quantization_error is None else float(self.max_quantization_error)}
         ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
-                                strict_fusion=self.strict_fusion, batch_size=batch_size, verify_ir=self.verify_ir,
+                                strict_fusion=self.strict_fusion, check_fusions=bool(self.check_fusions),
+                                batch_size=batch_size, verify_ir=self.verify_ir,
                                 print_after=self.print_after, print_stream=self.print_stream,
                                 quantization=mode, keep_float=keep_float, **integer)
         module = Module()

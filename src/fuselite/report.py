@@ -65,6 +65,12 @@ class Report:
             lines.append(f"  mutable variables (resource variables): {len(self.mutable_variables)}")
             for v in self.mutable_variables:
                 lines.append(f"    {_describe(v)}")
+        checks = [c["check"] for c in self.composites if c.get("check")]
+        if checks:
+            done = [k for k in checks if k["checked"]]
+            lines.append(f"  fusion checks: {len(done)} of {len(checks)} fusion(s) run against their composite's "
+                         f"body on random arguments ({sum(k['seconds'] for k in done):.2f} s; "
+                         "check_fusions=False skips them)")
         for c in self.composites:
             by = f" by rule {c['rule']}" if c.get("rule") and c["status"] == "declined" else ""
             what = f"fused into {', '.join(c['into'])}" if c["status"] == "fused" else \

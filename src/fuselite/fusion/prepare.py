@@ -17,6 +17,7 @@ from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.export.flatbuffer import check_op
 from fuselite.fusion.composite import Arg, Composite, FusionDeclined, Result
 from fuselite.fusion.registry import RuleSet
+from fuselite.fusion.verify import Mismatch, check_fusion
 from fuselite.ir import Function, Module, Value
 from fuselite.passes.inline import CALL_OPS
 
@@ -109,14 +110,15 @@ def _check_outputs(c: Composite, outs) -> list[Value]:
 
 
 def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
-                       batch_size: int | None = None, refine_shapes=None) -> tuple[list[dict], dict]:
+                       batch_size: int | None = None, refine_shapes=None, check: bool = True) -> tuple[list[dict], dict]:
     """Fuse composites in place.
 
     After each fused composite, ``refine_shapes(module)`` (default:
     :func:`fuselite.passes.shapes.refine_shapes`; the pipeline passes its own
     ``refine-shapes`` pass) lets static result shapes reach the composites fed by it.
     Returns one record per composite (for the report) and the variables whose values
-    were read as constant arguments ({name: array}).
+    were read as constant arguments ({name: array}). With ``check``, each fusion is run against the
+    composite's own body on random arguments first (:mod:`fuselite.fusion.verify`); a mismatch declines it.
     """
     from fuselite.fusion.custom_op import fuse_custom_op
     from fuselite.passes.variables import read_variable_value
@@ -152,9 +154,11 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
             c.batch_size = batch_size
             try:
                 outs = _check_outputs(c, rule(c))
+                if check:
+                    record["check"] = check_fusion(c, outs)
             except NeedsStaticBatch:
                 raise
-            except FusionDeclined as e:
+            except (FusionDeclined, Mismatch) as e:
                 record.update(status="declined", reason=str(e))
             except ConversionError as e:
                 record.update(status="declined", reason=str(e))
