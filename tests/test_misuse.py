@@ -255,3 +255,16 @@ def test_a_right_fusion_is_checked_and_the_report_says_what_it_cost():
     assert record["status"] == "fused" and record["check"]["checked"], record
     assert record["check"]["max_abs_error"] <= 1e-5 and record["check"]["seconds"] > 0
     assert "fusion checks: 1 of 1 fusion(s) run against their composite's body" in str(conv.report)
+
+
+def test_a_rule_with_weights_in_the_wrong_layout_is_declined_not_a_broken_model():
+    """FULLY_CONNECTED takes [out, in] weights; a rule passing Keras' [in, out] used to pass as fused and fail
+    only inside LiteRT."""
+    def rule(c):
+        x = c.args[0]
+        w = np.ones((4, 5), np.float32)  # [in, out]: the wrong layout for FULLY_CONNECTED
+        return c.op("FULLY_CONNECTED", [x, w, None], {"fused_activation_function": "NONE"}, dtype=np.float32,
+                    shape=(2, 5))
+
+    record, _ = _convert_with(rule)
+    assert record["status"] == "declined" and "the fused ops fail on LiteRT" in record["reason"], record

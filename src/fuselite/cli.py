@@ -210,7 +210,11 @@ def main(argv=None) -> int:
     d = sub.add_parser("demo", help="convert a small Keras model built in-process and run it on LiteRT")
     d.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (the output file was not written)
+        print("fuselite: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
