@@ -103,7 +103,7 @@ class _AlignedBuffer(schema.BufferT):
     def Pack(self, builder):
         data = None
         if self.data is not None and len(self.data):
-            raw = self.data.tobytes()
+            raw = memoryview(self.data)  # the constant's own bytes: no copy (weights can be most of memory)
             builder.StartVector(1, len(raw), 16)
             builder.head = builder.head - len(raw)
             builder.Bytes[builder.head : builder.head + len(raw)] = raw
@@ -138,9 +138,11 @@ class FlatbufferWriter:
             self.model.subgraphs.append(self._subgraph(self.module.functions[name]))
         self._signatures()
         self._metadata()
-        builder = flatbuffers.Builder(1024)
+        # sized for the weights up front: a builder that grows by doubling holds two copies while it grows
+        weights = sum(len(b.data) for b in self.model.buffers if b.data is not None)
+        builder = flatbuffers.Builder(weights + (1 << 20))
         builder.Finish(self.model.Pack(builder), file_identifier=b"TFL3")
-        return bytes(builder.Output())
+        return bytes(memoryview(builder.Bytes)[builder.Head():])  # one copy (Output() makes two)
 
     # -- pieces ------------------------------------------------------------------
     def _buffer(self, arr: np.ndarray) -> int:
@@ -148,7 +150,7 @@ class FlatbufferWriter:
         if raw.dtype.kind in ("S", "O", "U"):
             raw = _string_tensor_bytes(arr)
         data = raw.view(np.uint8).reshape(-1) if raw.size else np.zeros(0, np.uint8)
-        key = hashlib.blake2b(data.tobytes(), digest_size=16).digest() + str(arr.dtype).encode()
+        key = hashlib.blake2b(memoryview(data), digest_size=16).digest() + str(arr.dtype).encode()
         if key in self._buffer_index:
             return self._buffer_index[key]
         buf = _AlignedBuffer()
