@@ -142,7 +142,7 @@ def cmd_convert(args) -> int:
 
     t0 = time.perf_counter()
     # SIGTERM as an exception: the atomic write removes its temporary file on the way out
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         _check_output(args)
         with _native_logs_hidden(args.verbose):
@@ -153,6 +153,8 @@ def cmd_convert(args) -> int:
     except ConversionError as e:
         print(f"fuselite: error: {e}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(conv.report.to_json(indent=2))
     else:
