@@ -10,6 +10,7 @@ entry to :data:`PIPELINE`.
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 
 from fuselite import frontend
@@ -213,6 +214,7 @@ def quantize_full_int8(module, ctx) -> int:
 
 
 ERROR_SAMPLES = 8  # calibration samples the quantization error is measured on
+COLLECT_ABOVE = 32 << 20  # bytes of constants above which export collects garbage first
 REPLAYED = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # ops whose inputs calibration keeps (their inner ranges)
 
 
@@ -260,6 +262,12 @@ def check_on_litert(module, ctx) -> None:
 
 
 def export_flatbuffer(module, ctx) -> None:
+    # The ops the passes replaced reference their values and back (cycles): their constants (a copy of
+    # the weights before lowering transposed them) are freed only by the cycle collector. For a large model,
+    # free them now, before the writer needs room for the file (a full collection costs ~0.1 s).
+    if sum(v.const.nbytes for fn in module.functions.values() for op in fn.ops for v in op.inputs
+           if v is not None and v.is_const) > COLLECT_ABOVE:
+        gc.collect()
     ctx.tensor_names = {}
     ctx.output = _ordered_flatbuffer(module, ctx.tensor_names)
     ctx.report.ops_after = count_ops(module)
