@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from cases import FLAVOURS, TF_ROUTE_NOTE, convert_tf, keras_module, reference_outputs
 from measure import interleaved_latency, max_abs_error, op_names, prepared_interpreter, quiet
-from report import command_line, fuselite_revision, machine_description, versions, write_atomic_text
+from report import command_line, emit, fuselite_revision, machine_description, versions
 from results import short_error
 
 MODELS = ["mlp", "cnn", "mobilenet_v2", "lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm",
@@ -276,10 +276,7 @@ def main(argv=None) -> int:
                 print(f"{flavour}/{name} {mode}: fuselite {_cell(fl, 'size')} {_cell(fl, 'err')} | "
                       f"tf {_cell(tf, 'size')} {_cell(tf, 'err')}", file=sys.stderr, flush=True)
     text = markdown(rows, args, started, time.perf_counter() - t0)
-    if args.out:
-        write_atomic_text(args.out, text)
-    else:
-        print(text)
+    emit(text, args.out)
     return 0
 
 

@@ -251,3 +251,11 @@ def write_atomic_text(path: str, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def emit(text: str, out: str | None) -> None:
+    """The report to ``out`` (atomically) when given, else to stdout."""
+    if out:
+        write_atomic_text(out, text)
+    else:
+        print(text)
