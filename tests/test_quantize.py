@@ -756,3 +756,21 @@ def test_int8_lstm_with_an_initial_state_computed_in_the_graph():
     got = np.stack([list(run(data, xs).values())[0] for xs in samples[50:]])
     want = np.stack([np.asarray(model(xs)) for xs in samples[50:]])
     assert np.abs(got - want).max() <= INT8_RELATIVE_TOLERANCE * np.ptp(want)
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm_64", "mlp", "bidirectional_lstm", "text_model"])
+def test_report_says_whether_the_float_model_would_run_on_tflite_micro(built_models, tmp_path, name):
+    """The report's static TFLM check (op resolver and known kernel type limits) agrees with TFLM's interpreter."""
+    model, _, _ = built_models("keras3", name)
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    micro = conv.report.micro
+    (tmp_path / "m.tflite").write_bytes(data)
+    x = np.stack([zoo.sample_inputs(model, seed=0)[0]])
+    np.savez(tmp_path / "x.npz", x=x)
+    out = subprocess.run([sys.executable, "-c", _TFLM_RUN, str(tmp_path / "m.tflite"), str(tmp_path / "x.npz"),
+                          str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300)
+    assert micro["runs"] == (out.returncode == 0), (micro, out.stderr[-800:])
+    if not micro["runs"]:
+        kind = {"mlp": "GELU", "bidirectional_lstm": "BIDIRECTIONAL_SEQUENCE_LSTM", "text_model": "SELECT_V2"}[name]
+        assert any(p.startswith(kind) for p in micro["problems"]) and "TFLite Micro" in str(conv.report)

@@ -17,6 +17,7 @@ from fuselite import frontend
 from fuselite.budget import layer_of, plan_layers
 from fuselite.errors import ConversionError
 from fuselite.export.flatbuffer import write_flatbuffer
+from fuselite.export.micro import micro_problems
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.fusion.loops import fuse_lstm_loops
 from fuselite.lower import lower_module
@@ -271,6 +272,8 @@ def export_flatbuffer(module, ctx) -> None:
     ctx.tensor_names = {}
     ctx.output = _ordered_flatbuffer(module, ctx.tensor_names)
     ctx.report.ops_after = count_ops(module)
+    problems = micro_problems(module)
+    ctx.report.micro = {"runs": not problems, "problems": problems}
     ctx.report.size_bytes = len(ctx.output)
     ctx.report.subgraphs = len(module.functions)
 

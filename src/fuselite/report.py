@@ -24,6 +24,7 @@ class Report:
     #  "outputs": [{"name", "max_abs_error", "relative_error"}]}; empty for a float conversion
     quantization: dict = field(default_factory=dict)
     calibration: dict = field(default_factory=dict)  # int8: {"samples", "tensors"}
+    micro: dict = field(default_factory=dict)  # {"runs": would the model run on TFLite Micro, "problems": [...]}
     size_bytes: int = 0
     subgraphs: int = 0
 
@@ -81,6 +82,11 @@ class Report:
                          f"{self.calibration['tensors']} tensor range(s)")
         if self.quantization:
             lines += _quantization_lines(self.quantization)
+        if self.micro:
+            problems = self.micro["problems"]
+            lines.append("  TFLite Micro: every op has a kernel there (a static check)" if self.micro["runs"] else
+                         f"  TFLite Micro: would not run ({len(problems)} problem(s)): " + "; ".join(problems[:3])
+                         + (" ..." if len(problems) > 3 else ""))
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)

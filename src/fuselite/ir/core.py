@@ -23,6 +23,7 @@ form is in :mod:`fuselite.ir.text`, the invariants in :mod:`fuselite.ir.verify`.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -396,3 +397,11 @@ class Module:
 
     def __str__(self) -> str:
         return "\n\n".join(str(f) for f in self.functions.values())
+
+
+_TRACED = re.compile(r"__inference_([A-Za-z0-9_.\-]+?)_\d+(?=$|/|:)")
+
+
+def op_name(op: Op) -> str:
+    """The op's node name without TensorFlow's trace counters (stable across conversions)."""
+    return _TRACED.sub(r"\1", op.name)

@@ -20,17 +20,10 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import re
 
 from fuselite.ir import Op
+from fuselite.ir.core import op_name
 from fuselite.quantize.options import QuantizationOptionError
-
-_TRACED = re.compile(r"__inference_([A-Za-z0-9_.\-]+?)_\d+(?=$|/|:)")
-
-
-def op_name(op: Op) -> str:
-    """The op's node name without TensorFlow's trace counters (stable across conversions)."""
-    return _TRACED.sub(r"\1", op.name)
 
 
 class KeepFloat:
