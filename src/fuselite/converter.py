@@ -19,7 +19,7 @@ from fuselite.fusion import RuleSet
 from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
-from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, check_implemented, resolve_mode
+from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, resolve_mode
 from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
 
@@ -126,7 +126,6 @@ class Converter:
         self.report = Report(source=self.source)
         mode, notes = resolve_mode(self.optimizations, self.target_spec, self.representative_dataset,
                                    self.inference_input_type, self.inference_output_type)
-        check_implemented(mode)
         keep_float = tuple(KeepFloat(self.keep_float).entries)
         if keep_float and mode is None:
             raise QuantizationOptionError("keep_float names ops to keep float when quantizing, but no quantization "

@@ -35,7 +35,7 @@ from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.unroll_rnn import unroll_sequence_rnns
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
-from fuselite.quantize.int8 import INT16_KINDS, INTEGER_KERNELS, quantize_int8
+from fuselite.quantize.int8 import computes_16x8, quantize_int8
 from fuselite.quantize.select import op_name
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error
@@ -181,9 +181,7 @@ def _candidate_layers(records: list[dict], integer_only: bool) -> list[str]:
             continue
         if r["kind"] in NO_16X8 and integer_only:
             continue
-        kernel = INTEGER_KERNELS.get(r["kind"])
-        if r["kind"] in NO_16X8 or (kernel is not None and r["kind"] in INT16_KINDS and kernel.output != "same"
-                                    and not kernel.inputs_as_output):
+        if r["kind"] in NO_16X8 or computes_16x8(r["kind"]):
             layers.append(layer_of(r["op"]))
     return list(dict.fromkeys(layers))
 

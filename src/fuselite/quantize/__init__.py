@@ -3,14 +3,12 @@
 from fuselite.quantize.dynamic import HYBRID_KERNELS, quantize_dynamic, symmetric_int8
 from fuselite.quantize.float16 import quantize_float16
 from fuselite.quantize.options import (
-    IMPLEMENTED_MODES,
     MODES,
     QuantizationOptionError,
     TargetSpec,
-    check_implemented,
     resolve_mode,
 )
 from fuselite.quantize.select import KeepFloat
 
-__all__ = ["HYBRID_KERNELS", "IMPLEMENTED_MODES", "MODES", "KeepFloat", "QuantizationOptionError", "TargetSpec",
-           "check_implemented", "quantize_dynamic", "quantize_float16", "resolve_mode", "symmetric_int8"]
+__all__ = ["HYBRID_KERNELS", "MODES", "KeepFloat", "QuantizationOptionError", "TargetSpec",
+           "quantize_dynamic", "quantize_float16", "resolve_mode", "symmetric_int8"]

@@ -1,4 +1,4 @@
-"""Full-integer int8: int8 activations from calibrated ranges, int8 weights, int32 biases.
+"""Full integer: int8 (or int16, 16x8) activations from calibrated ranges, int8 weights, int32 (int64) biases.
 
 Follows the TFLite quantization spec (``tensorflow/lite/g3doc/performance/quantization_spec.md``)
 and each kernel's contract (``docs/kernel-contracts.md``):
@@ -16,8 +16,14 @@ and each kernel's contract (``docs/kernel-contracts.md``):
 Between an op that stays float and its integer neighbours a ``DEQUANTIZE`` / ``QUANTIZE``
 is placed (one per value); at the model's inputs and outputs too, unless
 ``inference_input_type`` / ``inference_output_type`` ask for int8 (or uint8) tensors there.
-An op without an integer form here stays float, or, with ``TFLITE_BUILTINS_INT8`` only, is
-a conversion error listing every such op.
+An op without an integer form here stays float, or, with only integer op sets, is a
+conversion error listing every such op.
+
+The ``wide`` ops (16x8 mode: all; int8 mode: the steps of unrolled recurrent cells, and the
+layers an error budget widens) get int16 activations (symmetric, zero point 0) and int64
+biases where ``INT16_KINDS`` says their kernels take them; ``QUANTIZE`` moves values between
+int8 and int16. ``UNIDIRECTIONAL_SEQUENCE_LSTM`` becomes the 8x8->16 integer LSTM; stateful
+layers' variables hold integers.
 """
 
 from __future__ import annotations
@@ -153,6 +159,12 @@ def _moves(op: Op) -> bool:
     its neighbours'."""
     kernel = INTEGER_KERNELS.get(op.kind)
     return kernel is not None and (kernel.output == "same" or kernel.inputs_as_output)
+
+
+def computes_16x8(kind: str) -> bool:
+    """An op kind that computes (not only moves values) and has a 16x8 kernel: worth making wider."""
+    kernel = INTEGER_KERNELS.get(kind)
+    return kernel is not None and kind in INT16_KINDS and kernel.output != "same" and not kernel.inputs_as_output
 
 
 def _wide_values(fn: Function, wide: Callable[[Op], bool]) -> set[int]:

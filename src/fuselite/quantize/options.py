@@ -29,7 +29,6 @@ from __future__ import annotations
 from fuselite.errors import InputError
 
 MODES = ("float16", "dynamic", "int8", "int16x8")
-IMPLEMENTED_MODES = ("float16", "dynamic", "int8", "int16x8")
 
 _OPTIMIZE = {"DEFAULT", "OPTIMIZE_FOR_SIZE", "OPTIMIZE_FOR_LATENCY"}  # the latter two: TF's deprecated aliases
 _OPS_SETS = {"TFLITE_BUILTINS", "TFLITE_BUILTINS_INT8", "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8",
@@ -153,12 +152,3 @@ def integer_only(target_spec: TargetSpec) -> bool:
 def io_type(value) -> str:
     """``inference_input_type`` / ``inference_output_type`` as a name (float32 when unset)."""
     return "float32" if value is None else _name(value).lower()
-
-
-def check_implemented(mode: str | None) -> None:
-    """Raise a clear error for a mode fuselite does not implement yet (never a float model instead)."""
-    if mode is not None and mode not in IMPLEMENTED_MODES:
-        what = {"dynamic": "dynamic-range quantization (int8 weights)", "int8": "full-integer int8 quantization",
-                "int16x8": "16x8 quantization"}[mode]
-        raise QuantizationOptionError(f"{what} is not implemented in fuselite yet; implemented: "
-                                      f"{', '.join(IMPLEMENTED_MODES)}")
