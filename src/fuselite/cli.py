@@ -39,7 +39,7 @@ def _load_source(src: str, args):
 
 def _options(args) -> dict:
     return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
-            "print_after": args.print_after or ()}
+            "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources}
 
 
 def _calibration_samples(path: str):
@@ -137,7 +137,6 @@ def _check_output(args) -> None:
 
 
 def cmd_convert(args) -> int:
-    from fuselite.converter import write_atomic
     from fuselite.errors import ConversionError
 
     t0 = time.perf_counter()
@@ -148,8 +147,7 @@ def cmd_convert(args) -> int:
         with _native_logs_hidden(args.verbose):
             conv = _load_source(args.src, args)
             _apply_quantization(conv, args)
-            data = conv.convert()
-        write_atomic(args.output, data)
+            data = conv.convert_to(args.output)
     except ConversionError as e:
         print(f"fuselite: error: {e}", file=sys.stderr)
         return 1
@@ -206,6 +204,12 @@ def main(argv=None) -> int:
                         "= 1%%); the fewest layers are made wider (16x8, or float) to meet it")
     c.add_argument("--calibration-data", metavar="FILE.npz",
                    help="calibration samples for int8 / int16x8: one array per input, samples on the first axis")
+    c.add_argument("--target", choices=["litert", "micro"], default="litert",
+                   help="micro: only ops and operand types TFLite Micro's kernels take (an op it cannot run is an "
+                        "error); default litert")
+    c.add_argument("--micro-sources", metavar="DIR",
+                   help="also write the TFLite Micro op resolver (C++), the model as a C array and the tensor-arena "
+                        "size measured with TFLite Micro's interpreter to DIR (needs tflite-micro)")
     c.set_defaults(func=cmd_convert)
     p = sub.add_parser("pipeline", help="print the conversion pipeline: every pass in order, with what it does")
     p.set_defaults(func=cmd_pipeline)

@@ -15,6 +15,7 @@ import tempfile
 from fuselite import frontend
 from fuselite.context import ConversionContext
 from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
+from fuselite.export.micro import micro_sources
 from fuselite.fusion import RuleSet
 from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
@@ -22,6 +23,7 @@ from fuselite.pipeline import PIPELINE
 from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, resolve_mode
 from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
+from fuselite.runtime.micro import micro_available
 
 
 class UnknownOptionError(InputError, AttributeError):
@@ -42,12 +44,12 @@ class Converter:
 
     OPTIONS = ("batch_size", "rules", "strict_fusion", "check_fusions", "verify_ir", "print_after", "print_stream",
                "optimizations", "target_spec", "representative_dataset", "inference_input_type",
-               "inference_output_type", "keep_float", "max_quantization_error")
+               "inference_output_type", "keep_float", "max_quantization_error", "target", "micro_sources")
     _STATE = ("source", "report", "module")
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
                  fusions=None, strict_fusion: bool = False, verify_ir: bool | None = None,
-                 print_after=(), print_stream=None):
+                 print_after=(), print_stream=None, target: str = "litert", micro_sources=None):
         self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
@@ -76,6 +78,8 @@ class Converter:
         self.inference_output_type = None
         self.keep_float: list[str] = []  # ops that stay float when quantizing
         self.max_quantization_error = None  # full integer: keep the fewest layers wider to meet it (0.01 = 1%)
+        self.target = target  # "litert" or "micro" (TFLite Micro: only ops and types its kernels take)
+        self.micro_sources = micro_sources  # a directory: write the op resolver, C array and arena size there
 
     def __setattr__(self, key, value):
         if not key.startswith("_") and key not in self.OPTIONS and key not in self._STATE:
@@ -92,7 +96,11 @@ class Converter:
         rules for this conversion), ``strict_fusion=True`` (a composite that is not fused
         is an error), ``verify_ir=True`` (check the IR after every pass),
         ``print_after=["lower", ...]`` (print the IR after these passes to
-        ``print_stream``, default stderr; ``fuselite pipeline`` lists the pass names).
+        ``print_stream``, default stderr; ``fuselite pipeline`` lists the pass names),
+        ``target="micro"`` (only ops, versions and operand types TFLite Micro's kernels take;
+        an op it cannot run is a conversion error; see docs/micro.md),
+        ``micro_sources="dir"`` (write the TFLite Micro op resolver, the model as a C array and
+        the measured tensor-arena size there).
         """
         if not hasattr(model, "inputs") or not callable(model):
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
@@ -116,14 +124,27 @@ class Converter:
 
     # -- conversion ----------------------------------------------------------------
     def convert(self) -> bytes:
-        """Run the pipeline (``fuselite.pipeline.PIPELINE``); return the ``.tflite`` bytes.
+        """Run the pipeline (``fuselite.pipeline.PIPELINE``); return the ``.tflite`` bytes (and write the
+        TFLite Micro sources, named ``model_*``, when ``micro_sources`` is set).
 
         Raises :class:`ConversionError`. A model that needs a static batch (fused RNN
         state tensors, tensor lists whose element shape depends on the batch) is
         converted again with batch size 1 (or the batch size of a stateful RNN's state
         variables) unless ``batch_size`` was given; the report says so.
         """
+        data = self._convert()
+        self._write_micro_sources(data, "model")
+        return data
+
+    def _convert(self) -> bytes:
         self.report = Report(source=self.source)
+        if self.target not in TARGETS:
+            raise InputError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {self.target!r}")
+        if self.micro_sources is not None:
+            _check_sources_dir(self.micro_sources)
+            if not micro_available():
+                raise InputError("micro_sources: the tensor arena is measured with TFLite Micro's interpreter, "
+                                 "which is not installed (pip install tflite-micro)")
         mode, notes = resolve_mode(self.optimizations, self.target_spec, self.representative_dataset,
                                    self.inference_input_type, self.inference_output_type)
         keep_float = tuple(KeepFloat(self.keep_float).entries)
@@ -133,6 +154,10 @@ class Converter:
         if self.max_quantization_error is not None and mode not in ("int8", "int16x8"):
             raise QuantizationOptionError("max_quantization_error is for full-integer quantization (int8 or 16x8, "
                                           "with a representative_dataset)")
+        if self.target == "micro" and mode in ("float16", "dynamic"):
+            raise QuantizationOptionError(f"target='micro': TFLite Micro has no kernels for {mode} quantization "
+                                          "(float16 weights or int8 weights with float activations); quantize to "
+                                          "int8 or int16x8 with a representative_dataset, or not at all")
         budget = self.max_quantization_error
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
                                    or not 0 < budget < 1):
@@ -161,7 +186,8 @@ class Converter:
                                 strict_fusion=self.strict_fusion, check_fusions=bool(self.check_fusions),
                                 batch_size=batch_size, verify_ir=self.verify_ir,
                                 print_after=self.print_after, print_stream=self.print_stream,
-                                quantization=mode, keep_float=keep_float, **integer)
+                                quantization=mode, keep_float=keep_float, target=self.target,
+                                micro_sources=self.micro_sources is not None, **integer)
         module = Module()
         run_pipeline(PIPELINE, module, ctx)
         self.module = module
@@ -169,9 +195,39 @@ class Converter:
 
     def convert_to(self, path) -> bytes:
         """Convert and write ``path`` atomically (nothing is written if conversion fails)."""
-        data = self.convert()
+        data = self._convert()
         write_atomic(path, data)
+        self._write_micro_sources(data, os.path.splitext(os.path.basename(os.fspath(path)))[0])
         return data
+
+    def _write_micro_sources(self, data: bytes, name: str) -> None:
+        """The TFLite Micro sources next to the model (each file written atomically); listed in the report."""
+        if self.micro_sources is None:
+            return
+        kinds = [k for k in self.report.ops_after if k != "CUSTOM"]
+        files = micro_sources(data, kinds, name, self.report.micro["arena_bytes"])
+        directory = os.fspath(self.micro_sources)
+        os.makedirs(directory, exist_ok=True)
+        written = []
+        for file, text in files.items():
+            write_atomic(os.path.join(directory, file), text.encode())
+            written.append(os.path.join(directory, file))
+        self.report.micro["sources"] = written
+
+
+TARGETS = ("litert", "micro")
+
+
+def _check_sources_dir(directory) -> None:
+    """Before converting: ``micro_sources`` names a directory that is there or can be made."""
+    directory = os.path.abspath(os.fspath(directory))
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise InputError(f"micro_sources: '{directory}' is a file, not a directory")
+    parent = directory
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"micro_sources: no permission to write in '{parent}'")
 
 
 def write_atomic(path, data: bytes) -> None:

@@ -28,6 +28,7 @@ from fuselite.passes.dce import dce
 from fuselite.passes.fold_tf import fold_tf
 from fuselite.passes.inline import inline_calls
 from fuselite.passes.manager import FixedPoint, Group, Pass, check_pipeline, run_pass, run_pipeline
+from fuselite.passes.micro_forms import expand_gelu, int32_select_as_arithmetic
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.shapes import refine_shapes
@@ -40,6 +41,7 @@ from fuselite.quantize.select import op_name
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error
 from fuselite.runtime.kernel_errors import MissingKernelError
+from fuselite.runtime.micro import MicroUnavailable, run_on_micro
 from fuselite.runtime.prepare_check import litert_problem
 
 
@@ -166,11 +168,13 @@ def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], d
         keep += [op_name(op) for fn in module.functions.values() for op in fn.ops
                  if op.kind in NO_16X8 and layer_of(op_name(op)) in promoted_]
     records = quantize_int8(module, ctx.ranges, KeepFloat(keep), ctx.integer_only, ctx.inference_input_type,
-                            ctx.inference_output_type, outputs, ctx.captured, wide=wide)
+                            ctx.inference_output_type, outputs, ctx.captured, wide=wide,
+                            narrow=lambda op: ctx.target == "micro" and op.kind in MICRO_INT8_ONLY)
     return records, outputs
 
 
-NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # integer, but no 16x8 kernel in LiteRT: wider means float
+NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)
+MICRO_INT8_ONLY = ("GATHER",)  # int16 in LiteRT, not in TFLite Micro (kernels/gather.cc: float32 and int8 data)  # integer, but no 16x8 kernel in LiteRT: wider means float
 
 
 def _candidate_layers(records: list[dict], integer_only: bool) -> list[str]:
@@ -260,6 +264,31 @@ def check_on_litert(module, ctx) -> None:
     raise ConversionError(f"LiteRT cannot run the converted model: {where}{message}")
 
 
+def check_micro_target(module, ctx) -> None:
+    """The micro target: every op TFLite Micro could not run, listed together, is a conversion error."""
+    problems = micro_problems(module)
+    if problems:
+        raise ConversionError(f"TFLite Micro cannot run {len(problems)} op(s) of this model (target='micro'):\n  "
+                              + "\n  ".join(problems))
+
+
+def run_on_tflite_micro(module, ctx) -> None:
+    """Load the written model in TFLite Micro's interpreter and run it on zeros (a subprocess); for the
+    firmware sources, measure its tensor arena."""
+    fn = module.functions[next(iter(module.signatures.values()))] if module.signatures else None
+    inputs = [([1 if d is None else d for d in v.shape], v.dtype.name) for v in fn.inputs] if fn else []
+    try:
+        result = run_on_micro(ctx.output, inputs, measure_arena=ctx.micro_sources)
+    except MicroUnavailable as e:
+        ctx.report.warn(f"not run on TFLite Micro before writing: {e}")
+        return
+    if "error" in result:
+        raise ConversionError(result["error"])
+    ctx.report.micro["ran"] = True
+    if "arena_bytes" in result:
+        ctx.report.micro["arena_bytes"] = result["arena_bytes"]
+
+
 def export_flatbuffer(module, ctx) -> None:
     # The ops the passes replaced reference their values and back (cycles): their constants (a copy of
     # the weights before lowering transposed them) are freed only by the cycle collector. For a large model,
@@ -271,13 +300,20 @@ def export_flatbuffer(module, ctx) -> None:
     ctx.output = _ordered_flatbuffer(module, ctx.tensor_names)
     ctx.report.ops_after = count_ops(module)
     problems = micro_problems(module)
-    ctx.report.micro = {"runs": not problems, "problems": problems}
+    ctx.report.micro = {"target": ctx.target, "runs": not problems, "problems": problems}
     ctx.report.size_bytes = len(ctx.output)
     ctx.report.subgraphs = len(module.functions)
 
 
 # -- the declaration ---------------------------------------------------------------------
 
+SPLIT_BIDIRECTIONAL = Pass(
+    "split-bidirectional-lstms", lambda m, ctx: split_bidirectional_lstms(m),
+    "a bidirectional LSTM becomes two unidirectional ones (LiteRT's integer LSTM and TFLite Micro's are "
+    "unidirectional)")
+UNROLL_RNNS = Pass("unroll-sequence-rnns", unroll_rnns,
+                   "SimpleRNN sequence ops become FULLY_CONNECTED / ADD / TANH steps (no integer or TFLite Micro "
+                   "RNN kernel)")
 DCE = Pass("dce", lambda m, ctx: dce(m), "drop ops nothing uses and functions nothing calls")
 FOLD = Pass("fold-constants", lambda m, ctx: fold_tf(m), "evaluate TF ops whose inputs are all constants")
 REFINE = Pass("refine-shapes", lambda m, ctx: refine_shapes(m),
@@ -317,6 +353,15 @@ PIPELINE = [
     Pass("lower", lambda m, ctx: lower_module(m), "TF ops become TFLite builtins, one rule per TF op type"),
     Pass("optimize", lambda m, ctx: optimize(m), "fold bias, batch norm and activations; CSE; static reshapes"),
     DCE,
+    Group("micro-forms", [
+        SPLIT_BIDIRECTIONAL,
+        UNROLL_RNNS,
+        Pass("expand-gelu", lambda m, ctx: expand_gelu(m, integer=ctx.quantization in ("int8", "int16x8")),
+             "GELU becomes elementwise builtins (erf polynomial in float, sigmoid form for integer models)"),
+        Pass("int32-select-as-arithmetic", lambda m, ctx: int32_select_as_arithmetic(m),
+             "an int32 SELECT_V2 becomes b + CAST(c) * (a - b)"),
+        DCE,
+    ], "the forms of ops TFLite Micro has kernels for", when=lambda m, ctx: ctx.target == "micro"),
     Group("quantize", [
         Group("float16", [
             Pass("quantize-float16", quantize_float16_weights,
@@ -327,10 +372,8 @@ PIPELINE = [
                  "weights of ops with a hybrid kernel become int8 (FC, conv, sequence ops, embedding lookup)"),
         ], "int8 weights, float activations", when=lambda m, ctx: ctx.quantization == "dynamic"),
         Group("full-integer", [
-            Pass("split-bidirectional-lstms", lambda m, ctx: split_bidirectional_lstms(m),
-                 "a bidirectional LSTM becomes two unidirectional ones (LiteRT's integer LSTM is unidirectional)"),
-            Pass("unroll-sequence-rnns", unroll_rnns,
-                 "SimpleRNN sequence ops become FULLY_CONNECTED / ADD / TANH steps (no integer RNN kernel)"),
+            SPLIT_BIDIRECTIONAL,
+            UNROLL_RNNS,
             DCE,
             Pass("calibrate", calibrate, "run the float model on the representative dataset; record tensor ranges"),
             Pass("quantize-int8", quantize_full_int8,
@@ -338,9 +381,18 @@ PIPELINE = [
                  "DEQUANTIZE"),
         ], "int8 (or int16x8) activations, int8 weights", when=lambda m, ctx: ctx.quantization in ("int8", "int16x8")),
     ], "quantize as the converter's options ask", when=lambda m, ctx: ctx.quantization is not None),
+    Group("micro-target", [
+        Pass("check-micro-target", check_micro_target,
+             "every op TFLite Micro has no kernel (or no such operand types) for, listed together, is an error"),
+    ], "the micro target's compatibility check", when=lambda m, ctx: ctx.target == "micro"),
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
     Pass("check-on-litert", check_on_litert,
          "prepare the model on stock LiteRT and invoke it on zeros: an op or dtype its kernels reject is an error"),
+    Group("on-micro", [
+        Pass("run-on-tflite-micro", run_on_tflite_micro,
+             "load and run the model on TFLite Micro's interpreter (a subprocess); for --micro-sources, measure "
+             "its tensor arena"),
+    ], "run on TFLite Micro", when=lambda m, ctx: ctx.target == "micro" or ctx.micro_sources),
     Group("quantization-error", [
         Pass("measure-quantization-error", measure_quantization_error,
              "run the float and the quantized model on LiteRT; report each output's error"),

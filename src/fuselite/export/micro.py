@@ -1,30 +1,60 @@
-"""Would a converted model also run on TFLite Micro? What its kernels and op resolver say.
+"""TFLite Micro as a target: what its kernels and op resolver take, and the sources a firmware needs.
 
-``MICRO_BUILTINS`` are the ops ``MicroMutableOpResolver`` can register (every ``Add...`` of
-``tensorflow/lite/micro/micro_mutable_op_resolver.h`` in tflite-micro at 90b983c, read, not
-guessed); :func:`micro_problems` lists each op of a model TFLM could not run, with why. Known
-type limits of kernels it does have are checked too (docs/kernel-contracts.md §12, §14). It is a
-static check: a model it passes is not run here (tests do that with the TFLM interpreter).
+``RESOLVER`` maps each op ``MicroMutableOpResolver`` can register to its ``Add...`` method (every
+``Add...`` of ``tensorflow/lite/micro/micro_mutable_op_resolver.h`` in tflite-micro at 90b983c, read,
+not guessed); :func:`micro_problems` lists each op of a model TFLM could not run, with why. Known
+type limits of kernels it does have are checked too (docs/kernel-contracts.md §12, §14; the
+kernels named below). It is a static check: the micro target also runs the model on TFLM's
+interpreter (``runtime/micro.py``). :func:`micro_sources` writes what a firmware build needs
+next to the model: the op resolver for exactly its ops, the model as a C array, the arena size.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
 from fuselite.ir.core import op_name
 
-MICRO_BUILTINS = frozenset(
-    "ABS ADD ADD_N ARG_MAX ARG_MIN ASSIGN_VARIABLE AVERAGE_POOL_2D BATCH_MATMUL BATCH_TO_SPACE_ND BROADCAST_ARGS "
-    "BROADCAST_TO CALL_ONCE CAST CEIL CONCATENATION CONV_2D COS CUMSUM CUSTOM DEPTHWISE_CONV_2D DEPTH_TO_SPACE "
-    "DEQUANTIZE DIV DYNAMIC_UPDATE_SLICE ELU EMBEDDING_LOOKUP EQUAL EXP EXPAND_DIMS FILL FLOOR FLOOR_DIV FLOOR_MOD "
-    "FULLY_CONNECTED GATHER GATHER_ND GREATER GREATER_EQUAL HARD_SWISH IF L2_NORMALIZATION L2_POOL_2D LEAKY_RELU "
-    "LESS LESS_EQUAL LOG LOGICAL_AND LOGICAL_NOT LOGICAL_OR LOGISTIC LOG_SOFTMAX MAXIMUM MAX_POOL_2D MEAN MINIMUM "
-    "MIRROR_PAD MUL NEG NOT_EQUAL PACK PAD PADV2 PRELU QUANTIZE READ_VARIABLE REDUCE_ALL REDUCE_MAX REDUCE_MIN RELU "
-    "RELU6 RESHAPE RESIZE_BILINEAR RESIZE_NEAREST_NEIGHBOR REVERSE_V2 ROUND RSQRT SELECT_V2 SHAPE SIN SLICE SOFTMAX "
-    "SPACE_TO_BATCH_ND SPACE_TO_DEPTH SPLIT SPLIT_V SQRT SQUARE SQUARED_DIFFERENCE SQUEEZE STRIDED_SLICE SUB SUM "
-    "SVDF TANH TRANSPOSE TRANSPOSE_CONV UNIDIRECTIONAL_SEQUENCE_LSTM UNPACK VAR_HANDLE WHILE ZEROS_LIKE".split())
+# op -> the MicroMutableOpResolver method that registers it (each takes its default registration)
+RESOLVER = {
+    "ABS": "AddAbs", "ADD": "AddAdd", "ADD_N": "AddAddN", "ARG_MAX": "AddArgMax", "ARG_MIN": "AddArgMin",
+    "ASSIGN_VARIABLE": "AddAssignVariable", "AVERAGE_POOL_2D": "AddAveragePool2D",
+    "BATCH_MATMUL": "AddBatchMatMul", "BATCH_TO_SPACE_ND": "AddBatchToSpaceNd",
+    "BROADCAST_ARGS": "AddBroadcastArgs", "BROADCAST_TO": "AddBroadcastTo", "CALL_ONCE": "AddCallOnce",
+    "CAST": "AddCast", "CEIL": "AddCeil", "CONCATENATION": "AddConcatenation", "CONV_2D": "AddConv2D",
+    "COS": "AddCos", "CUMSUM": "AddCumSum", "DEPTHWISE_CONV_2D": "AddDepthwiseConv2D",
+    "DEPTH_TO_SPACE": "AddDepthToSpace", "DEQUANTIZE": "AddDequantize", "DIV": "AddDiv",
+    "DYNAMIC_UPDATE_SLICE": "AddDynamicUpdateSlice", "ELU": "AddElu", "EMBEDDING_LOOKUP": "AddEmbeddingLookup",
+    "EQUAL": "AddEqual", "EXP": "AddExp", "EXPAND_DIMS": "AddExpandDims", "FILL": "AddFill", "FLOOR": "AddFloor",
+    "FLOOR_DIV": "AddFloorDiv", "FLOOR_MOD": "AddFloorMod", "FULLY_CONNECTED": "AddFullyConnected",
+    "GATHER": "AddGather", "GATHER_ND": "AddGatherNd", "GREATER": "AddGreater", "GREATER_EQUAL": "AddGreaterEqual",
+    "HARD_SWISH": "AddHardSwish", "IF": "AddIf", "L2_NORMALIZATION": "AddL2Normalization",
+    "L2_POOL_2D": "AddL2Pool2D", "LEAKY_RELU": "AddLeakyRelu", "LESS": "AddLess", "LESS_EQUAL": "AddLessEqual",
+    "LOG": "AddLog", "LOGICAL_AND": "AddLogicalAnd", "LOGICAL_NOT": "AddLogicalNot", "LOGICAL_OR": "AddLogicalOr",
+    "LOGISTIC": "AddLogistic", "LOG_SOFTMAX": "AddLogSoftmax", "MAXIMUM": "AddMaximum",
+    "MAX_POOL_2D": "AddMaxPool2D", "MEAN": "AddMean", "MINIMUM": "AddMinimum", "MIRROR_PAD": "AddMirrorPad",
+    "MUL": "AddMul", "NEG": "AddNeg", "NOT_EQUAL": "AddNotEqual", "PACK": "AddPack", "PAD": "AddPad",
+    "PADV2": "AddPadV2", "PRELU": "AddPrelu", "QUANTIZE": "AddQuantize", "READ_VARIABLE": "AddReadVariable",
+    "REDUCE_ALL": "AddReduceAll", "REDUCE_MAX": "AddReduceMax", "REDUCE_MIN": "AddReduceMin", "RELU": "AddRelu",
+    "RELU6": "AddRelu6", "RESHAPE": "AddReshape", "RESIZE_BILINEAR": "AddResizeBilinear",
+    "RESIZE_NEAREST_NEIGHBOR": "AddResizeNearestNeighbor", "REVERSE_V2": "AddReverseV2", "ROUND": "AddRound",
+    "RSQRT": "AddRsqrt", "SELECT_V2": "AddSelectV2", "SHAPE": "AddShape", "SIN": "AddSin", "SLICE": "AddSlice",
+    "SOFTMAX": "AddSoftmax", "SPACE_TO_BATCH_ND": "AddSpaceToBatchNd", "SPACE_TO_DEPTH": "AddSpaceToDepth",
+    "SPLIT": "AddSplit", "SPLIT_V": "AddSplitV", "SQRT": "AddSqrt", "SQUARE": "AddSquare",
+    "SQUARED_DIFFERENCE": "AddSquaredDifference", "SQUEEZE": "AddSqueeze", "STRIDED_SLICE": "AddStridedSlice",
+    "SUB": "AddSub", "SUM": "AddSum", "SVDF": "AddSvdf", "TANH": "AddTanh", "TRANSPOSE": "AddTranspose",
+    "TRANSPOSE_CONV": "AddTransposeConv", "UNIDIRECTIONAL_SEQUENCE_LSTM": "AddUnidirectionalSequenceLSTM",
+    "UNPACK": "AddUnpack", "VAR_HANDLE": "AddVarHandle", "WHILE": "AddWhile", "ZEROS_LIKE": "AddZerosLike",
+}
+MICRO_BUILTINS = frozenset(RESOLVER)
 
-_INT32, _INT16, _F32 = np.dtype(np.int32), np.dtype(np.int16), np.dtype(np.float32)
+_INT32, _INT16, _F32, _F16 = np.dtype(np.int32), np.dtype(np.int16), np.dtype(np.float32), np.dtype(np.float16)
+# ops whose float kernel takes float weights only: TFLM has no hybrid (int8 weights, float activations) kernels
+# (fully_connected.cc, conv.cc, depthwise_conv.cc, unidirectional_sequence_lstm.cc check the filter's type)
+_WEIGHTED = {"FULLY_CONNECTED": 1, "CONV_2D": 1, "DEPTHWISE_CONV_2D": 1, "TRANSPOSE_CONV": 1,
+             "UNIDIRECTIONAL_SEQUENCE_LSTM": 2, "SVDF": 1, "BATCH_MATMUL": 1}
 
 
 def _type_limit(op) -> str | None:
@@ -36,6 +66,11 @@ def _type_limit(op) -> str | None:
         return "TFLite Micro's GATHER takes no int16 table"
     if op.kind == "FILL" and len(ins) > 1 and ins[1] != _F32:
         return "TFLite Micro's FILL takes a float32 value only"
+    if op.kind == "DEQUANTIZE" and ins[0] == _F16:
+        return "TFLite Micro's DEQUANTIZE takes int8, int16 and uint8 only (no float16 weights)"
+    w = _WEIGHTED.get(op.kind)
+    if w is not None and ins[0] == _F32 and len(ins) > w and ins[w] is not None and ins[w] != _F32:
+        return f"int8 weights with float32 activations (dynamic range): TFLite Micro has no hybrid {op.kind}"
     return None
 
 
@@ -45,9 +80,96 @@ def micro_problems(module) -> list[str]:
     problems = []
     for fn in module.functions.values():
         for op in fn.ops:
-            if op.dialect != "tfl":
-                continue
-            why = "no TFLite Micro kernel" if op.kind not in MICRO_BUILTINS else _type_limit(op)
+            if op.kind == "CUSTOM":
+                why = "a custom op: TFLite Micro has no kernel for it (you would register your own)"
+            else:
+                why = "no TFLite Micro kernel" if op.kind not in MICRO_BUILTINS else _type_limit(op)
             if why:
                 problems.append(f"{op.kind} '{op_name(op)}'{' at ' + op.location if op.location else ''}: {why}")
     return problems
+
+
+def _identifier(name: str) -> str:
+    ident = re.sub(r"\W", "_", name) or "model"
+    return f"_{ident}" if ident[0].isdigit() else ident
+
+
+def resolver_source(kinds, name: str) -> str:
+    """A C++ header registering exactly ``kinds`` (op names) with a ``MicroMutableOpResolver`` sized to them."""
+    ns = _identifier(name)
+    kinds = sorted(set(kinds))
+    unknown = [k for k in kinds if k not in RESOLVER]
+    if unknown:
+        raise ValueError(f"no TFLite Micro resolver method for {', '.join(unknown)}")
+    adds = "\n".join(f"  if (resolver.{RESOLVER[k]}() != kTfLiteOk) return kTfLiteError;" for k in kinds)
+    guard = f"{ns.upper()}_OP_RESOLVER_H_"
+    return f"""// The TFLite Micro op resolver for {name}.tflite: exactly the {len(kinds)} op(s) it uses.
+// Generated by fuselite. Use: {ns}::OpResolver resolver; {ns}::RegisterOps(resolver);
+#ifndef {guard}
+#define {guard}
+
+#include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
+
+namespace {ns} {{
+
+constexpr int kOpCount = {len(kinds)};
+using OpResolver = tflite::MicroMutableOpResolver<kOpCount>;
+
+inline TfLiteStatus RegisterOps(OpResolver& resolver) {{
+{adds}
+  return kTfLiteOk;
+}}
+
+}}  // namespace {ns}
+
+#endif  // {guard}
+"""
+
+
+_HEX = [f"0x{b:02x}," for b in range(256)]
+
+
+def model_sources(data: bytes, name: str, arena_bytes: int) -> tuple[str, str]:
+    """(header, source): the model as a 16-byte-aligned C array (what ``xxd -i`` gives) and the arena size."""
+    ns = _identifier(name)
+    guard = f"{ns.upper()}_MODEL_DATA_H_"
+    header = f"""// {name}.tflite as a C array, and the tensor arena TFLite Micro needs for it. Generated by fuselite.
+#ifndef {guard}
+#define {guard}
+
+#include <cstddef>
+
+namespace {ns} {{
+
+extern const unsigned char kModel[];  // 16-byte aligned, as TFLite Micro reads it in place
+extern const unsigned int kModelSize;
+// Measured: the smallest arena TFLite Micro's interpreter allocated and ran this model in
+// (its recording allocator; a firmware's plain allocator needs a little less).
+constexpr size_t kTensorArenaSize = {arena_bytes};
+
+}}  // namespace {ns}
+
+#endif  // {guard}
+"""
+    rows = "\n".join("  " + " ".join(_HEX[b] for b in data[i:i + 16]) for i in range(0, len(data), 16))
+    source = f"""// {name}.tflite ({len(data)} bytes). Generated by fuselite.
+#include "{ns}_model_data.h"
+
+namespace {ns} {{
+
+alignas(16) const unsigned char kModel[] = {{
+{rows}
+}};
+const unsigned int kModelSize = {len(data)};
+
+}}  // namespace {ns}
+"""
+    return header, source
+
+
+def micro_sources(data: bytes, kinds, name: str, arena_bytes: int) -> dict[str, str]:
+    """File name -> text of the sources a firmware build needs next to the model."""
+    ns = _identifier(name)
+    header, source = model_sources(data, name, arena_bytes)
+    return {f"{ns}_op_resolver.h": resolver_source(kinds, name), f"{ns}_model_data.h": header,
+            f"{ns}_model_data.cc": source}

@@ -167,18 +167,19 @@ def computes_16x8(kind: str) -> bool:
     return kernel is not None and kind in INT16_KINDS and kernel.output != "same" and not kernel.inputs_as_output
 
 
-def _wide_values(fn: Function, wide: Callable[[Op], bool]) -> set[int]:
+def _wide_values(fn: Function, wide: Callable[[Op], bool], narrow: Callable[[Op], bool]) -> set[int]:
     """The float values to become int16: the outputs of the ``wide`` ops that compute and have a 16x8 kernel;
     of the ops that only move values, those whose inputs are all wide (a wide sequence stays wide up to the
-    op that computes with it) or whose readers are all wide (a float input is quantized once, to int16)."""
-    out = {o.uid for op in fn.ops if wide(op) and op.kind in INT16_KINDS and not _moves(op)
+    op that computes with it) or whose readers are all wide (a float input is quantized once, to int16).
+    ``narrow`` ops stay int8 in any case (the target has no int16 kernel for them)."""
+    out = {o.uid for op in fn.ops if wide(op) and op.kind in INT16_KINDS and not _moves(op) and not narrow(op)
            for o in op.outputs if o.dtype == FLOAT32}
     for op in fn.ops:
         ins = [v for v in op.inputs if _is_activation(v)]
-        if _moves(op) and op.kind in INT16_KINDS and ins and all(v.uid in out for v in ins):
+        if _moves(op) and op.kind in INT16_KINDS and not narrow(op) and ins and all(v.uid in out for v in ins):
             out.update(o.uid for o in op.outputs if o.dtype == FLOAT32)
     for op in reversed(fn.ops):  # (a variable's value too: it is int16 when what reads it is 16x8)
-        if not (_moves(op) and op.kind in INT16_KINDS) and op.kind != "READ_VARIABLE":
+        if not (_moves(op) and op.kind in INT16_KINDS and not narrow(op)) and op.kind != "READ_VARIABLE":
             continue
         for o in op.outputs:
             users = fn.uses(o)
@@ -520,14 +521,16 @@ def cell_scale_log2(peak: float) -> int:
 def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: KeepFloat | None = None,
                   integer_only: bool = False, input_type: str = "float32", output_type: str = "float32",
                   outputs: dict[int, int] | None = None, captured: dict[int, list] | None = None,
-                  wide: Callable[[Op], bool] = lambda op: False) -> list[dict]:
+                  wide: Callable[[Op], bool] = lambda op: False,
+                  narrow: Callable[[Op], bool] = lambda op: False) -> list[dict]:
     """Make the signature functions integer; one report record per op (how, or why it stays float).
 
     ``ranges``: value uid -> calibrated (min, max). ``integer_only``: an op that stays float
     is an error (``TFLITE_BUILTINS_INT8`` alone). ``input_type`` / ``output_type``: the
     model's float32, int8 or uint8 edges. ``captured``: value uid -> its values per
     calibration sample (the inputs of each LSTM, replayed for its cell-state range). ``wide``:
-    the ops whose outputs are int16 (16x8 kernels) where their kernel has that form.
+    the ops whose outputs are int16 (16x8 kernels) where their kernel has that form; ``narrow``: ops
+    that stay int8 all the same (the target runtime has no int16 form of them).
     """
     keep = keep or KeepFloat()
     records: list[dict] = []
@@ -538,7 +541,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
         fn.topo_sort()
-        widened = _wide_values(fn, wide)
+        widened = _wide_values(fn, wide, narrow)
         _saturated_ranges(fn, ranges, widened)
         q = _Int8Function(fn, ranges, widened, variables)
         counter = WeightBytes()

@@ -1,0 +1,113 @@
+"""Forms of LiteRT ops that TFLite Micro can run: the same math from ops its kernels have.
+
+TFLite Micro (tflite-micro at 90b983c) has no ``GELU`` kernel and its ``SELECT_V2`` takes
+float32, int8 and int16 values only (``kernels/select.cc``). With ``target="micro"``:
+
+* ``GELU`` becomes elementwise builtins. Exact GELU, ``x * Phi(x)``, needs ``erf``, which
+  neither runtime has as an op; it is spelled with Abramowitz & Stegun 7.1.26 (``|error| <=
+  1.5e-7`` in erf), using that ``x * erf(x / sqrt 2) = |x| * erf(|x| / sqrt 2)``::
+
+      a = |x|;  t = 1 / (1 + p * a / sqrt 2);  P = t (a1 + t (a2 + t (a3 + t (a4 + t a5))))
+      gelu(x) = 0.5 * (x + a * (1 - P * exp(-x * x / 2)))
+
+  TFLite Micro's ``EXP`` is float32 only (``kernels/exp.cc``), so a model quantized to
+  integers gets the tanh approximation instead, as ``x * sigmoid(x * (k0 + k1 * x * x))``
+  (``0.5 (1 + tanh u) = sigmoid(2 u)``; every op has an int8 and int16 kernel); this is also
+  the exact form of ``GELU(approximate=True)``.
+* An int32 ``SELECT_V2(c, a, b)`` (Keras 3's ``Embedding`` wraps negative ids this way)
+  becomes ``b + CAST(c) * (a - b)``, or ``b + CAST(c) * k`` when ``a`` is ``b + k`` for a
+  constant ``k``: ``CAST`` from bool, ``MUL``, ``ADD`` and ``SUB`` take int32 in TFLite Micro.
+
+The recurrent forms (a bidirectional LSTM as two unidirectional ones, sequence RNNs
+unrolled) are the passes of ``passes/bidirectional.py`` and ``passes/unroll_rnn.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fuselite.ir import Function, Module, Op, Value
+
+_F32, _I32, _BOOL = np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_)
+_NONE = {"fused_activation_function": "NONE"}
+# Abramowitz & Stegun 7.1.26
+_P = 0.3275911
+_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+_K0 = 2 * math.sqrt(2 / math.pi)  # sigmoid(2u) = 0.5 (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3)
+_K1 = _K0 * 0.044715
+
+
+class _Emitter:
+    """Builds elementwise ops next to the op they replace, with its name and source line."""
+
+    def __init__(self, fn: Function, op: Op):
+        self.fn, self.op, self.new = fn, op, []
+
+    def __call__(self, kind: str, *inputs: Value, attrs: dict | None = None, dtype=None) -> Value:
+        shapes = [v.shape for v in inputs if v is not None and not v.is_const] or [inputs[0].shape]
+        out = self.fn.make_op(f"tfl.{kind}", list(inputs), [(dtype or self.op.outputs[0].dtype, shapes[0])],
+                              dict(_NONE if attrs is None else attrs), name=f"{self.op.name}/{kind.lower()}",
+                              location=self.op.location)
+        self.new.append(out)
+        return out.outputs[0]
+
+    def scalar(self, value: float, dtype=_F32) -> Value:
+        return self.fn.const(np.array(value, dtype), "k")
+
+
+def _gelu_erf(e: _Emitter, x: Value) -> Value:
+    a = e("ABS", x, attrs={})
+    t = e("DIV", e.scalar(1.0), e("ADD", e("MUL", a, e.scalar(_P / math.sqrt(2))), e.scalar(1.0)))
+    p = e("MUL", t, e.scalar(_A[4]))
+    for coef in reversed(_A[:4]):
+        p = e("MUL", e("ADD", p, e.scalar(coef)), t)
+    gauss = e("EXP", e("MUL", e("MUL", x, x), e.scalar(-0.5)), attrs={})
+    erf_part = e("SUB", e.scalar(1.0), e("MUL", p, gauss))
+    return e("MUL", e("ADD", x, e("MUL", a, erf_part)), e.scalar(0.5))
+
+
+def _gelu_sigmoid(e: _Emitter, x: Value) -> Value:
+    inner = e("ADD", e("MUL", e("MUL", x, x), e.scalar(_K1)), e.scalar(_K0))
+    return e("MUL", x, e("LOGISTIC", e("MUL", x, inner), attrs={}))
+
+
+def expand_gelu(module: Module, integer: bool) -> int:
+    """Every float ``GELU`` -> elementwise builtins (the erf form in float, the sigmoid form when the model
+    will be integer or the GELU is the tanh approximation); how many."""
+    count = 0
+    for fn in module.functions.values():
+        for op in [op for op in fn.ops if op.kind == "GELU" and op.inputs[0].dtype == _F32]:
+            e = _Emitter(fn, op)
+            approximate = bool(op.attrs.get("approximate"))
+            y = (_gelu_sigmoid if integer or approximate else _gelu_erf)(e, op.inputs[0])
+            fn.replace_op(op, e.new, [y])
+            count += 1
+    return count
+
+
+def _constant_offset(a: Value, b: Value) -> Value | None:
+    """``k`` if ``a`` is ``ADD(b, k)`` (or ``ADD(k, b)``) with a constant ``k``, else None."""
+    op = a.producer
+    if op is None or op.kind != "ADD" or op.attrs.get("fused_activation_function", "NONE") != "NONE":
+        return None
+    x, y = op.inputs
+    return y if x is b and y.is_const else x if y is b and x.is_const else None
+
+
+def int32_select_as_arithmetic(module: Module) -> int:
+    """Every ``SELECT_V2`` on int32 values -> ``b + CAST(c) * (a - b)``; how many."""
+    count = 0
+    for fn in module.functions.values():
+        for op in [op for op in fn.ops if op.kind == "SELECT_V2" and op.inputs[1].dtype == _I32]:
+            c, a, b = op.inputs
+            e = _Emitter(fn, op)
+            flag = e("CAST", c, attrs={}, dtype=_I32)
+            k = _constant_offset(a, b)
+            step = k if k is not None else e("SUB", a, b)
+            y = e("ADD", b, e("MUL", flag, step))
+            y.shape = op.outputs[0].shape
+            fn.replace_op(op, e.new, [y])
+            count += 1
+    return count
