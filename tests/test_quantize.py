@@ -475,8 +475,8 @@ def _int16_out(rec: dict) -> bool:
     return out is not None and out[1] == 0 and rec["mode"] == "int16x8"
 
 
-def _int16x8(model, samples, io=tf.int16):
-    conv = fuselite.Converter.from_keras_model(model)
+def _int16x8(model, samples, io=tf.int16, target="litert"):
+    conv = fuselite.Converter.from_keras_model(model, target=target)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = lambda: iter(samples)
     conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
@@ -596,26 +596,21 @@ np.save(sys.argv[3], np.stack(outs))
 """
 
 
-_NOT_ON_TFLM = {"mlp": "TFLite Micro has no GELU kernel (Keras 3's MLP uses gelu)",
-                "text_model": "TFLite Micro's SELECT_V2 takes no int32 (the masking of token ids)",
-                "text_lstm": "TFLite Micro's SELECT_V2 takes no int32 (the masking of token ids)"}
-
-
 _ON_TFLM = [("keras3", n) for n in INT8_MODELS] + [("keras3", "mobilenet_v2"), ("tf_keras", "text_model"),
-                                                   ("tf_keras", "text_lstm")]  # tf-keras Embedding: no SELECT_V2
+                                                   ("tf_keras", "text_lstm")]
 
 
 @pytest.mark.parametrize("mode", ["int8", "int16x8"])
-@pytest.mark.parametrize("flavour, name", [
-    pytest.param(f, n, marks=pytest.mark.xfail(strict=True, reason=_NOT_ON_TFLM[n]))
-    if n in _NOT_ON_TFLM and f == "keras3" else (f, n) for f, n in _ON_TFLM])
+@pytest.mark.parametrize("flavour, name", _ON_TFLM)
 def test_integer_models_run_on_tflite_micro_as_on_litert(built_models, tmp_path, flavour, name, mode):
-    """TFLite Micro's interpreter (a subprocess: a native runtime may crash) gives LiteRT's integer outputs."""
-    if (flavour, name, mode) == ("tf_keras", "text_model", "int16x8"):
-        pytest.xfail("TFLite Micro's GATHER has no int16 form (LiteRT's has: the 16x8 embedding table is int16)")
+    """With target="micro", TFLite Micro's interpreter (a subprocess: a native runtime may crash) gives LiteRT's
+    integer outputs: Keras 3's GELU (the MLP) and Embedding masking (int32 SELECT_V2) in forms TFLM runs, the
+    16x8 embedding table int8 (TFLM's GATHER has no int16 form)."""
     model, _, _ = built_models(flavour, name)
     calibration = [zoo.sample_inputs(model, seed=200 + i) for i in range(20)]
-    conv, data = _int8(model, calibration) if mode == "int8" else _int16x8(model, calibration)
+    conv, data = _int8(model, calibration, target="micro") if mode == "int8" else \
+        _int16x8(model, calibration, target="micro")
+    assert conv.report.micro["ran"]
     from fuselite.runtime import interpreter
 
     lit = interpreter(data)

@@ -267,6 +267,14 @@ def check_on_litert(module, ctx) -> None:
 def check_micro_target(module, ctx) -> None:
     """The micro target: every op TFLite Micro could not run, listed together, is a conversion error."""
     problems = micro_problems(module)
+    for fn in (module.functions[f] for f in dict.fromkeys(module.signatures.values())):
+        for v in fn.inputs:
+            if v.shape is None or None in v.shape[1:]:
+                shape = "unknown" if v.shape is None else "[" + ", ".join("?" if d is None else str(d)
+                                                                           for d in v.shape) + "]"
+                problems.append(f"input '{v.name}' has a dynamic dimension (shape {shape}): TFLite Micro runs the "
+                                "shapes written in the model; give the input a static shape (the batch may stay "
+                                "dynamic: it runs as 1)")
     if problems:
         raise ConversionError(f"TFLite Micro cannot run {len(problems)} op(s) of this model (target='micro'):\n  "
                               + "\n  ".join(problems))

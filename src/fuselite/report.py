@@ -24,7 +24,9 @@ class Report:
     #  "outputs": [{"name", "max_abs_error", "relative_error"}]}; empty for a float conversion
     quantization: dict = field(default_factory=dict)
     calibration: dict = field(default_factory=dict)  # int8: {"samples", "tensors"}
-    micro: dict = field(default_factory=dict)  # {"runs": would the model run on TFLite Micro, "problems": [...]}
+    # {"target", "runs": would the model run on TFLite Micro (static check), "problems": [...], "ran": it ran on
+    # TFLM's interpreter, "arena_bytes": its tensor arena as measured there, "sources": the files written}
+    micro: dict = field(default_factory=dict)
     size_bytes: int = 0
     subgraphs: int = 0
 
@@ -83,13 +85,25 @@ class Report:
         if self.quantization:
             lines += _quantization_lines(self.quantization)
         if self.micro:
-            problems = self.micro["problems"]
-            lines.append("  TFLite Micro: every op has a kernel there (a static check)" if self.micro["runs"] else
-                         f"  TFLite Micro: would not run ({len(problems)} problem(s)): " + "; ".join(problems[:3])
-                         + (" ..." if len(problems) > 3 else ""))
+            lines += _micro_lines(self.micro)
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
+
+
+def _micro_lines(m: dict) -> list[str]:
+    problems = m["problems"]
+    if not m["runs"]:
+        return [f"  TFLite Micro: would not run ({len(problems)} problem(s)): " + "; ".join(problems[:3])
+                + (" ..." if len(problems) > 3 else "") + " (target='micro' converts to forms it runs)"]
+    line = ("  target micro: " if m.get("target") == "micro" else "  TFLite Micro: ") + (
+        "ran on TFLite Micro's interpreter" if m.get("ran") else "every op has a kernel there (a static check)")
+    if "arena_bytes" in m:
+        line += f"; tensor arena {m['arena_bytes']:,} bytes (measured)"
+    lines = [line]
+    if m.get("sources"):
+        lines.append("  TFLite Micro sources: " + ", ".join(m["sources"]))
+    return lines
 
 
 def _quantization_lines(q: dict) -> list[str]:

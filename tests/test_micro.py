@@ -1,0 +1,292 @@
+"""target="micro": every model converts to forms TFLite Micro runs, checked on TFLM's interpreter against Keras.
+
+TFLite Micro (the ``tflite-micro`` package) is a native runtime: it runs in a subprocess, so a crash is a
+failure here, not a lost run. Float models must give Keras' numbers within 1e-5 on TFLM and on LiteRT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import keras_flavour, litert_op_names
+
+import fuselite
+from fuselite.errors import InputError
+from fuselite.quantize import QuantizationOptionError
+from fuselite.testing import models as zoo
+
+TOLERANCE = 1e-5  # max abs error against Keras (float), on TFLM and on LiteRT
+
+_TFLM = """
+import sys
+import numpy as np
+from tflite_micro.python.tflite_micro import runtime
+data = open(sys.argv[1], "rb").read()
+feeds = np.load(sys.argv[2])
+n_inputs, n_outputs, arena = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+interp = runtime.Interpreter.from_bytes(data, arena_size=arena or None)
+outs = {}
+for run in range(len(feeds.files) // n_inputs):
+    for i in range(n_inputs):
+        interp.set_input(feeds[f"r{run}_i{i}"], i)
+    interp.invoke()
+    for o in range(n_outputs):
+        outs[f"r{run}_o{o}"] = interp.get_output(o).copy()
+np.savez(sys.argv[3], **outs)
+"""
+
+
+def run_on_tflm(data: bytes, runs: list[list[np.ndarray]], n_outputs: int, tmp_path, arena: int = 0):
+    """Outputs of consecutive invokes on one TFLM interpreter ([run][output]); (None, stderr) if it failed."""
+    (tmp_path / "m.tflite").write_bytes(data)
+    np.savez(tmp_path / "x.npz", **{f"r{r}_i{i}": x for r, xs in enumerate(runs) for i, x in enumerate(xs)})
+    out = subprocess.run([sys.executable, "-c", _TFLM, str(tmp_path / "m.tflite"), str(tmp_path / "x.npz"),
+                          str(tmp_path / "y.npz"), str(len(runs[0])), str(n_outputs), str(arena)],
+                         capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        return None, out.stdout[-1000:] + out.stderr[-2000:]
+    y = np.load(tmp_path / "y.npz")
+    return [[y[f"r{r}_o{o}"] for o in range(n_outputs)] for r in range(len(runs))], ""
+
+
+def run_on_litert(data: bytes, runs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    from fuselite.runtime import interpreter
+
+    interp = interpreter(data)
+    got = []
+    for xs in runs:
+        for d, x in zip(interp.get_input_details(), xs):
+            interp.set_tensor(d["index"], x)
+        interp.invoke()
+        got.append([interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()])
+    return got
+
+
+def keras_outputs(model, xs) -> list[np.ndarray]:
+    return [np.asarray(o) for o in tf.nest.flatten(model(xs[0] if len(xs) == 1 else xs, training=False))]
+
+
+def _by_shape(got: list[np.ndarray], want: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Pair outputs (the runtimes' order may differ from Keras'): same shape, closest values."""
+    pairs, rest = [], list(got)
+    for w in want:
+        same = [g for g in rest if g.shape == w.shape]
+        assert same, (w.shape, [g.shape for g in rest])
+        g = min(same, key=lambda g: float(np.abs(g - w).max()))
+        rest = [r for r in rest if r is not g]
+        pairs.append((g, w))
+    return pairs
+
+
+def check_micro(model, tmp_path, runs: list[list[np.ndarray]], want: list[list[np.ndarray]]) -> fuselite.Converter:
+    """Convert for the micro target; TFLM and LiteRT each within TOLERANCE of Keras on every run."""
+    conv = fuselite.Converter.from_keras_model(model, target="micro")
+    data = conv.convert()
+    assert conv.report.micro["runs"] and conv.report.micro["ran"] and not conv.report.micro["problems"]
+    n_outputs = len(want[0])
+    tflm, stderr = run_on_tflm(data, runs, n_outputs, tmp_path)
+    assert tflm is not None, stderr
+    lit = run_on_litert(data, runs)
+    for r, w in enumerate(want):
+        for name, got in (("TFLM", tflm[r]), ("LiteRT", lit[r])):
+            for g, ref in _by_shape(got, w):
+                assert np.abs(g - ref).max() <= TOLERANCE, (name, r, float(np.abs(g - ref).max()))
+    return conv
+
+
+BENCHMARK_MODELS = [*zoo.BUILDERS, *zoo.RNN_BUILDERS]
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+@pytest.mark.parametrize("name", BENCHMARK_MODELS)
+def test_every_benchmark_model_runs_on_tflite_micro_as_keras(built_models, tmp_path, flavour, name):
+    """The benchmarks' models, both Keras flavours: on TFLM and LiteRT within 1e-5 of Keras, two inputs."""
+    model, _, _ = built_models(flavour, name)
+    runs = [zoo.sample_inputs(model, seed=s) for s in (0, 1)]
+    conv = check_micro(model, tmp_path, runs, [keras_outputs(model, xs) for xs in runs])
+    kinds = set(conv.report.ops_after)
+    # the forms chosen: no op TFLM lacks (fused bidirectional or RNN sequence ops, GELU)
+    assert not kinds & {"BIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN",
+                        "GELU"}
+    if name in ("lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm", "text_lstm"):
+        assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in kinds  # the fused LSTM stays fused
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "SimpleRNN"])
+@pytest.mark.parametrize("merge_mode", ["concat", "sum", "ave", "mul", None])
+def test_bidirectional_every_merge_mode_runs_on_tflite_micro(tmp_path, cell, merge_mode):
+    """Bidirectional LSTM / SimpleRNN, full sequences, each merge mode (None: two outputs): two unidirectional
+    LSTMs (or unrolled steps) with reverse and merge ops, as Keras on TFLM and LiteRT."""
+    k = keras_flavour("keras3")
+    k.utils.set_random_seed(3)
+    i = k.Input((12, 8))
+    layer = k.layers.Bidirectional(getattr(k.layers, cell)(16, return_sequences=True), merge_mode=merge_mode)
+    model = k.Model(i, layer(i))
+    runs = [zoo.sample_inputs(model, seed=s) for s in (0, 1)]
+    conv = check_micro(model, tmp_path, runs, [keras_outputs(model, xs) for xs in runs])
+    if cell == "LSTM":
+        assert conv.report.ops_after["UNIDIRECTIONAL_SEQUENCE_LSTM"] == 2
+
+
+def test_stateful_lstm_carries_its_state_on_tflite_micro(tmp_path):
+    """A stateful LSTM on TFLM: its state variables carry from one invoke to the next, as in Keras."""
+    k = keras_flavour("keras3")
+    model = zoo.build("stateful_lstm", k)
+    runs = [zoo.sample_inputs(model, seed=s) for s in range(3)]
+    for layer in model.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_states()
+    want = [keras_outputs(model, xs) for xs in runs]
+    assert np.abs(want[0][0] - want[2][0]).max() > 1e-3  # the state matters
+    for layer in model.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_states()
+    conv = check_micro(model, tmp_path, runs, want)
+    assert conv.report.mutable_variables
+
+
+def test_the_micro_target_gelu_forms_are_exact_in_float():
+    """GELU, approximate and exact, as elementwise builtins: float within 1e-5 of Keras over a wide range."""
+    k = keras_flavour("keras3")
+    for approximate in (False, True):
+        i = k.Input((64,))
+        model = k.Model(i, k.layers.Lambda(lambda x, a=approximate: k.activations.gelu(x, approximate=a))(i))
+        data = fuselite.Converter.from_keras_model(model, target="micro").convert()
+        assert "GELU" not in litert_op_names(data)
+        x = np.linspace(-12, 12, 64, dtype=np.float32)[None]
+        got = run_on_litert(data, [[x]])[0][0]
+        assert np.abs(got - np.asarray(model(x))).max() <= TOLERANCE
+
+
+def _unsupported_model():
+    k = keras_flavour("keras3")
+    i = k.Input((10,), dtype="int32")
+    x = k.layers.Embedding(50, 8, mask_zero=True)(i)  # masking: a WHILE loop with TILE (issue 17)
+    x = k.layers.LSTM(8)(x)
+    top = k.layers.Lambda(lambda v: tf.math.top_k(v, 3).values, output_shape=(3,))(x)
+    return k.Model(i, top)
+
+
+def test_ops_tflite_micro_cannot_run_are_listed_together_before_anything_is_written(tmp_path):
+    """Every op TFLM has no kernel for (kind, node, source line, why), in one error; no file written."""
+    model = _unsupported_model()
+    conv = fuselite.Converter.from_keras_model(model, target="micro")
+    out = tmp_path / "m.tflite"
+    with pytest.raises(fuselite.ConversionError) as e:
+        conv.convert_to(out)
+    message = str(e.value)
+    assert "TFLite Micro cannot run 2 op(s)" in message
+    assert re.search(r"TOPK_V2 '[^']*TopKV2' at .*test_micro.py:\d+: no TFLite Micro kernel", message), message
+    assert re.search(r"TILE '[^']*': no TFLite Micro kernel", message), message
+    assert not os.listdir(tmp_path)
+    # the LiteRT target converts it, and its report says it would not run on TFLM, and why
+    conv = fuselite.Converter.from_keras_model(model)
+    conv.convert()
+    assert not conv.report.micro["runs"] and "TOPK_V2" in str(conv.report)
+
+
+def test_a_dynamic_sequence_length_is_an_error_for_the_micro_target():
+    """TFLM runs the shapes written in the model: a dynamic time axis would silently run one step."""
+    k = keras_flavour("keras3")
+    i = k.Input((None, 4), name="frames")
+    model = k.Model(i, k.layers.LSTM(8)(i))
+    with pytest.raises(fuselite.ConversionError, match=r"input 'frames' has a dynamic dimension"):
+        fuselite.Converter.from_keras_model(model, target="micro").convert()
+    fuselite.Converter.from_keras_model(model).convert()  # LiteRT resizes inputs: fine there
+
+
+def test_micro_target_options_are_checked_up_front(tmp_path):
+    model = zoo.build("mlp", keras_flavour("keras3"))
+    with pytest.raises(InputError, match="target must be one of 'litert', 'micro'"):
+        fuselite.Converter.from_keras_model(model, target="tflm").convert()
+    conv = fuselite.Converter.from_keras_model(model, target="micro")
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]  # dynamic range: TFLM has no hybrid kernels
+    with pytest.raises(QuantizationOptionError, match="TFLite Micro has no kernels for dynamic"):
+        conv.convert()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputError, match="is a file, not a directory"):
+        fuselite.Converter.from_keras_model(model, micro_sources=tmp_path / "file").convert()
+
+
+def _resolver_ops(header: str) -> list[str]:
+    return re.findall(r"resolver\.(Add\w+)\(\)", header)
+
+
+def test_micro_sources_name_exactly_the_models_ops_and_the_arena_is_what_tflm_needs(tmp_path):
+    """The op resolver registers exactly the model's ops (read back from the file by LiteRT), the C array is
+    the model's bytes, and TFLM runs the model in the arena reported but not in 16 bytes less."""
+    from fuselite.export.micro import RESOLVER
+
+    model = zoo.build("bidirectional_lstm", keras_flavour("keras3"))
+    conv = fuselite.Converter.from_keras_model(model, target="micro", micro_sources=tmp_path / "src")
+    data = conv.convert_to(tmp_path / "bi_lstm.tflite")
+    files = sorted(os.listdir(tmp_path / "src"))
+    assert files == ["bi_lstm_model_data.cc", "bi_lstm_model_data.h", "bi_lstm_op_resolver.h"]
+    header = (tmp_path / "src" / "bi_lstm_op_resolver.h").read_text()
+    kinds = sorted(set(litert_op_names(data)))
+    assert _resolver_ops(header) == [RESOLVER[k] for k in kinds]
+    assert "MicroMutableOpResolver<kOpCount>" in header and f"kOpCount = {len(kinds)};" in header
+    array = (tmp_path / "src" / "bi_lstm_model_data.cc").read_text()
+    assert bytes(int(h, 16) for h in re.findall(r"0x([0-9a-f]{2})", array)) == data
+    assert f"kModelSize = {len(data)};" in array and "alignas(16)" in array
+    arena = conv.report.micro["arena_bytes"]
+    assert f"kTensorArenaSize = {arena};" in (tmp_path / "src" / "bi_lstm_model_data.h").read_text()
+    assert f"tensor arena {arena:,} bytes (measured)" in str(conv.report)
+    runs = [zoo.sample_inputs(model, seed=0)]
+    ok, stderr = run_on_tflm(data, runs, 1, tmp_path, arena=arena)
+    assert ok is not None, stderr
+    too_small, _ = run_on_tflm(data, runs, 1, tmp_path, arena=arena - 16)
+    assert too_small is None
+
+
+def test_cli_target_micro_writes_the_model_and_its_sources(tmp_path):
+    model = zoo.build("simple_rnn", keras_flavour("keras3"))
+    model.save(tmp_path / "rnn.keras")
+    out = subprocess.run([sys.executable, "-m", "fuselite.cli", "convert", str(tmp_path / "rnn.keras"), "-o",
+                          str(tmp_path / "kws.tflite"), "--target", "micro", "--micro-sources", str(tmp_path / "fw"),
+                          "--json"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    assert report["micro"]["target"] == "micro" and report["micro"]["arena_bytes"] > 0
+    assert sorted(os.listdir(tmp_path / "fw")) == ["kws_model_data.cc", "kws_model_data.h", "kws_op_resolver.h"]
+    assert "UNIDIRECTIONAL_SEQUENCE_RNN" not in report["ops_after"]
+
+
+@pytest.mark.skipif(not os.environ.get("TFLM_HEADERS"), reason="set TFLM_HEADERS to a tree with tflite-micro's "
+                    "tensorflow/ and signal/, flatbuffers' include/ and gemmlowp's fixedpoint/ (docs/micro.md)")
+def test_generated_sources_compile_against_tflite_micros_headers(tmp_path):
+    """The resolver header, the model data and a MicroInterpreter using them compile (g++ -fsyntax-only)."""
+    model = zoo.build("text_lstm", keras_flavour("keras3"))
+    fuselite.Converter.from_keras_model(model, target="micro", micro_sources=tmp_path).convert_to(
+        tmp_path / "text.tflite")
+    (tmp_path / "use.cc").write_text(USE_CC.replace("NS", "text"))
+    root = os.environ["TFLM_HEADERS"]
+    for source in ("use.cc", "text_model_data.cc"):
+        out = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Werror", f"-I{root}",
+                              f"-I{root}/include", f"-I{root}/gemmlowp", f"-I{tmp_path}", str(tmp_path / source)],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+
+
+USE_CC = """#include "NS_model_data.h"
+#include "NS_op_resolver.h"
+#include "tensorflow/lite/micro/micro_interpreter.h"
+#include "tensorflow/lite/schema/schema_generated.h"
+
+alignas(16) static uint8_t tensor_arena[NS::kTensorArenaSize];
+
+int RunModel() {
+  const tflite::Model* model = tflite::GetModel(NS::kModel);
+  NS::OpResolver resolver;
+  if (NS::RegisterOps(resolver) != kTfLiteOk) return 1;
+  tflite::MicroInterpreter interpreter(model, resolver, tensor_arena, NS::kTensorArenaSize);
+  return interpreter.AllocateTensors() == kTfLiteOk ? 0 : 2;
+}
+"""
