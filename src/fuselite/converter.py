@@ -144,7 +144,7 @@ class Converter:
             _check_sources_dir(self.micro_sources)
             if not micro_available():
                 raise InputError("micro_sources: the tensor arena is measured with TFLite Micro's interpreter, "
-                                 "which is not installed (pip install tflite-micro)")
+                                 "which is not installed (pip install 'fuselite[micro]')")
         mode, notes = resolve_mode(self.optimizations, self.target_spec, self.representative_dataset,
                                    self.inference_input_type, self.inference_output_type)
         keep_float = tuple(KeepFloat(self.keep_float).entries)

@@ -283,6 +283,9 @@ def check_micro_target(module, ctx) -> None:
 def run_on_tflite_micro(module, ctx) -> None:
     """Load the written model in TFLite Micro's interpreter and run it on zeros (a subprocess); for the
     firmware sources, measure its tensor arena."""
+    if ctx.report.micro["problems"]:  # the LiteRT target, asked for firmware sources
+        raise ConversionError("micro_sources: this model would not run on TFLite Micro (convert with "
+                              "target='micro' for the forms it runs):\n  " + "\n  ".join(ctx.report.micro["problems"]))
     fn = module.functions[next(iter(module.signatures.values()))] if module.signatures else None
     inputs = [([1 if d is None else d for d in v.shape], v.dtype.name) for v in fn.inputs] if fn else []
     try:

@@ -94,7 +94,7 @@ def run_on_micro(model: bytes, inputs: list[tuple[list[int], str]], measure_aren
     (inputs: (shape, dtype name) each, in order); else ``{"error": what TFLM said}``. Raises
     :class:`MicroUnavailable` without tflite-micro."""
     if not micro_available():
-        raise MicroUnavailable("TFLite Micro's Python interpreter is not installed (pip install tflite-micro)")
+        raise MicroUnavailable("TFLite Micro's Python interpreter is not installed (pip install 'fuselite[micro]')")
     with tempfile.TemporaryDirectory(prefix="fuselite-micro-") as tmp:
         path = os.path.join(tmp, "model.tflite")
         with open(path, "wb") as f:
