@@ -262,8 +262,8 @@ def test_dynamic_range_int8_weights_on_every_hybrid_op_close_to_keras(built_mode
     conv, data = _dynamic(model)
     float_data = fuselite.Converter.from_keras_model(model).convert()
     seen = check_hybrid_ops(data)
-    fused = {"gru": "FULLY_CONNECTED", "simple_rnn": "UNIDIRECTIONAL_SEQUENCE_RNN",
-             "bidirectional_lstm": "BIDIRECTIONAL_SEQUENCE_LSTM", "mlp": "FULLY_CONNECTED", "cnn": "CONV_2D"}
+    fused = {"gru": "FULLY_CONNECTED", "simple_rnn": "UNIDIRECTIONAL_SEQUENCE_RNN", "mlp": "FULLY_CONNECTED",
+             "cnn": "CONV_2D"}
     assert fused.get(name, "UNIDIRECTIONAL_SEQUENCE_LSTM") in seen
     if name == "text_lstm":
         assert "EMBEDDING_LOOKUP" in seen  # Keras' GATHER on the table became the hybrid lookup
@@ -298,10 +298,11 @@ def test_dynamic_range_bidirectional_simple_rnn_and_constant_batch_matmul():
     k.utils.set_random_seed(0)
     inp = k.Input((12, 8))
     model = k.Model(inp, k.layers.Bidirectional(k.layers.SimpleRNN(16, return_sequences=True))(inp))
-    conv, data = _dynamic(model)
-    assert check_hybrid_ops(data) == {"BIDIRECTIONAL_SEQUENCE_RNN": 1}
     samples = [zoo.sample_inputs(model, seed=i) for i in range(3)]
-    assert _max_relative_error(data, model, samples) <= DYNAMIC_RELATIVE_TOLERANCE
+    for form, hybrid in (("fused", {"BIDIRECTIONAL_SEQUENCE_RNN": 1}), ("split", {"UNIDIRECTIONAL_SEQUENCE_RNN": 2})):
+        conv, data = _dynamic(model, bidirectional=form)
+        assert check_hybrid_ops(data) == hybrid
+        assert _max_relative_error(data, model, samples) <= DYNAMIC_RELATIVE_TOLERANCE
 
     rhs = np.random.default_rng(1).standard_normal((2, 8, 80)).astype(np.float32)  # over WEIGHT_ONLY_BELOW
     fn = tf.function(lambda x: tf.matmul(x, rhs)).get_concrete_function(tf.TensorSpec([2, 3, 8], tf.float32))
@@ -774,7 +775,7 @@ def test_int8_lstm_with_an_initial_state_computed_in_the_graph():
 def test_report_says_whether_the_float_model_would_run_on_tflite_micro(built_models, tmp_path, name):
     """The report's static TFLM check (op resolver and known kernel type limits) agrees with TFLM's interpreter."""
     model, _, _ = built_models("keras3", name)
-    conv = fuselite.Converter.from_keras_model(model)
+    conv = fuselite.Converter.from_keras_model(model, bidirectional="fused")
     data = conv.convert()
     micro = conv.report.micro
     (tmp_path / "m.tflite").write_bytes(data)

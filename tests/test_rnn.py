@@ -20,9 +20,9 @@ def _model(k, build, shape=(7, 3), seed=0):
 
 
 
-def check(model, fused_op: str | None, batch=1, batch_size=None, seed=0, scale=1.0):
+def check(model, fused_op: str | None, batch=1, batch_size=None, seed=0, scale=1.0, **options):
     """Convert, assert the fused op (and no WHILE), run twice on LiteRT, compare with Keras."""
-    conv = fuselite.Converter.from_keras_model(model, batch_size=batch_size)
+    conv = fuselite.Converter.from_keras_model(model, batch_size=batch_size, **options)
     data = conv.convert()
     ops = litert_op_names(data)
     if fused_op:
@@ -127,26 +127,40 @@ def test_simple_rnn_fused(flavour, variant):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("merge_mode", ["concat", "sum", "mul", "ave", None])
 @pytest.mark.parametrize("return_sequences", [True, False])
-def test_bidirectional_lstm_is_one_op(flavour, merge_mode, return_sequences):
+@pytest.mark.parametrize("form", ["split", "fused"])
+def test_bidirectional_lstm_forms(flavour, merge_mode, return_sequences, form):
+    """Default: two UNIDIRECTIONAL_SEQUENCE_LSTM (the form every tool opens); bidirectional="fused": one
+    BIDIRECTIONAL_SEQUENCE_LSTM. Both as Keras."""
     k = keras_flavour(flavour)
     model = _model(k, lambda L, i: L.Bidirectional(L.LSTM(4, return_sequences=return_sequences),
                                                    merge_mode=merge_mode)(i))
-    _, ops = check(model, "BIDIRECTIONAL_SEQUENCE_LSTM")
-    assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1 and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops
+    if form == "fused":
+        _, ops = check(model, "BIDIRECTIONAL_SEQUENCE_LSTM", bidirectional="fused")
+        assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1 and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops
+    else:
+        _, ops = check(model, "UNIDIRECTIONAL_SEQUENCE_LSTM")
+        assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 2 and "BIDIRECTIONAL_SEQUENCE_LSTM" not in ops
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_bidirectional_lstm_return_state(flavour):
     k = keras_flavour(flavour)
-    check(_model(k, lambda L, i: L.Bidirectional(L.LSTM(4, return_state=True))(i)), "BIDIRECTIONAL_SEQUENCE_LSTM")
+    model = _model(k, lambda L, i: L.Bidirectional(L.LSTM(4, return_state=True))(i))
+    check(model, "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    check(model, "BIDIRECTIONAL_SEQUENCE_LSTM", bidirectional="fused")
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("merge_mode", ["concat", "ave"])
-def test_bidirectional_simple_rnn(flavour, merge_mode):
+@pytest.mark.parametrize("form", ["split", "fused"])
+def test_bidirectional_simple_rnn(flavour, merge_mode, form):
     k = keras_flavour(flavour)
-    check(_model(k, lambda L, i: L.Bidirectional(L.SimpleRNN(4, return_sequences=True), merge_mode=merge_mode)(i)),
-          "BIDIRECTIONAL_SEQUENCE_RNN")
+    model = _model(k, lambda L, i: L.Bidirectional(L.SimpleRNN(4, return_sequences=True), merge_mode=merge_mode)(i))
+    if form == "fused":
+        check(model, "BIDIRECTIONAL_SEQUENCE_RNN", bidirectional="fused")
+    else:
+        _, ops = check(model, "UNIDIRECTIONAL_SEQUENCE_RNN")
+        assert ops.count("UNIDIRECTIONAL_SEQUENCE_RNN") == 2 and "BIDIRECTIONAL_SEQUENCE_RNN" not in ops
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -235,7 +249,7 @@ def test_benchmark_rnn_models(flavour, name):
     from fuselite.testing import models as zoo
 
     model = zoo.build(name, keras_flavour(flavour))
-    fused = {"gru": None, "bidirectional_lstm": "BIDIRECTIONAL_SEQUENCE_LSTM", "simple_rnn": "UNIDIRECTIONAL_SEQUENCE_RNN"}
+    fused = {"gru": None, "simple_rnn": "UNIDIRECTIONAL_SEQUENCE_RNN"}
     conv, ops = check(model, fused.get(name, "UNIDIRECTIONAL_SEQUENCE_LSTM"))
     assert "WHILE" not in ops
 
@@ -270,8 +284,9 @@ def test_keras3_saved_model_lstm_is_fused(tmp_path, variant):
     model = _model(k, K3_SAVED[variant])
     conv, data = _export_and_convert(model, tmp_path)
     ops = litert_op_names(data)
-    expected = "BIDIRECTIONAL_SEQUENCE_LSTM" if variant.startswith("bidirectional") else "UNIDIRECTIONAL_SEQUENCE_LSTM"
-    assert expected in ops and "WHILE" not in ops, ops
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in ops and "WHILE" not in ops, ops
+    if variant.startswith("bidirectional"):  # the two loops paired, then split into the form every tool opens
+        assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 2 and "BIDIRECTIONAL_SEQUENCE_LSTM" not in ops, ops
     x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
     first, second = invoke_twice(data, [x])
     np.testing.assert_array_equal(first[0], second[0])

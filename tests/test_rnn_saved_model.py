@@ -44,7 +44,7 @@ def check_converted(conv, model, xs, n_fused=1, fused=True):
     data = conv.convert()
     ops = litert_op_names(data)
     if fused:
-        # a forward/backward pair is merged into one BIDIRECTIONAL_SEQUENCE_LSTM after fusion
+        # a forward/backward pair is merged into one BIDIRECTIONAL_SEQUENCE_LSTM after fusion (bidirectional="fused")
         assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") + 2 * ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == n_fused, ops
         assert "WHILE" not in ops, ops
         lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
@@ -96,7 +96,10 @@ def test_saved_model_lstm_fused(tmp_path, variant):
     conv = fuselite.Converter.from_saved_model(path)  # the unknown batch becomes 1
     _, ops = check_converted(conv, model, _inputs(model, 1), n_fused=n)
     assert any("batch size of 1" in w for w in conv.report.warnings)
-    if variant == "bidirectional":
+    if variant == "bidirectional":  # the pair is split again by default (the form every tool opens) ...
+        assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 2, ops
+        conv = fuselite.Converter.from_saved_model(path, bidirectional="fused")  # ... or kept as LiteRT's one op
+        _, ops = check_converted(conv, model, _inputs(model, 1), n_fused=n)
         assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1, ops
     if variant in ALSO_BATCH_2:
         conv = fuselite.Converter.from_saved_model(path, batch_size=2)
@@ -558,9 +561,11 @@ BIDIRECTIONAL_RNN = {  # name: (build, input shape)
 @pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("variant", sorted(BIDIRECTIONAL_RNN))
 def test_saved_model_bidirectional_simple_rnn_is_one_op(tmp_path, flavour, variant):
+    """The two recognised loops become one BIDIRECTIONAL_SEQUENCE_RNN (bidirectional="fused"; by default it is
+    split again into two unidirectional ops, tested with the Keras models in test_rnn.py)."""
     build, shape = BIDIRECTIONAL_RNN[variant]
     model, path = _saved(flavour, build, tmp_path, shape)
-    conv = fuselite.Converter.from_saved_model(path)
+    conv = fuselite.Converter.from_saved_model(path, bidirectional="fused")
     data = conv.convert()
     ops = litert_op_names(data)
     assert ops.count("BIDIRECTIONAL_SEQUENCE_RNN") == 1, ops

@@ -21,7 +21,7 @@ from fuselite.export.micro import micro_problems
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.fusion.loops import fuse_lstm_loops
 from fuselite.lower import lower_module
-from fuselite.passes.bidirectional import split_bidirectional_lstms
+from fuselite.passes.bidirectional import split_bidirectional
 from fuselite.passes.clone import snapshot_module
 from fuselite.passes.control_flow import specialize_loop_invariants
 from fuselite.passes.dce import dce
@@ -129,6 +129,18 @@ def quantize_float16_weights(module, ctx) -> int:
 
 def quantize_int8_weights(module, ctx) -> int:
     return _quantize_weights(module, ctx, "dynamic", quantize_dynamic)
+
+
+def split_bidirectional_ops(module, ctx) -> int:
+    kinds = sorted({op.kind for fn in module.functions.values() for op in fn.ops
+                    if op.kind.startswith("BIDIRECTIONAL_SEQUENCE_")})
+    if ctx.bidirectional == "fused":
+        why = "TFLite Micro has no bidirectional kernel" if ctx.target == "micro" else \
+            "LiteRT's bidirectional kernels have no integer form" if ctx.quantization in ("int8", "int16x8") else None
+        if why is None or not kinds:
+            return 0
+        ctx.report.warn(f"bidirectional='fused': {why}; {', '.join(kinds)} split into unidirectional ops")
+    return split_bidirectional(module)
 
 
 def unroll_rnns(module, ctx) -> int:
@@ -318,10 +330,6 @@ def export_flatbuffer(module, ctx) -> None:
 
 # -- the declaration ---------------------------------------------------------------------
 
-SPLIT_BIDIRECTIONAL = Pass(
-    "split-bidirectional-lstms", lambda m, ctx: split_bidirectional_lstms(m),
-    "a bidirectional LSTM becomes two unidirectional ones (LiteRT's integer LSTM and TFLite Micro's are "
-    "unidirectional)")
 UNROLL_RNNS = Pass("unroll-sequence-rnns", unroll_rnns,
                    "SimpleRNN sequence ops become FULLY_CONNECTED / ADD / TANH steps (no integer or TFLite Micro "
                    "RNN kernel)")
@@ -364,8 +372,10 @@ PIPELINE = [
     Pass("lower", lambda m, ctx: lower_module(m), "TF ops become TFLite builtins, one rule per TF op type"),
     Pass("optimize", lambda m, ctx: optimize(m), "fold bias, batch norm and activations; CSE; static reshapes"),
     DCE,
+    Pass("split-bidirectional", split_bidirectional_ops,
+         "bidirectional sequence ops become two unidirectional ones and reverses (the form TensorFlow's flatbuffer "
+         "importer, LiteRT's integer kernels and TFLite Micro take; bidirectional='fused' keeps LiteRT's op)"),
     Group("micro-forms", [
-        SPLIT_BIDIRECTIONAL,
         UNROLL_RNNS,
         Pass("expand-gelu", lambda m, ctx: expand_gelu(m, integer=ctx.quantization in ("int8", "int16x8")),
              "GELU becomes elementwise builtins (erf polynomial in float, sigmoid form for integer models)"),
@@ -383,7 +393,6 @@ PIPELINE = [
                  "weights of ops with a hybrid kernel become int8 (FC, conv, sequence ops, embedding lookup)"),
         ], "int8 weights, float activations", when=lambda m, ctx: ctx.quantization == "dynamic"),
         Group("full-integer", [
-            SPLIT_BIDIRECTIONAL,
             UNROLL_RNNS,
             DCE,
             Pass("calibrate", calibrate, "run the float model on the representative dataset; record tensor ranges"),

@@ -132,6 +132,7 @@ class FlatbufferWriter:
         self.order = order
         self.names = StableNames()
         self.tensor_names: dict[int, str] = {}  # value uid -> its tensor's name
+        self._used: set[str] = set()  # tensor names in the whole model (tools such as the quantizer key on them)
 
     def write(self) -> bytes:
         for name in self.order:
@@ -191,7 +192,7 @@ class FlatbufferWriter:
                     index[v.uid] = shared[key]
                     return index[v.uid]
             t = schema.TensorT()
-            t.name = self.names(v.name)
+            t.name = self._unique(self.names(v.name), sg.name)
             self.tensor_names[v.uid] = t.name
             t.type = tensor_type(v.dtype)
             shape = v.shape if v.shape is not None else ()
@@ -233,9 +234,19 @@ class FlatbufferWriter:
         sg.outputs = [tensor(v) for v in fn.outputs]
         return sg
 
+    def _unique(self, name: str, subgraph: str) -> str:
+        """``name``, or where another subgraph has it (a variable read by the reset and init subgraphs too),
+        ``<subgraph>/<name>`` (then ``_2``, ``_3``, ...): tensor names are unique in the whole model."""
+        unique = name if name not in self._used else f"{subgraph}/{name}"
+        n = 2
+        while unique in self._used:
+            unique, n = f"{subgraph}/{name}_{n}", n + 1
+        self._used.add(unique)
+        return unique
+
     def _intermediate(self, sg, name: str, dtype: str, shape, quant: dict | None) -> int:
         t = schema.TensorT()
-        t.name = self.names(name)
+        t.name = self._unique(self.names(name), sg.name)
         t.type = tensor_type(np.dtype(dtype))
         t.shape = [int(d) for d in shape]
         if quant is not None:

@@ -152,35 +152,60 @@ def merged_outputs(fn: Function, op, outs: list, new: list) -> list:
     return [cat.outputs[0]]
 
 
-def split_bidirectional_lstms(module: Module) -> int:
-    """Each ``BIDIRECTIONAL_SEQUENCE_LSTM`` -> two ``UNIDIRECTIONAL_SEQUENCE_LSTM`` (the backward one on the
-    time-reversed input, its output reversed back) and a ``CONCATENATION`` when merged.
+@dataclass(frozen=True)
+class _Split:
+    """Where one direction's operands sit in a bidirectional op, and how its unidirectional op takes them."""
 
-    LiteRT's bidirectional kernel has no integer form (its input must be float32,
-    ``bidirectional_sequence_lstm.cc``); the unidirectional one has. Exact in float: the
-    calibration runs on this form. Ops with auxiliary inputs are left as they are.
+    uni: str
+    directions: tuple  # per direction: (index of its first weight, how many weights and biases, state indices)
+    aux: range  # auxiliary input and weights (an op with any is left as it is)
+    options: tuple
+    trailing: int  # optional inputs the unidirectional op has after the states (layer norm: none here)
+
+
+_SPLITS = {
+    "BIDIRECTIONAL_SEQUENCE_LSTM": _Split("UNIDIRECTIONAL_SEQUENCE_LSTM", ((1, 17, (35, 36)), (18, 17, (37, 38))),
+                                          range(39, 48),
+                                          ("fused_activation_function", "cell_clip", "proj_clip", "time_major"), 4),
+    "BIDIRECTIONAL_SEQUENCE_RNN": _Split("UNIDIRECTIONAL_SEQUENCE_RNN", ((1, 3, (4,)), (5, 3, (8,))), range(9, 12),
+                                         ("fused_activation_function", "time_major"), 0),
+}
+
+
+def split_bidirectional(module: Module, kinds=tuple(_SPLITS)) -> int:
+    """Each bidirectional sequence op of ``kinds`` -> two unidirectional ones (the backward one on the
+    time-reversed input, its output reversed back) and a ``CONCATENATION`` when merged; how many.
+
+    LiteRT's bidirectional kernels have no integer form (their input must be float32,
+    ``bidirectional_sequence_lstm.cc``), TFLite Micro has none, and TensorFlow's flatbuffer
+    importer (Model Explorer, every tool built on it) crashes on a ``BIDIRECTIONAL_SEQUENCE_LSTM``
+    whose optional operands are absent and has no bidirectional RNN op; the unidirectional ops are
+    accepted everywhere. Exact in float, and as fast on LiteRT (docs/rnn.md). Ops with auxiliary
+    inputs are left as they are.
     """
     count = 0
     for fn in module.functions.values():
-        for op in [op for op in fn.ops if op.kind == "BIDIRECTIONAL_SEQUENCE_LSTM"]:
-            if any(i < len(op.inputs) and op.inputs[i] is not None for i in range(39, 48)):
+        for op in [op for op in fn.ops if op.kind in kinds]:
+            split = _SPLITS[op.kind]
+            if any(i < len(op.inputs) and op.inputs[i] is not None for i in split.aux):
                 continue
             x = op.inputs[0]
             tm = bool(op.attrs.get("time_major", False))
             axis = fn.const(np.array([0 if tm else 1], np.int32), "time_axis")
-            opts = {k: op.attrs[k] for k in ("fused_activation_function", "cell_clip", "proj_clip", "time_major")
-                    if k in op.attrs}
+            opts = {k: op.attrs[k] for k in split.options if k in op.attrs}
             rx = fn.make_op("tfl.REVERSE_V2", [x, axis], [(_F32, x.shape)], name=f"{op.name}/reversed_input",
                             location=op.location)
             new, outs = [rx], []
-            for d, (seq, first, states) in enumerate(((x, 1, (35, 36)), (rx.outputs[0], 18, (37, 38)))):
-                units = op.inputs[first + 4].shape[1]  # recurrent_to_input weights: [n_cell, n_output]
-                shape = (*seq.shape[:2], units)
-                ins = [seq, *op.inputs[first:first + 17], *(op.inputs[i] for i in states), None, None, None, None]
-                lstm = fn.make_op("tfl.UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [(_F32, shape)], dict(opts),
-                                  name=f"{op.name}/{'forward' if d == 0 else 'backward'}", location=op.location)
-                new.append(lstm)
-                outs.append(lstm.outputs[0])
+            for d, (first, n, states) in enumerate(split.directions):
+                seq = x if d == 0 else rx.outputs[0]
+                # recurrent_to_forget_weights [n_cell, n_output] (LSTM), recurrent weights [units, units] (RNN)
+                recurrent = op.inputs[first + (5 if split.uni == _LSTM.uni else 1)]
+                shape = (*seq.shape[:2], recurrent.shape[1])
+                ins = [seq, *op.inputs[first:first + n], *(op.inputs[i] for i in states)] + [None] * split.trailing
+                uni = fn.make_op(f"tfl.{split.uni}", ins, [(_F32, shape)], dict(opts),
+                                 name=f"{op.name}/{'forward' if d == 0 else 'backward'}", location=op.location)
+                new.append(uni)
+                outs.append(uni.outputs[0])
             back = fn.make_op("tfl.REVERSE_V2", [outs[1], axis], [(_F32, outs[1].shape)],
                               name=f"{op.name}/backward_in_time", location=op.location)
             new.append(back)
@@ -188,4 +213,8 @@ def split_bidirectional_lstms(module: Module) -> int:
             outs = merged_outputs(fn, op, outs, new)
             fn.replace_op(op, new, outs)
             count += 1
+        if count:
+            while cancel_reverse_pairs(fn):  # Keras re-aligns the backward sequence: its reverses cancel
+                pass
     return count
+
