@@ -155,3 +155,43 @@ def test_split_bidirectional_is_as_keras_and_fused_agrees(tmp_path):
     for form in ("split", "fused"):
         got = list(run(fuselite.Converter.from_keras_model(model, bidirectional=form).convert(), [x]).values())[0]
         assert np.abs(got - want).max() <= 1e-5
+
+
+_CONVERT = """
+import sys
+import keras
+import fuselite
+from fuselite.testing import models as zoo
+sys.stdout.buffer.write(fuselite.Converter.from_keras_model(zoo.build(sys.argv[1], keras)).convert())
+"""
+
+
+@pytest.mark.parametrize("name", ["stacked_lstm", "bidirectional_lstm"])
+def test_the_same_model_gives_the_same_bytes_in_two_processes(name):
+    """No trace counters, process ids or times in the file: two processes write byte-identical models."""
+    runs = [subprocess.run([sys.executable, "-c", _CONVERT, name], capture_output=True, timeout=600) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout and len(runs[0].stdout) > 1000
+
+
+@pytest.mark.parametrize("mode, optimization", [(None, []), ("dynamic", [1002]), ("int8", [1003])])
+def test_conversion_metadata_says_what_made_the_file(mode, optimization):
+    """CONVERSION_METADATA in the schema's own format (read back with TensorFlow's reader) and the model's
+    description: the tool and its version, the kind of source, the options, the quantization."""
+    from ai_edge_litert import schema_py_generated as schema
+    from tensorflow.lite.python import util
+
+    model = zoo.build("lstm_64", keras_flavour("keras3"))
+    conv = fuselite.Converter.from_keras_model(model, target="litert")
+    if mode:
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    if mode == "int8":
+        samples = [zoo.sample_inputs(model, seed=i) for i in range(5)]
+        conv.representative_dataset = lambda: iter(samples)
+    data = conv.convert()
+    meta = util.get_conversion_metadata(data)
+    assert meta.environment.tensorflowVersion.decode() == tf.__version__ and meta.environment.modelType == 2
+    assert list(meta.options.modelOptimizationModes) == optimization
+    description = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0)).description.decode()
+    assert description.startswith(f"fuselite {fuselite.__version__} (keras_model, quantization={mode or 'none'}")
+    assert "target=litert" in description and "bidirectional=split" in description

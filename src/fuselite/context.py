@@ -48,6 +48,7 @@ class ConversionContext:
     max_quantization_error: float | None = None  # full integer: the end-to-end relative error to meet
     inference_input_type: str = "float32"  # int8: the model's input / output tensors
     inference_output_type: str = "float32"
+    provenance: Any = None  # export.flatbuffer.Provenance: written into the model (description, metadata)
     bidirectional: str = "split"  # "split": two unidirectional ops; "fused": LiteRT's bidirectional op (float)
     target: str = "litert"  # "litert", or "micro": only ops, versions and types TFLite Micro's kernels take
     micro_sources: bool = False  # the firmware sources will be written (the model must run on TFLite Micro)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from importlib import metadata
 
 from fuselite import frontend
 from fuselite.context import ConversionContext
 from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
+from fuselite.export.flatbuffer import Provenance
 from fuselite.export.micro import micro_sources
 from fuselite.fusion import RuleSet
 from fuselite.ir import Module
@@ -53,6 +55,7 @@ class Converter:
                  bidirectional: str = "split"):
         self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
+        self._model_type = "TF_CONCRETE_FUNCTIONS"  # what CONVERSION_METADATA says the source was
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or not 1 <= batch_size < 2**31):
             raise InputError(f"batch_size must be a positive integer below 2**31 (TFLite dims are int32), "
@@ -108,15 +111,19 @@ class Converter:
         """
         if not hasattr(model, "inputs") or not callable(model):
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
-        return cls(lambda ctx: frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial),
+        conv = cls(lambda ctx: frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial),
                    f"Keras model '{model.name}'", model, batch_size, **options)
+        conv._model_type = "KERAS_MODEL"
+        return conv
 
     @classmethod
     def from_saved_model(cls, path, signature_keys=None, tags=None, batch_size: int | None = None,
                          **options) -> Converter:
         """A SavedModel directory (``tf.saved_model.save`` or Keras ``model.export()``)."""
         entries, loaded = frontend.saved_model_entries(path, signature_keys, tags)
-        return cls(lambda ctx: entries, f"SavedModel '{os.fspath(path)}'", loaded, batch_size, **options)
+        conv = cls(lambda ctx: entries, f"SavedModel '{os.fspath(path)}'", loaded, batch_size, **options)
+        conv._model_type = "TF_SAVED_MODEL"
+        return conv
 
     @classmethod
     def from_concrete_functions(cls, funcs, trackable_obj=None, batch_size: int | None = None,
@@ -195,6 +202,11 @@ class Converter:
                                 print_after=self.print_after, print_stream=self.print_stream,
                                 quantization=mode, keep_float=keep_float, target=self.target,
                                 bidirectional=self.bidirectional,
+                                provenance=Provenance(f"fuselite {_version()}", self._model_type, tuple(
+                                    (k, str(v)) for k, v in (("target", self.target),
+                                                             ("bidirectional", self.bidirectional),
+                                                             ("batch_size", batch_size)) if v is not None),
+                                    mode),
                                 micro_sources=self.micro_sources is not None, **integer)
         module = Module()
         run_pipeline(PIPELINE, module, ctx)
@@ -221,6 +233,13 @@ class Converter:
             write_atomic(os.path.join(directory, file), text.encode())
             written.append(os.path.join(directory, file))
         self.report.micro["sources"] = written
+
+
+def _version() -> str:
+    try:
+        return metadata.version("fuselite")
+    except metadata.PackageNotFoundError:  # run from a source tree that was not installed
+        return "(not installed)"
 
 
 TARGETS = ("litert", "micro")

@@ -320,7 +320,9 @@ def export_flatbuffer(module, ctx) -> None:
            if v is not None and v.is_const) > COLLECT_ABOVE:
         gc.collect()
     ctx.tensor_names = {}
-    ctx.output = _ordered_flatbuffer(module, ctx.tensor_names)
+    for fn in module.functions.values():
+        fn.topo_sort()
+    ctx.output = write_flatbuffer(module, ctx.tensor_names, ctx.provenance)
     ctx.report.ops_after = count_ops(module)
     problems = micro_problems(module)
     ctx.report.micro = {"target": ctx.target, "runs": not problems, "problems": problems}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 import flatbuffers
 import numpy as np
@@ -115,11 +116,12 @@ class _AlignedBuffer(schema.BufferT):
 
 
 class FlatbufferWriter:
-    def __init__(self, module: Module):
+    def __init__(self, module: Module, provenance: Provenance | None = None):
         self.module = module
+        self.provenance = provenance
         self.model = schema.ModelT()
         self.model.version = 3
-        self.model.description = "fuselite"
+        self.model.description = provenance.description() if provenance else "fuselite"
         self.model.buffers = [_AlignedBuffer()]
         self.model.operatorCodes = []
         self.model.subgraphs = []
@@ -299,6 +301,52 @@ class FlatbufferWriter:
         meta.name = "min_runtime_version"
         meta.buffer = len(self.model.buffers) - 1
         self.model.metadata = [meta]
+        if self.provenance is not None:
+            buf = _AlignedBuffer()
+            buf.data = np.frombuffer(self.provenance.conversion_metadata(self.module), dtype=np.uint8)
+            self.model.buffers.append(buf)
+            meta = schema.MetadataT()
+            meta.name = "CONVERSION_METADATA"
+            meta.buffer = len(self.model.buffers) - 1
+            self.model.metadata.append(meta)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What made the file, written into it: the model's description and the schema's ``CONVERSION_METADATA``
+    (``conversion_metadata.fbs``: TensorFlow's version, the kind of source, the optimization modes; what
+    ``tf.lite`` tools read back), so a file says which tool and options made it."""
+
+    tool: str  # "fuselite 0.1.0"
+    source: str  # "KERAS_MODEL", "TF_SAVED_MODEL" or "TF_CONCRETE_FUNCTIONS"
+    options: tuple[tuple[str, str], ...]  # (name, value) of the options that shape the output
+    quantization: str | None  # None or "float16", "dynamic", "int8", "int16x8"
+
+    def description(self) -> str:
+        opts = ", ".join(f"{k}={v}" for k, v in self.options)
+        return f"{self.tool} ({self.source.lower()}, quantization={self.quantization or 'none'}" + \
+            (f", {opts})" if opts else ")")
+
+    def conversion_metadata(self, module: Module) -> bytes:
+        import tensorflow as tf
+        from tensorflow.lite.python import conversion_metadata_schema_py_generated as cm
+
+        env = cm.EnvironmentT()
+        env.tensorflowVersion = tf.__version__
+        env.apiVersion = 2
+        env.modelType = getattr(cm.ModelType, self.source)
+        options = cm.ConversionOptionsT()
+        options.modelOptimizationModes = [_OPTIMIZATION_MODES[self.quantization]] if self.quantization else []
+        options.allowCustomOps = any(op.kind == "CUSTOM" for fn in module.functions.values() for op in fn.ops)
+        meta = cm.ConversionMetadataT()
+        meta.environment, meta.options = env, options
+        builder = flatbuffers.Builder(256)
+        builder.Finish(meta.Pack(builder))
+        return bytes(builder.Output())
+
+
+# fuselite's quantization modes -> conversion_metadata.fbs' ModelOptimizationMode
+_OPTIMIZATION_MODES = {"float16": 1001, "dynamic": 1002, "int8": 1003, "int16x8": 1004}
 
 
 class StableNames:
@@ -410,14 +458,16 @@ def _check_size(module: Module) -> None:
             "optimizations=[tf.lite.Optimize.DEFAULT], makes them 4x smaller)")
 
 
-def write_flatbuffer(module: Module, tensor_names: dict[int, str] | None = None) -> bytes:
+def write_flatbuffer(module: Module, tensor_names: dict[int, str] | None = None,
+                     provenance: Provenance | None = None) -> bytes:
     """Serialise a fully lowered module to ``.tflite`` bytes.
 
     ``tensor_names``, when given, is filled with the name each value was written under
     (``value.uid`` -> tensor name), so a tool can find a value's tensor in the file.
+    ``provenance``: what made it (the description and ``CONVERSION_METADATA``).
     """
     _check_size(module)
-    writer = FlatbufferWriter(module)
+    writer = FlatbufferWriter(module, provenance)
     data = writer.write()
     if tensor_names is not None:
         tensor_names.update(writer.tensor_names)
