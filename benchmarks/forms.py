@@ -6,7 +6,8 @@ importer and Model Explorer crash on or reject LiteRT's bidirectional ops: two u
 reverses) against ``bidirectional="fused"`` (one ``BIDIRECTIONAL_SEQUENCE_LSTM`` / ``_RNN``), for
 every merge mode, full sequences and last steps, 50 steps of 32 features, 64 units, both Keras flavours.
 LiteRT ``num_threads=1``, the two models interleaved in fresh interpreters per block, median of the
-block medians; and the official converter's model of the same layer for reference. Example::
+block medians; and the official converter's model of the same layer for reference (``from_concrete_functions``
+on a batch-1 ``tf.function``: its ``from_keras_model`` fails on Keras 3 RNNs). Example::
 
     .venv/bin/python benchmarks/forms.py --out docs/forms-benchmarks.md
 """
@@ -46,12 +47,14 @@ def measure(flavour: str, cell: str, merge_mode, sequences: bool, settings: Sett
     with quiet(settings.silence):
         model = build(k, cell, merge_mode, sequences)
         x = np.random.default_rng(0).standard_normal((1, 50, 32)).astype(np.float32)
-        reference = [np.asarray(o) for o in (model(x) if isinstance(model(x), list) else [model(x)])]
+        import tensorflow as tf
+
+        reference = [np.asarray(o) for o in tf.nest.flatten(model(x, training=False))]
         sides = {}
         for form in ("split", "fused", "tf"):
             side = Side()
             try:
-                side.data = convert_tf(model)[0] if form == "tf" else \
+                side.data = convert_tf(model, route="concrete")[0] if form == "tf" else \
                     fuselite.Converter.from_keras_model(model, bidirectional=form).convert()
                 interp = prepared_interpreter(side.data, [x], ["sequence"])
                 interp.invoke()
@@ -105,7 +108,7 @@ def main(argv=None) -> int:
         "Explorer, LiteRT's integer kernels and TFLite Micro take); *fused*: `bidirectional=\"fused\"`, LiteRT's "
         "bidirectional op. LiteRT `Interpreter(num_threads=1)`, the models interleaved in fresh interpreters, "
         f"{settings.latency_blocks} blocks, median of the block medians; *× split/fused* per block (range in "
-        f"brackets). *TF*: the official converter's model of the same layer ({TF_ROUTE_NOTE})",
+        f"brackets). *TF*: the official converter's model of the same layer, from a batch-1 concrete function ({TF_ROUTE_NOTE})",
         "",
         "| flavour | cell | merge | output | split µs | fused µs | × split/fused | TF µs | max abs err vs Keras "
         "(split / fused) |",
