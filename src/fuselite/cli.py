@@ -213,7 +213,7 @@ def main(argv=None) -> int:
                         "size measured with TFLite Micro's interpreter to DIR (needs tflite-micro)")
     c.add_argument("--bidirectional", choices=["split", "fused"], default="split",
                    help="Bidirectional LSTM / SimpleRNN: split (two unidirectional ops; opens in Model Explorer and "
-                        "TensorFlow's importer) or fused (LiteRT's bidirectional op, 2-4%% faster there); default split")
+                        "TensorFlow's importer) or fused (LiteRT's bidirectional op, LiteRT only; as fast); default split")
     c.set_defaults(func=cmd_convert)
     p = sub.add_parser("pipeline", help="print the conversion pipeline: every pass in order, with what it does")
     p.set_defaults(func=cmd_pipeline)

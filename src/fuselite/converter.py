@@ -106,7 +106,7 @@ class Converter:
         an op it cannot run is a conversion error; see docs/micro.md),
         ``micro_sources="dir"`` (write the TFLite Micro op resolver, the model as a C array and
         the measured tensor-arena size there), ``bidirectional="fused"`` (keep LiteRT's
-        bidirectional LSTM / RNN ops, 2-4% faster on LiteRT, but TensorFlow's flatbuffer importer
+        bidirectional LSTM / RNN ops, no faster on LiteRT, and TensorFlow's flatbuffer importer
         and Model Explorer reject them; default "split": two unidirectional ops, docs/rnn.md).
         """
         if not hasattr(model, "inputs") or not callable(model):
