@@ -26,7 +26,15 @@ import time
 
 import numpy as np
 from cases import FLAVOURS, TF_ROUTE_NOTE, convert_tf, keras_module
-from measure import Settings, blockwise_latency, max_abs_error, prepared_interpreter, quiet
+from measure import (
+    Settings,
+    add_latency_arguments,
+    blockwise_latency,
+    latency_settings,
+    max_abs_error,
+    prepared_interpreter,
+    quiet,
+)
 from report import command_line, emit, fuselite_revision, machine_description, versions
 from results import Side, short_error
 
@@ -81,13 +89,9 @@ def measure(flavour: str, cell: str, merge_mode, sequences: bool, settings: Sett
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--flavours", nargs="+", choices=FLAVOURS, default=list(FLAVOURS))
-    p.add_argument("--latency-seconds", type=float, default=2.0)
-    p.add_argument("--latency-blocks", type=int, default=5)
-    p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
+    add_latency_arguments(p, seconds=2.0, blocks=5)
     args = p.parse_args(argv)
-    settings = Settings(latency_seconds=args.latency_seconds, latency_blocks=args.latency_blocks, control=False)
-    with quiet(settings.silence):
-        import tensorflow  # noqa: F401
+    settings = latency_settings(args)
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
     rows = []
     for flavour in args.flavours:

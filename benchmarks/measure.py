@@ -34,6 +34,23 @@ class Settings:
     silence: bool = True
 
 
+def add_latency_arguments(p, seconds: float, blocks: int) -> None:
+    """The latency and output options the side-by-side scripts share."""
+    p.add_argument("--latency-seconds", type=float, default=seconds,
+                   help=f"timed invokes per model, all models together (default {seconds:g} s)")
+    p.add_argument("--latency-blocks", type=int, default=blocks,
+                   help=f"latency blocks, each with fresh interpreters (default {blocks})")
+    p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
+
+
+def latency_settings(args) -> Settings:
+    """Settings from those options (no A/A control), TensorFlow imported with its start-up chatter hidden."""
+    settings = Settings(latency_seconds=args.latency_seconds, latency_blocks=args.latency_blocks, control=False)
+    with quiet(settings.silence):
+        import tensorflow  # noqa: F401
+    return settings
+
+
 @contextlib.contextmanager
 def quiet(enabled: bool = True):
     """Send everything written to file descriptors 1 and 2 to a scratch file.

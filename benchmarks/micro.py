@@ -36,7 +36,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from cases import FLAVOURS, TF_ROUTE_NOTE, convert_tf, keras_module, reference_outputs
-from measure import Settings, blockwise_latency, max_abs_error, op_names, prepared_interpreter, quiet
+from measure import (
+    Settings,
+    add_latency_arguments,
+    blockwise_latency,
+    latency_settings,
+    max_abs_error,
+    op_names,
+    prepared_interpreter,
+    quiet,
+)
 from report import command_line, emit, fuselite_revision, machine_description, versions
 from results import Side, short_error
 
@@ -203,13 +212,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", choices=every, default=every, metavar="NAME")
     p.add_argument("--flavours", nargs="+", choices=FLAVOURS, default=list(FLAVOURS))
-    p.add_argument("--latency-seconds", type=float, default=2.0, help="timed invokes per model (default 2 s)")
-    p.add_argument("--latency-blocks", type=int, default=3)
-    p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
+    add_latency_arguments(p, seconds=2.0, blocks=3)
     args = p.parse_args(argv)
-    settings = Settings(latency_seconds=args.latency_seconds, latency_blocks=args.latency_blocks, control=False)
-    with quiet(settings.silence):
-        import tensorflow  # noqa: F401
+    settings = latency_settings(args)
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
     rows = []
     for flavour in args.flavours:
