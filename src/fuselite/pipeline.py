@@ -185,8 +185,8 @@ def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], d
     return records, outputs
 
 
-NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)
-MICRO_INT8_ONLY = ("GATHER",)  # int16 in LiteRT, not in TFLite Micro (kernels/gather.cc: float32 and int8 data)  # integer, but no 16x8 kernel in LiteRT: wider means float
+NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # integer, but no 16x8 kernel in LiteRT: wider means float
+MICRO_INT8_ONLY = ("GATHER",)  # int16 in LiteRT, not in TFLite Micro (kernels/gather.cc: float32 and int8 data)
 
 
 def _candidate_layers(records: list[dict], integer_only: bool) -> list[str]:
@@ -251,10 +251,10 @@ def measure_quantization_error(module, ctx) -> None:
             records[i]["output_error"] = error
 
 
-def _ordered_flatbuffer(module, tensor_names: dict | None = None) -> bytes:
+def _ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=None) -> bytes:
     for fn in module.functions.values():
         fn.topo_sort()
-    return write_flatbuffer(module, tensor_names)
+    return write_flatbuffer(module, tensor_names, provenance)
 
 
 def check_on_litert(module, ctx) -> None:
@@ -288,7 +288,7 @@ def check_micro_target(module, ctx) -> None:
                                 "shapes written in the model; give the input a static shape (the batch may stay "
                                 "dynamic: it runs as 1)")
     if problems:
-        raise ConversionError(f"TFLite Micro cannot run {len(problems)} op(s) of this model (target='micro'):\n  "
+        raise ConversionError(f"TFLite Micro cannot run this model (target='micro'): {len(problems)} problem(s):\n  "
                               + "\n  ".join(problems))
 
 
@@ -320,9 +320,7 @@ def export_flatbuffer(module, ctx) -> None:
            if v is not None and v.is_const) > COLLECT_ABOVE:
         gc.collect()
     ctx.tensor_names = {}
-    for fn in module.functions.values():
-        fn.topo_sort()
-    ctx.output = write_flatbuffer(module, ctx.tensor_names, ctx.provenance)
+    ctx.output = _ordered_flatbuffer(module, ctx.tensor_names, ctx.provenance)
     ctx.report.ops_after = count_ops(module)
     problems = micro_problems(module)
     ctx.report.micro = {"target": ctx.target, "runs": not problems, "problems": problems}
