@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 
+import flatbuffers
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -48,9 +49,6 @@ for adapter in sys.argv[2].split(","):
 """
 
 TOOLS = ("mlir", "flatbuffer", "tf_importer", "quantizer")
-# Model Explorer's MLIR adapter crashes (SIGSEGV) on every model with resource variables, the official
-# converter's included (a tf.Variable assigned in a tf.function); TensorFlow's importer reads them.
-RESOURCE_VARIABLES_CRASH_MLIR_ADAPTER = "Model Explorer's MLIR adapter crashes on resource variables (also TF's own)"
 
 
 def open_in_tools(data: bytes, tmp_path, tools=TOOLS) -> dict[str, str]:
@@ -103,6 +101,7 @@ CASES = {
     **{f"bidirectional/{c}/{m}/{'sequence' if s else 'last'}": (lambda c=c, m=m, s=s: _bidirectional(c, m, s), None)
        for c in ("LSTM", "SimpleRNN") for m in ("concat", "sum", "ave", "mul", None) for s in (True, False)},
     **{f"stateful/{c}": (lambda c=c: _stateful(c), None) for c in ("LSTM", "GRU", "SimpleRNN")},
+    **{f"int8/stateful/{c}": (lambda c=c: _stateful(c), _int8) for c in ("LSTM", "GRU")},
     **{f"int8/{n}": (lambda n=n: zoo.build(n, keras_flavour("keras3")), _int8)
        for n in ("mlp", "cnn", "lstm_64", "bidirectional_lstm", "simple_rnn", "gru", "text_lstm")},
 }
@@ -114,9 +113,35 @@ def test_every_output_opens_in_model_explorer_tensorflow_and_the_quantizer(case,
     model = build()
     data = convert(model) if convert else fuselite.Converter.from_keras_model(model).convert()
     verdicts = open_in_tools(data, tmp_path)
-    if case.startswith("stateful/"):
-        assert verdicts.pop("mlir").startswith("crashed"), RESOURCE_VARIABLES_CRASH_MLIR_ADAPTER  # said, not hidden
     assert all(v == "ok" for v in verdicts.values()), verdicts
+
+
+def _counter() -> bytes:
+    """A tf.Variable assigned in a tf.function (resource variables, no RNN)."""
+    v = tf.Variable(0.0)
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def bump(x):
+        v.assign_add(x)
+        return v.read_value() * 2.0
+
+    return fuselite.Converter.from_concrete_functions([bump.get_concrete_function()], v).convert()
+
+
+def test_ops_without_outputs_do_not_crash_model_explorer(tmp_path):
+    """Model Explorer's MLIR adapter dereferences a null name for an op with no outputs (ASSIGN_VARIABLE,
+    CALL_ONCE) unless the op has a named location: fuselite writes one in the model's debug_metadata. Without
+    it the same model crashes the adapter (as the official converter's output with variables does)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    data = _counter()
+    assert open_in_tools(data, tmp_path) == dict.fromkeys(TOOLS, "ok")
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    assert any(m.name == b"debug_metadata" for m in model.metadata)
+    model.metadata = [m for m in model.metadata if m.name != b"debug_metadata"]
+    b = flatbuffers.Builder(0)
+    b.Finish(model.Pack(b), file_identifier=b"TFL3")
+    assert open_in_tools(bytes(b.Output()), tmp_path, ("mlir",))["mlir"].startswith("crashed")
 
 
 def test_the_fused_bidirectional_form_is_the_one_tensorflows_importer_rejects(tmp_path):

@@ -16,6 +16,8 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from fuselite.errors import ConversionError
+from fuselite.export.debug_metadata import METADATA_NAME as DEBUG_METADATA
+from fuselite.export.debug_metadata import debug_metadata, source_of
 from fuselite.export.versions import min_runtime_version, op_version
 from fuselite.ir import Module, Quantization, Value
 
@@ -135,6 +137,7 @@ class FlatbufferWriter:
         self.names = StableNames()
         self.tensor_names: dict[int, str] = {}  # value uid -> its tensor's name
         self._used: set[str] = set()  # tensor names in the whole model (tools such as the quantizer key on them)
+        self._debug: list[list[tuple[str, str, int]]] = []  # per subgraph: the named locations of output-less ops
 
     def write(self) -> bytes:
         for name in self.order:
@@ -215,6 +218,7 @@ class FlatbufferWriter:
             return index[v.uid]
 
         sg.inputs = [tensor(v) for v in fn.inputs]
+        debug: list[tuple[str, str, int]] = []
         for op in fn.ops:
             if op.dialect != "tfl":
                 raise ConversionError(f"internal: op {op.describe()} reached export without being lowered")
@@ -232,8 +236,12 @@ class FlatbufferWriter:
                 o.customOptionsFormat = schema.CustomOptionsFormat.FLEXBUFFERS
             else:
                 self._set_options(o, op)
+            if not op.outputs:  # named through debug metadata (see export/debug_metadata.py)
+                o.debugMetadataIndex = len(debug)
+                debug.append((self.names(op.name) or op.kind.lower(), *source_of(op.location)))
             sg.operators.append(o)
         sg.outputs = [tensor(v) for v in fn.outputs]
+        self._debug.append(debug)
         return sg
 
     def _unique(self, name: str, subgraph: str) -> str:
@@ -293,22 +301,23 @@ class FlatbufferWriter:
             self.model.signatureDefs.append(sig)
 
     def _metadata(self) -> None:
-        version = min_runtime_version(self.module).encode().ljust(16, b"\0")
+        self.model.metadata = []
+        self._add_metadata("min_runtime_version", min_runtime_version(self.module).encode().ljust(16, b"\0"))
+        if self.provenance is not None:
+            self._add_metadata("CONVERSION_METADATA", self.provenance.conversion_metadata(self.module))
+        if any(self._debug):
+            for i, sg in enumerate(self.model.subgraphs):
+                sg.debugMetadataIndex = i
+            self._add_metadata(DEBUG_METADATA, debug_metadata(self._debug))
+
+    def _add_metadata(self, name: str, data: bytes) -> None:
         buf = _AlignedBuffer()
-        buf.data = np.frombuffer(version, dtype=np.uint8)
+        buf.data = np.frombuffer(data, dtype=np.uint8)
         self.model.buffers.append(buf)
         meta = schema.MetadataT()
-        meta.name = "min_runtime_version"
+        meta.name = name
         meta.buffer = len(self.model.buffers) - 1
-        self.model.metadata = [meta]
-        if self.provenance is not None:
-            buf = _AlignedBuffer()
-            buf.data = np.frombuffer(self.provenance.conversion_metadata(self.module), dtype=np.uint8)
-            self.model.buffers.append(buf)
-            meta = schema.MetadataT()
-            meta.name = "CONVERSION_METADATA"
-            meta.buffer = len(self.model.buffers) - 1
-            self.model.metadata.append(meta)
+        self.model.metadata.append(meta)
 
 
 @dataclass(frozen=True)
