@@ -74,18 +74,22 @@ def test_counter_ten_invokes_then_reset():
     run_and_compare(fresh.__call__, runner, xs)
 
 
-def test_reset_all_variables_alone_keeps_resource_variables():
-    """LiteRT resets only is_variable tensors; resource variables need the reset signature."""
+def test_reset_all_variables_alone_resets_resource_variables():
+    """LiteRT's reset_all_variables() zeroes only is_variable tensors: a witness (an RNN's in-place state)
+    tells the next invoke to run the reset function first, as the reset signature does."""
     m = Counter()
     data = fuselite.Converter.from_concrete_functions([m.__call__.get_concrete_function()], m).convert()
     interp = stock_interpreter(data)
     runner = interp.get_signature_runner("serving_default")
     x = np.ones(3, np.float32)
-    runner(x=x)
+    assert [int(runner(x=x)["steps"]) for _ in range(3)] == [1, 2, 3]
     interp.reset_all_variables()
-    assert int(runner(x=x)["steps"]) == 2  # not reset
+    assert [int(runner(x=x)["steps"]) for _ in range(2)] == [1, 2]
     interp.get_signature_runner("reset_variables")()  # what fuselite.runtime.reset_variables runs
     assert int(runner(x=x)["steps"]) == 1
+    interp.reset_all_variables()
+    interp.get_signature_runner("reset_variables")()  # both: still the initial state, once
+    np.testing.assert_allclose(runner(x=x)["count"], np.asarray(m.scale), atol=1e-6)
 
 
 def test_reset_before_any_invoke_and_initial_value_at_conversion_time():

@@ -31,6 +31,7 @@ from fuselite.passes.manager import FixedPoint, Group, Pass, check_pipeline, run
 from fuselite.passes.micro_forms import expand_gelu, int32_select_as_arithmetic
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
+from fuselite.passes.reset_witness import add_reset_witnesses
 from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.unroll_rnn import unroll_sequence_rnns
@@ -103,6 +104,10 @@ def lower_tensor_list_ops(module, ctx) -> None:
 def materialize_mutable_variables(module, ctx) -> int:
     ctx.report.mutable_variables = materialize_variables(module, zero_initial=ctx.zero_initial)
     ctx.report.signatures = list(module.signatures)
+    if ctx.report.mutable_variables and ctx.integer_only and ctx.target == "litert":
+        ctx.report.warn("integer-only model with variables: LiteRT's interpreter.reset_all_variables() does not "
+                        "reset them (its float witness is left out, see docs/variables.md); invoke the "
+                        "'reset_variables' signature or call fuselite.runtime.reset_variables(interpreter)")
     return len(ctx.report.mutable_variables)
 
 
@@ -401,6 +406,12 @@ PIPELINE = [
                  "DEQUANTIZE"),
         ], "int8 (or int16x8) activations, int8 weights", when=lambda m, ctx: ctx.quantization in ("int8", "int16x8")),
     ], "quantize as the converter's options ask", when=lambda m, ctx: ctx.quantization is not None),
+    Group("reset-witness", [
+        Pass("witness-reset-all-variables", lambda m, ctx: add_reset_witnesses(m),
+             "a signature using variables resets them after interpreter.reset_all_variables() (an in-place RNN "
+             "state marks it)"),
+    ], "LiteRT's reset_all_variables() resets resource variables too",
+        when=lambda m, ctx: ctx.target == "litert" and not ctx.integer_only and bool(ctx.report.mutable_variables)),
     Group("micro-target", [
         Pass("check-micro-target", check_micro_target,
              "every op TFLite Micro has no kernel (or no such operand types) for, listed together, is an error"),

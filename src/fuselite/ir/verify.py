@@ -5,9 +5,11 @@ A module is well formed when
 * every signature names a function of the module;
 * in every function, each operand is a constant, an input of that function, a captured
   variable (a ``resource`` value with no producer whose ``meta["handle"]`` is the
-  TensorFlow variable, until the variables pass freezes or materializes it) or the
-  output of an op of that function that comes earlier in ``fn.ops`` (defined before
-  use; ``None`` stands for an omitted optional operand);
+  TensorFlow variable, until the variables pass freezes or materializes it), a kernel
+  state (a value with no producer and ``meta["is_variable"]``: a variable tensor that
+  the ops taking it update in place, kept across invokes), or the output of an op of
+  that function that comes earlier in ``fn.ops`` (defined before use; ``None`` stands
+  for an omitted optional operand);
 * each op's outputs name the op as their producer, at their own index, and no value is
   produced twice or is both an input and an op's output;
 * each function output is defined in the function (constant, input or op output);
@@ -49,6 +51,11 @@ class IRVerificationError(ConversionError):
 def is_captured_variable(v: Value) -> bool:
     """A TensorFlow variable the program captured (read or assigned, not yet frozen)."""
     return v.producer is None and v.dtype == "resource" and "handle" in v.meta
+
+
+def is_kernel_state(v: Value) -> bool:
+    """A variable tensor no op produces: the ops taking it update it in place (it persists across invokes)."""
+    return v.producer is None and not v.is_const and bool(v.meta.get("is_variable"))
 
 
 def _dtype_problem(v: Value) -> str | None:
@@ -120,7 +127,7 @@ def verify_function(fn: Function, module: Module | None = None) -> list[str]:
         if "." not in op.type:
             problems.append(f"{what}: op type has no dialect ('tf.' or 'tfl.')")
         for i, v in enumerate(op.inputs):
-            if v is None or v.is_const or v.uid in defined or is_captured_variable(v):
+            if v is None or v.is_const or v.uid in defined or is_captured_variable(v) or is_kernel_state(v):
                 continue
             if v.uid in produced_here:
                 problems.append(f"{what}: operand {i} %{v.name} is used before it is defined")

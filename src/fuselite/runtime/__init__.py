@@ -49,12 +49,12 @@ RESET_SIGNATURE = "reset_variables"
 def reset_variables(interp) -> None:
     """Put every variable of a converted model back to its initial value.
 
-    LiteRT's ``interpreter.reset_all_variables()`` zeroes only ``is_variable`` tensors
-    (the state tensors of fused RNN ops); it leaves resource variables (``VAR_HANDLE`` /
-    ``ASSIGN_VARIABLE``) alone. fuselite adds a ``reset_variables`` signature to models
-    with mutable variables that assigns each its value at conversion time; this calls
-    ``reset_all_variables()`` and then runs that signature if the model has it. Any
-    runtime can do the same: invoke the ``reset_variables`` signature.
+    fuselite adds a ``reset_variables`` signature to models with mutable variables that
+    assigns each its value at conversion time; this calls LiteRT's
+    ``reset_all_variables()`` (which, through fuselite's reset witness, resets them too
+    except in integer-only models; see ``docs/variables.md``) and then runs that
+    signature if the model has it. Any runtime can do the same: invoke the
+    ``reset_variables`` signature.
 
     Example::
 
