@@ -8,6 +8,7 @@ a failure of that model's test, not a lost run.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -168,6 +169,36 @@ def test_tensor_names_are_unique_in_the_whole_model(cell):
     names = _names(data)
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
     assert any(n.startswith("reset_variables/") for n in names)
+
+
+def _bidirectional_gru_loop():
+    k = keras_flavour("keras3")
+    i = k.Input((12, 8), name="features")
+    y = k.layers.Dense(3, name="classes")(k.layers.Bidirectional(k.layers.GRU(8), name="encoder")(i))
+    return k.Model(i, y)  # Bidirectional(GRU) stays two WHILE loops: TF's loop functions carry trace counters
+
+
+@pytest.mark.parametrize("build", [_bidirectional_gru_loop, lambda: _stateful("LSTM"),
+                                   lambda: zoo.build("stacked_lstm", keras_flavour("tf_keras"))])
+def test_the_same_model_twice_in_one_process_gives_the_same_bytes(build):
+    model = build()
+    first = fuselite.Converter.from_keras_model(model).convert()
+    assert fuselite.Converter.from_keras_model(model).convert() == first
+
+
+def test_tensor_names_are_readable():
+    """Inputs and outputs carry the signature's names; the others the layer and op, without TensorFlow's call
+    plumbing (PartitionedCall, the composite function) or trace counters."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    data = fuselite.Converter.from_keras_model(_bidirectional_gru_loop()).convert()
+    m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    sg, sig = m.subgraphs[0], m.signatureDefs[0]
+    assert [sg.tensors[i].name for i in sg.inputs] == [t.name for t in sig.inputs] == [b"features"]
+    assert [sg.tensors[i].name for i in sg.outputs] == [t.name for t in sig.outputs] == [b"classes"]
+    names = _names(data)
+    assert not [n for n in names if "PartitionedCall" in n or "__inference" in n or "composite" in n]
+    assert not [n for n in names if re.search(r"while_(body|cond)_\d{3,}", n)], names  # no trace counters
 
 
 def test_split_bidirectional_is_as_keras_and_fused_agrees(tmp_path):

@@ -8,8 +8,9 @@ a ``FusedLoc`` for a ``NameLoc``: a null dereference, the process dies (SIGSEGV)
 model with resource variables, the official converter's included. Where an op has debug
 metadata, the importer uses that location instead (``OpLoc`` in
 ``flatbuffer_import.cc``), so each output-less op gets ``NameLoc(op name,
-FileLineColLoc(source file, line))``: Model Explorer opens the model and shows the op
-under its name, with the user's source line where fuselite knows it.
+UnknownLoc)``: Model Explorer opens the model and shows the op under its name. (No
+source file and line: they would make the bytes depend on where ``convert()`` was
+called from.)
 
 The format (``tflite/converter/schema/debug_metadata.fbs``): a ``DebugMetadata`` table
 holding one ``ConversionDebugMetadata``: ``attributes`` (a union vector of locations),
@@ -22,8 +23,7 @@ for it ship with LiteRT.
 
 Example::
 
-    locations = [[None, ("assign_variable", "model.py", 12)]]   # per subgraph, per op
-    data = debug_metadata(locations)                            # bytes for the metadata buffer
+    data = debug_metadata([["lstm/AssignVariableOp"], []])   # per subgraph, its output-less ops' names
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import flatbuffers
 
 # union tags (schema order, NONE = 0)
 _ATTRIBUTE_LOCATION = 1
-_FILE_LINE_COL_LOC, _NAME_LOC = 2, 4
+_NAME_LOC, _UNKNOWN_LOC = 4, 6
 _CONVERSION_DEBUG_METADATA = 1
 METADATA_NAME = "debug_metadata"
 
@@ -64,16 +64,15 @@ def _location(b: flatbuffers.Builder, kind: int, loc: int) -> int:
     return _table(b, (0, "uint8", kind), (1, "offset", loc))
 
 
-def debug_metadata(locations: list[list[tuple[str, str, int] | None]]) -> bytes:
-    """``locations[subgraph][k]``: ``(name, file, line)`` for the k-th op given debug metadata in that subgraph."""
+def debug_metadata(names: list[list[str]]) -> bytes:
+    """``names[subgraph][k]``: the name of the k-th op given debug metadata in that subgraph."""
     b = flatbuffers.Builder(1024)
     attributes: list[int] = []
     subgraphs = []
-    for ops in locations:
+    for ops in names:
         tables = []
-        for name, file, line in ops:
-            where = _table(b, (0, "offset", b.CreateString(file)), (1, "uint32", line), (2, "uint32", 0))
-            attributes.append(_location(b, _FILE_LINE_COL_LOC, where))
+        for name in ops:
+            attributes.append(_location(b, _UNKNOWN_LOC, _table(b)))
             named = _table(b, (0, "offset", b.CreateString(name)), (1, "uint32", len(attributes) - 1))
             attributes.append(_location(b, _NAME_LOC, named))
             indexes = _vector(b, [len(attributes) - 1], 4, b.PrependUint32)
@@ -86,11 +85,3 @@ def debug_metadata(locations: list[list[tuple[str, str, int] | None]]) -> bytes:
                   (1, "offset", _vector(b, [conversion], 4, b.PrependUOffsetTRelative)))
     b.Finish(root)
     return bytes(b.Output())
-
-
-def source_of(location: str | None) -> tuple[str, int]:
-    """``("file", line)`` from an op's ``"file:line"`` location (``("", 0)`` when unknown)."""
-    if not location:
-        return "", 0
-    file, _, line = location.rpartition(":")
-    return (file, int(line)) if file and line.isdigit() else (location, 0)

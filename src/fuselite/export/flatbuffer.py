@@ -17,7 +17,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 from fuselite.errors import ConversionError
 from fuselite.export.debug_metadata import METADATA_NAME as DEBUG_METADATA
-from fuselite.export.debug_metadata import debug_metadata, source_of
+from fuselite.export.debug_metadata import debug_metadata
 from fuselite.export.versions import min_runtime_version, op_version
 from fuselite.ir import Module, Quantization, Value
 
@@ -137,7 +137,7 @@ class FlatbufferWriter:
         self.names = StableNames()
         self.tensor_names: dict[int, str] = {}  # value uid -> its tensor's name
         self._used: set[str] = set()  # tensor names in the whole model (tools such as the quantizer key on them)
-        self._debug: list[list[tuple[str, str, int]]] = []  # per subgraph: the named locations of output-less ops
+        self._debug: list[list[str]] = []  # per subgraph: the named locations of output-less ops
 
     def write(self) -> bytes:
         for name in self.order:
@@ -186,8 +186,20 @@ class FlatbufferWriter:
         index: dict[int, int] = {}
 
         shared: dict[tuple, int] = {}  # equal constants -> one tensor
+        # an entry function's inputs and outputs carry the signature's names
+        given = {v.uid: n for v, n in zip(fn.outputs, fn.output_names) if not v.is_const}
+        given.update((v.uid, n) for v, n in zip(fn.inputs, fn.input_names))
 
-        def tensor(v: Value) -> int:
+        def name_of(v: Value, user) -> str:
+            if v.uid in given:
+                return self.names(given[v.uid])
+            name = readable(self.names(v.name))
+            if v.is_const and "/" not in name and user is not None:  # a rule's constant: its user's layer
+                scope = readable(self.names(user.name)).rpartition("/")[0]
+                name = f"{scope}/{name}" if scope else name
+            return name
+
+        def tensor(v: Value, user=None) -> int:
             if v.uid in index:
                 return index[v.uid]
             key = None
@@ -197,7 +209,7 @@ class FlatbufferWriter:
                     index[v.uid] = shared[key]
                     return index[v.uid]
             t = schema.TensorT()
-            t.name = self._unique(self.names(v.name), sg.name)
+            t.name = self._unique(name_of(v, user), sg.name)
             self.tensor_names[v.uid] = t.name
             t.type = tensor_type(v.dtype)
             shape = v.shape if v.shape is not None else ()
@@ -218,12 +230,12 @@ class FlatbufferWriter:
             return index[v.uid]
 
         sg.inputs = [tensor(v) for v in fn.inputs]
-        debug: list[tuple[str, str, int]] = []
+        debug: list[str] = []
         for op in fn.ops:
             if op.dialect != "tfl":
                 raise ConversionError(f"internal: op {op.describe()} reached export without being lowered")
             o = schema.OperatorT()
-            o.inputs = [-1 if v is None else tensor(v) for v in op.inputs]
+            o.inputs = [-1 if v is None else tensor(v, op) for v in op.inputs]
             o.outputs = [tensor(v) for v in op.outputs]
             specs = op.attrs.get("_intermediates")
             if specs:  # tensors only the kernel reads (the integer LSTM's scales): (dtype, shape, quantization)
@@ -238,7 +250,7 @@ class FlatbufferWriter:
                 self._set_options(o, op)
             if not op.outputs:  # named through debug metadata (see export/debug_metadata.py)
                 o.debugMetadataIndex = len(debug)
-                debug.append((self.names(op.name) or op.kind.lower(), *source_of(op.location)))
+                debug.append(readable(self.names(op.name)) or op.kind.lower())
             sg.operators.append(o)
         sg.outputs = [tensor(v) for v in fn.outputs]
         self._debug.append(debug)
@@ -361,9 +373,11 @@ _OPTIMIZATION_MODES = {"float16": 1001, "dynamic": 1002, "int8": 1003, "int16x8"
 class StableNames:
     """Tensor and subgraph names without TensorFlow's trace counters.
 
-    A traced function is named ``__inference_<name>_<counter>``, the counter counting
-    every trace in the process, so the same model converted twice (or in another thread)
-    would get other names and other bytes. Each distinct such name becomes ``<name>``,
+    A traced function is named ``__inference_<name>_<counter>`` (a loop's body and
+    condition ``<scope>_while_body_<counter>`` / ``_while_cond_``, a conditional's branches
+    ``..._cond_true_<counter>`` / ``_cond_false_``), the counter counting every trace in
+    the process, so the same model converted twice (or in another thread) would get
+    other names and other bytes. Each distinct such name becomes ``<name>``,
     the next distinct one with the same ``<name>`` ``<name>_2`` and so on, numbered in
     the order the writer meets them (subgraphs, then tensors, in file order).
 
@@ -374,7 +388,8 @@ class StableNames:
         names("__inference_composite_812/const")                      # 'composite_2/const'
     """
 
-    _TRACED = re.compile(r"__inference_([A-Za-z0-9_.\-]+?)_\d+(?=$|/|:)")
+    _TRACED = re.compile(r"__inference_([A-Za-z0-9_.\-]+?)_\d+(?=$|/|:)"
+                         r"|([A-Za-z0-9_.\-]*?(?:while_body|while_cond|cond_true|cond_false))_\d+(?=$|/|:|_)")
 
     def __init__(self):
         self._stable: dict[str, str] = {}
@@ -383,13 +398,30 @@ class StableNames:
     def _one(self, m: re.Match) -> str:
         traced = m.group(0)
         if traced not in self._stable:
-            base = m.group(1)
+            base = m.group(1) or m.group(2)
             n = self._count[base] = self._count.get(base, 0) + 1
             self._stable[traced] = base if n == 1 else f"{base}_{n}"
         return self._stable[traced]
 
     def __call__(self, name: str) -> str:
-        return self._TRACED.sub(self._one, name) if "__inference_" in name else name
+        return self._TRACED.sub(self._one, name) if "__inference_" in name or "_while_" in name or "cond_" in name \
+            else name
+
+
+_PLUMBING = re.compile(r"(Stateful)?PartitionedCall(_\d+)?|composite(_\d+)?")
+
+
+def readable(name: str) -> str:
+    """A tensor name without TensorFlow's call plumbing: path segments ``PartitionedCall`` /
+    ``StatefulPartitionedCall`` (the call of a function) and ``composite`` (the composite function a
+    fused op came from) are dropped; the layer and op names stay.
+
+    Example::
+
+        readable("functional_1/encoder_1/PartitionedCall/composite/fill")   # 'functional_1/encoder_1/fill'
+    """
+    parts = [p for p in name.split("/") if not _PLUMBING.fullmatch(p)]
+    return "/".join(parts) or name.rsplit("/", 1)[-1]
 
 
 class _QuantizationParameters(schema.QuantizationParametersT):
