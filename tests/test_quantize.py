@@ -168,12 +168,14 @@ def test_cli_quantize(tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert "quantization: int16x8" in out.stdout and "error budget 50%: met as it is" in out.stdout
-    for bad, message in ((["--quantize", "int8"], "calibration data"),
-                         (["--quantize", "dynamic", "--max-error", "0.01"], "--max-error is for --quantize int8"),
-                         (["--quantize", "dynamic", "--keep-float", "no_such_op"], "'no_such_op' matches no op"),
-                         (["--keep-float", "SOFTMAX"], "--keep-float is for use with --quantize")):
+    for bad, message, code in ((["--quantize", "int8"], "needs --calibration-data", 2),  # usage errors: 2
+                               (["--quantize", "dynamic", "--max-error", "0.01"], "--max-error is for --quantize int8",
+                                2),
+                               (["--quantize", "dynamic", "--keep-float", "no_such_op"], "'no_such_op' matches no op",
+                                1),
+                               (["--keep-float", "SOFTMAX"], "--keep-float is for use with --quantize", 2)):
         out = subprocess.run(base + [str(tmp_path / "bad.tflite"), *bad], capture_output=True, text=True, timeout=300)
-        assert out.returncode == 1 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert out.returncode == code and message in out.stderr and "Traceback" not in out.stderr, out.stderr
         assert not (tmp_path / "bad.tflite").exists()
 
 

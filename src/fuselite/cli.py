@@ -1,4 +1,9 @@
-"""Command line: ``fuselite convert SRC -o OUT.tflite``, ``fuselite pipeline`` and ``fuselite demo``."""
+"""Command line: ``fuselite convert | inspect | verify | bench | pipeline | demo`` (docs/cli.md).
+
+Exit codes: 0 success; 1 the conversion or check failed, or an input could not be read
+(one line on stderr: ``fuselite: error: ...``); 2 a usage error (an unknown option, a
+missing argument, options that do not go together); 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
@@ -33,14 +38,37 @@ def _load_source(src: str, args):
             raise InputError(f"cannot load Keras model '{src}': {str(e).splitlines()[0] if str(e) else e}") from None
         return fuselite.Converter.from_keras_model(model, batch_size=args.batch_size, **_options(args))
     keys = args.signature_keys.split(",") if args.signature_keys else None
-    return fuselite.Converter.from_saved_model(src, signature_keys=keys, batch_size=args.batch_size,
+    tags = set(args.tags.split(",")) if args.tags else None
+    return fuselite.Converter.from_saved_model(src, signature_keys=keys, tags=tags, batch_size=args.batch_size,
                                                **_options(args))
 
 
 def _options(args) -> dict:
     return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
             "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources,
-            "bidirectional": args.bidirectional}
+            "bidirectional": args.bidirectional, "fusions": _rules(args.rules or [])}
+
+
+def _rules(modules: list[str]) -> list:
+    """``--rules MODULE``: the fusion rules (``@fuselite.fusion`` functions) a module defines, imported by its
+    dotted path from the current directory or the installed packages."""
+    import importlib
+
+    from fuselite.errors import InputError
+
+    if modules and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    rules = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except Exception as e:
+            raise InputError(f"cannot import fusion rules module '{name}': {type(e).__name__}: {e}") from None
+        found = [v for v in vars(module).values() if callable(v) and isinstance(getattr(v, "interface", None), str)]
+        if not found:
+            raise InputError(f"module '{name}' defines no fusion rules (functions decorated with @fuselite.fusion)")
+        rules += found
+    return rules
 
 
 def _calibration_samples(path: str):
@@ -68,20 +96,29 @@ def _calibration_samples(path: str):
     return samples
 
 
+class UsageError(Exception):
+    """Options that do not go together: exit code 2, as argparse's own usage errors."""
+
+
+def _check_usage(args) -> None:
+    if args.calibration_data and args.quantize not in ("int8", "int16x8"):
+        raise UsageError("--calibration-data is for --quantize int8 or int16x8")
+    if args.keep_float and not args.quantize:
+        raise UsageError("--keep-float is for use with --quantize")
+    if args.max_error is not None and args.quantize not in ("int8", "int16x8"):
+        raise UsageError("--max-error is for --quantize int8 or int16x8")
+    if args.quantize in ("int8", "int16x8") and not args.calibration_data:
+        raise UsageError(f"--quantize {args.quantize} needs --calibration-data FILE.npz (the samples to calibrate on)")
+    if (args.inputs or args.tolerance is not None) and not args.verify:
+        raise UsageError("--inputs and --tolerance are for use with --verify")
+    if args.tags and (args.src.endswith((".keras", ".h5"))):
+        raise UsageError("--tags is for SavedModels; a .keras file has none")
+    if args.report and not args.report.endswith((".json", ".txt")):
+        raise UsageError(f"--report writes .json or .txt, not '{os.path.basename(args.report)}'")
+
+
 def _apply_quantization(conv, args) -> None:
     """``--quantize MODE``: the tf.lite.TFLiteConverter settings that mean that mode."""
-    if args.calibration_data and args.quantize not in ("int8", "int16x8"):
-        from fuselite.errors import InputError
-
-        raise InputError("--calibration-data is for --quantize int8 or int16x8")
-    if args.keep_float and not args.quantize:
-        from fuselite.errors import InputError
-
-        raise InputError("--keep-float is for use with --quantize")
-    if args.max_error is not None and args.quantize not in ("int8", "int16x8"):
-        from fuselite.errors import InputError
-
-        raise InputError("--max-error is for --quantize int8 or int16x8")
     if not args.quantize:
         return
     conv.optimizations = ["DEFAULT"]
@@ -137,28 +174,105 @@ def _check_output(args) -> None:
         raise InputError(f"cannot write '{out}': no permission to write in '{directory}'")
 
 
-def cmd_convert(args) -> int:
-    from fuselite.errors import ConversionError
+def _say(args, text: str) -> None:
+    if not args.quiet:
+        print(text)
 
+
+def _read_model(path: str) -> bytes:
+    from fuselite.errors import InputError
+
+    if not os.path.exists(path):
+        raise InputError(f"model not found: '{path}'")
+    if os.path.isdir(path):
+        raise InputError(f"'{path}' is a directory, not a .tflite file")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _inputs(args):
+    from fuselite.verify import load_inputs
+
+    return load_inputs(args.inputs) if args.inputs else None
+
+
+def cmd_convert(args) -> int:
     t0 = time.perf_counter()
     # SIGTERM as an exception: the atomic write removes its temporary file on the way out
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
+        _check_usage(args)
         _check_output(args)
         with _native_logs_hidden(args.verbose):
             conv = _load_source(args.src, args)
             _apply_quantization(conv, args)
             data = conv.convert_to(args.output)
-    except ConversionError as e:
-        print(f"fuselite: error: {e}", file=sys.stderr)
-        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if args.report:
+        from fuselite.converter import write_atomic
+
+        text = conv.report.to_json(indent=2) if args.report.endswith(".json") else str(conv.report)
+        write_atomic(args.report, (text + "\n").encode())
     if args.json:
         print(conv.report.to_json(indent=2))
     else:
-        print(conv.report)
-        print(f"wrote {args.output} ({len(data):,} bytes) in {time.perf_counter() - t0:.2f} s")
+        _say(args, str(conv.report))
+        _say(args, f"wrote {args.output} ({len(data):,} bytes) in {time.perf_counter() - t0:.2f} s")
+    if args.verify:
+        from fuselite.verify import verify
+
+        with _native_logs_hidden(args.verbose):
+            result = verify(args.src, data, _inputs(args), 1e-4 if args.tolerance is None else args.tolerance,
+                            (args.signature_keys or "").split(",")[0] or None)
+        _say(args, f"verify against {args.src}:\n{result}")
+        if not result.passed:
+            print(f"fuselite: error: {args.output} does not match {args.src} (see above)", file=sys.stderr)
+            return 1
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    import json
+
+    from fuselite.inspect import describe, format_description
+
+    with _native_logs_hidden(args.verbose):
+        info = describe(_read_model(args.model))
+    print(json.dumps(info, indent=2) if args.json else format_description(info))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    import json
+
+    from fuselite.verify import verify
+
+    with _native_logs_hidden(args.verbose):
+        result = verify(args.src, _read_model(args.model), _inputs(args), args.tolerance, args.signature_key)
+    if args.json:
+        print(json.dumps({"passed": result.passed, "stateless": result.stateless, "tolerance": result.tolerance,
+                          "inputs": result.inputs, "outputs": result.outputs}, indent=2))
+    else:
+        _say(args, str(result))
+    if not result.passed:
+        print(f"fuselite: error: {args.model} does not match {args.src}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from fuselite.verify import bench
+
+    models = [args.model] + ([args.other] if args.other else [])
+    with _native_logs_hidden(args.verbose):
+        results = bench([_read_model(m) for m in models], args.seconds, args.threads, _inputs(args))
+    for path, r in zip(models, results):
+        print(f"{path}: median {r['median_us']:.1f} µs (p10 {r['p10_us']:.1f}, p90 {r['p90_us']:.1f}; "
+              f"{r['invokes']} invokes, {args.threads} thread(s))")
+    if len(results) == 2:
+        print(f"{models[1]} / {models[0]}: {results[1]['median_us'] / results[0]['median_us']:.3f}x "
+              "(interleaved, invoke by invoke)")
     return 0
 
 
@@ -177,18 +291,30 @@ def cmd_demo(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="fuselite", description="TensorFlow / Keras -> LiteRT converter")
+    from fuselite import __version__
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", help="print only errors (and what --json asks for)")
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="show TensorFlow's and LiteRT's own log lines (hidden by default)")
+    parser = argparse.ArgumentParser(prog="fuselite", description="TensorFlow / Keras -> LiteRT converter",
+                                     epilog="exit codes: 0 ok, 1 conversion or check failed (or an input could "
+                                            "not be read), 2 usage error, 130 interrupted; docs/cli.md")
+    parser.add_argument("--version", action="version", version=f"fuselite {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("convert", help="convert a SavedModel directory or a .keras file")
+    c = sub.add_parser("convert", parents=[common], help="convert a SavedModel directory or a .keras file")
     c.add_argument("src", help="SavedModel directory or .keras file")
     c.add_argument("-o", "--output", required=True, help="output .tflite path (written only on success)")
     c.add_argument("--signature-keys", help="comma-separated SavedModel signature keys (default: serving_default)")
+    c.add_argument("--tags", help="comma-separated SavedModel tags (default: serve)")
     c.add_argument("--batch-size", type=int, help="fix unknown batch dimensions to this size")
     c.add_argument("--strict-fusion", action="store_true",
                    help="fail if a composite (experimental_implements / api_implements) is not fused")
+    c.add_argument("--rules", action="append", metavar="MODULE",
+                   help="import fusion rules (@fuselite.fusion functions) from this Python module, by dotted path "
+                        "from the current directory or installed packages; repeatable")
     c.add_argument("--json", action="store_true", help="print the conversion report as JSON")
-    c.add_argument("--verbose", action="store_true",
-                   help="show TensorFlow's and LiteRT's own log lines (hidden by default)")
+    c.add_argument("--report", metavar="FILE", help="also write the conversion report to FILE (.json or .txt)")
     c.add_argument("--print-after", action="append", metavar="PASS",
                    help="print the IR (text form) to stderr after this pass; repeatable ('fuselite pipeline' "
                         "lists the passes)")
@@ -214,14 +340,55 @@ def main(argv=None) -> int:
     c.add_argument("--bidirectional", choices=["split", "fused"], default="split",
                    help="Bidirectional LSTM / SimpleRNN: split (two unidirectional ops; opens in Model Explorer and "
                         "TensorFlow's importer) or fused (LiteRT's bidirectional op, LiteRT only; as fast); default split")
+    c.add_argument("--verify", action="store_true",
+                   help="after writing, run the source and the model on the same inputs and compare (as 'fuselite "
+                        "verify'); exit 1 if they differ")
+    c.add_argument("--inputs", metavar="FILE.npz", help="--verify: the inputs, one array per input name "
+                                                         "(default: drawn from the input specs)")
+    c.add_argument("--tolerance", type=float, help="--verify: allowed max abs error, times max(1, max |output|) "
+                                                    "(default 1e-4)")
     c.set_defaults(func=cmd_convert)
-    p = sub.add_parser("pipeline", help="print the conversion pipeline: every pass in order, with what it does")
+    i = sub.add_parser("inspect", parents=[common], help="what is inside a .tflite: signatures, ops, sizes, "
+                                                         "quantization, variables, metadata")
+    i.add_argument("model", help=".tflite file (any converter's)")
+    i.add_argument("--json", action="store_true", help="print it as JSON")
+    i.set_defaults(func=cmd_inspect)
+    v = sub.add_parser("verify", parents=[common], help="run a source model and its .tflite on the same inputs "
+                                                        "and compare every output")
+    v.add_argument("src", help="the source: SavedModel directory or .keras file")
+    v.add_argument("model", help="the .tflite to check (any converter's)")
+    v.add_argument("--inputs", metavar="FILE.npz", help="inputs, one array per input name (default: drawn from "
+                                                         "the input specs)")
+    v.add_argument("--tolerance", type=float, default=1e-4,
+                   help="allowed max abs error per output, times max(1, max |output|) (default 1e-4)")
+    v.add_argument("--signature-key", help="the signature to check (default serving_default)")
+    v.add_argument("--json", action="store_true", help="print the result as JSON")
+    v.set_defaults(func=cmd_verify)
+    b = sub.add_parser("bench", parents=[common], help="LiteRT invoke() latency of one .tflite, or two "
+                                                       "interleaved")
+    b.add_argument("model", help=".tflite file")
+    b.add_argument("other", nargs="?", help="a second .tflite to compare with (interleaved invoke by invoke)")
+    b.add_argument("--threads", type=int, default=1, help="LiteRT threads (default 1)")
+    b.add_argument("--seconds", type=float, default=2.0, help="timed seconds, all models together (default 2)")
+    b.add_argument("--inputs", metavar="FILE.npz", help="inputs (default: drawn from the input specs)")
+    b.set_defaults(func=cmd_bench)
+    p = sub.add_parser("pipeline", parents=[common],
+                       help="print the conversion pipeline: every pass in order, with what it does")
     p.set_defaults(func=cmd_pipeline)
-    d = sub.add_parser("demo", help="convert a small Keras model built in-process and run it on LiteRT")
+    d = sub.add_parser("demo", parents=[common], help="convert a small Keras model built in-process and run it on "
+                                                      "LiteRT")
     d.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)
+    from fuselite.errors import ConversionError
+
     try:
         return args.func(args)
+    except UsageError as e:
+        print(f"fuselite {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except ConversionError as e:
+        print(f"fuselite: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (the output file was not written)
         print("fuselite: interrupted", file=sys.stderr)
         return 130

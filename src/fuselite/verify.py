@@ -1,0 +1,292 @@
+"""Check a ``.tflite`` against its TensorFlow source, and time ``.tflite`` files on LiteRT.
+
+:func:`verify` (``fuselite verify SRC MODEL.tflite``, ``fuselite convert --verify``) runs
+the source (a ``.keras`` file, or a SavedModel's signature) and LiteRT on the same
+inputs — given in an ``.npz`` (one array per input, by name), or drawn from the input
+specs (normal floats, integers in ``[0, 10)``, a dynamic batch as 1 and other dynamic
+dimensions as 4) — and compares every output. A model without resource variables is
+invoked twice: the second answer must be bit-identical (state that an in-place kernel
+kept by mistake shows here). A model with resource variables (``VAR_HANDLE``) keeps
+state on purpose and is not checked. Integer inputs and outputs with a quantization scale are
+quantized / dequantized on the way. The model passes when each output's max abs error
+is at most ``tolerance × max(1, max |TensorFlow output|)``.
+
+:func:`bench` (``fuselite bench A.tflite [B.tflite]``) times ``invoke()`` on LiteRT,
+interleaving the models round by round, and reports the median and the 10th–90th
+percentiles.
+
+Example::
+
+    result = verify("model.keras", open("model.tflite", "rb").read())
+    result.passed, result.outputs   # True, [{"name": "dense", "max_abs_error": 3e-7, ...}]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fuselite.errors import InputError
+
+
+@dataclass
+class Verification:
+    """What :func:`verify` found: one entry per output, and whether the model passed."""
+
+    tolerance: float
+    outputs: list[dict] = field(default_factory=list)
+    stateless: bool | None = None  # None: the model has variables, not checked
+    inputs: dict = field(default_factory=dict)  # name -> (shape, dtype) used
+
+    @property
+    def passed(self) -> bool:
+        return all(o["ok"] for o in self.outputs) and self.stateless is not False
+
+    def __str__(self) -> str:
+        lines = []
+        for o in self.outputs:
+            mark = "ok  " if o["ok"] else "FAIL"
+            lines.append(f"{mark} {o['name']}: max abs error {o['max_abs_error']:.3g} (allowed {o['allowed']:.3g}; "
+                         f"TensorFlow's outputs in [{o['min']:.4g}, {o['max']:.4g}])")
+        if self.stateless is None:
+            lines.append("the model has variables: a second invoke may differ (not checked)")
+        else:
+            lines.append("stateless: a second invoke gives bit-identical outputs" if self.stateless
+                         else "FAIL a second invoke on the same inputs gives other outputs (state kept by mistake)")
+        lines.append(("PASSED" if self.passed else "FAILED") + f" ({len(self.outputs)} output(s), tolerance "
+                     f"{self.tolerance:g} × max(1, max |output|))")
+        return "\n".join(lines)
+
+
+# -- the TensorFlow side ----------------------------------------------------------------------------
+
+class _Source:
+    """A callable TensorFlow program: named inputs -> named outputs (numpy)."""
+
+    def __init__(self, path: str, signature_key: str | None = None):
+        if not os.path.exists(path):
+            raise InputError(f"source model not found: '{path}'")
+        if path.endswith((".keras", ".h5")):
+            import keras
+
+            try:
+                self.model = keras.models.load_model(path, compile=False)
+            except Exception as e:
+                raise InputError(f"cannot load Keras model '{path}': {str(e).splitlines()[0] if str(e) else e}") \
+                    from None
+            self.input_names = [str(getattr(t, "name", f"input_{i}")).split(":")[0]
+                                for i, t in enumerate(self.model.inputs)]
+            self.output_names = list(getattr(self.model, "output_names", None) or
+                                     [f"output_{i}" for i in range(len(self.model.outputs))])
+            self.fn = None
+        elif os.path.isdir(path):
+            import tensorflow as tf
+
+            try:
+                loaded = tf.saved_model.load(path)
+            except Exception as e:
+                raise InputError(f"cannot load SavedModel '{path}': {str(e).splitlines()[0] if str(e) else e}") \
+                    from None
+            key = signature_key or "serving_default"
+            if key not in loaded.signatures:
+                raise InputError(f"SavedModel '{path}' has no signature '{key}' (it has: "
+                                 f"{', '.join(loaded.signatures) or 'none'})")
+            self.loaded, self.fn = loaded, loaded.signatures[key]
+            self.input_names = sorted(self.fn.structured_input_signature[1])
+            self.output_names = sorted(self.fn.structured_outputs)
+        else:
+            raise InputError(f"'{path}' is neither a .keras file nor a SavedModel directory")
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.fn is None:
+            xs = [inputs[n] for n in self.input_names]
+            out = self.model(xs if len(xs) > 1 else xs[0], training=False)
+            outs = list(out.values()) if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else [out]
+            return {n: np.asarray(o) for n, o in zip(self.output_names, outs)}
+        import tensorflow as tf
+
+        specs = self.fn.structured_input_signature[1]
+        out = self.fn(**{n: tf.constant(inputs[n], dtype=specs[n].dtype) for n in self.input_names})
+        return {n: np.asarray(v) for n, v in out.items()}
+
+
+# -- the LiteRT side ---------------------------------------------------------------------------------
+
+def _runner(data: bytes, signature_key: str | None, num_threads: int = 1):
+    from fuselite.inspect import load_model
+    from fuselite.runtime import interpreter
+
+    load_model(data)  # not a TFLite file: said as such
+    try:
+        interp = interpreter(data, num_threads)
+    except Exception as e:
+        raise InputError(f"LiteRT cannot load the model: {str(e).splitlines()[0] if str(e) else e}") from None
+    sigs = interp.get_signature_list()
+    if not sigs:
+        raise InputError("the .tflite has no signatures (fuselite and the official converter always write them)")
+    key = signature_key or ("serving_default" if "serving_default" in sigs else next(iter(sigs)))
+    if key not in sigs:
+        raise InputError(f"the .tflite has no signature '{key}' (it has: {', '.join(sigs)})")
+    return interp, interp.get_signature_runner(key)
+
+
+def draw_inputs(details: dict, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs for a signature runner's ``get_input_details()``: random values of each input's spec."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, d in details.items():
+        sig = d.get("shape_signature")
+        dims = list(sig if sig is not None and len(sig) else d["shape"])
+        shape = tuple((1 if i == 0 else 4) if int(n) < 0 else int(n) for i, n in enumerate(dims))
+        dtype = np.dtype(d["dtype"])
+        scale = d.get("quantization_parameters", {}).get("scales")
+        if dtype.kind == "f" or (dtype.kind in "iu" and scale is not None and len(scale)):
+            out[name] = rng.standard_normal(shape).astype(np.float32)  # real values; quantized on the way
+        elif dtype.kind in "iu":
+            out[name] = rng.integers(0, 10, shape).astype(dtype)
+        elif dtype.kind == "b":
+            out[name] = rng.random(shape) > 0.5
+        else:
+            raise InputError(f"cannot draw values for input '{name}' of dtype {dtype}; give them with --inputs")
+    return out
+
+
+def load_inputs(path: str) -> dict[str, np.ndarray]:
+    """Inputs from an ``.npz`` (one array per input, by input name)."""
+    try:
+        with np.load(path) as npz:
+            return {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read inputs '{path}': {e}") from None
+
+
+def _to_runtime(x: np.ndarray, d: dict) -> np.ndarray:
+    dtype = np.dtype(d["dtype"])
+    q = d.get("quantization_parameters", {})
+    scales = q.get("scales")
+    if dtype.kind in "iu" and scales is not None and len(scales) and np.asarray(x).dtype.kind == "f":
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(x / scales[0]) + q["zero_points"][0], info.min, info.max).astype(dtype)
+    return np.asarray(x).astype(dtype)
+
+
+def _from_runtime(y: np.ndarray, d: dict) -> np.ndarray:
+    q = d.get("quantization_parameters", {})
+    scales = q.get("scales")
+    if y.dtype.kind in "iu" and scales is not None and len(scales):
+        return (y.astype(np.float64) - q["zero_points"][0]) * scales[0]
+    return y
+
+
+def _invoke(runner, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    details, out_details = runner.get_input_details(), runner.get_output_details()
+    missing = sorted(set(details) - set(inputs))
+    if missing:
+        raise InputError(f"inputs lack {', '.join(missing)} (the model's inputs: {', '.join(details)})")
+    feed = {}
+    for name, d in details.items():
+        x = _to_runtime(inputs[name], d)
+        sig = d.get("shape_signature")
+        dims = list(sig if sig is not None and len(sig) else d["shape"])
+        if len(dims) != x.ndim or any(int(a) >= 0 and int(a) != b for a, b in zip(dims, x.shape)):
+            raise InputError(f"input '{name}' has shape {list(x.shape)}; the model takes "
+                             f"{[int(a) if int(a) >= 0 else None for a in dims]}")
+        feed[name] = x
+    out = runner(**feed)
+    return {k: _from_runtime(np.asarray(v), out_details[k]) for k, v in out.items()}
+
+
+def _pair(want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """TensorFlow's outputs with LiteRT's: by name, then the rest in order (shapes must agree)."""
+    pairs, left = [], [k for k in got if k not in want]
+    for name, w in want.items():
+        if name in got:
+            pairs.append((name, w, got[name]))
+        elif left:
+            pairs.append((name, w, got[left.pop(0)]))
+    for name, w, g in pairs:
+        if np.shape(w) != np.shape(g):
+            raise InputError(f"output '{name}': TensorFlow gives shape {list(np.shape(w))}, the .tflite "
+                             f"{list(np.shape(g))}")
+    return pairs
+
+
+def verify(source: str, data: bytes, inputs: dict[str, np.ndarray] | None = None, tolerance: float = 1e-4,
+           signature_key: str | None = None) -> Verification:
+    """Run ``source`` and the model ``data`` on the same inputs and compare every output."""
+    from fuselite.inspect import describe
+
+    info = describe(data)
+    src = _Source(source, signature_key)
+    _, runner = _runner(data, signature_key)
+    if inputs is None:
+        inputs = draw_inputs(runner.get_input_details())
+    got = _invoke(runner, inputs)
+    real = {n: np.asarray(x, np.float32) if np.asarray(x).dtype.kind == "f" else x for n, x in inputs.items()}
+    try:
+        want = src(real)
+    except KeyError as e:
+        raise InputError(f"the source takes an input {e} that the inputs lack") from None
+    result = Verification(tolerance, inputs={n: (list(x.shape), str(x.dtype)) for n, x in inputs.items()})
+    for name, w, g in _pair(want, got):
+        w, g = np.asarray(w, np.float64), np.asarray(g, np.float64)
+        err = float(np.abs(w - g).max()) if w.size else 0.0
+        allowed = tolerance * max(1.0, float(np.abs(w).max()) if w.size else 0.0)
+        result.outputs.append({"name": name, "max_abs_error": err, "allowed": allowed, "ok": bool(err <= allowed),
+                               "min": float(w.min()) if w.size else 0.0, "max": float(w.max()) if w.size else 0.0})
+    if info["variables"]["resource"]:  # state the program keeps on purpose
+        result.stateless = None
+    else:
+        again = _invoke(runner, inputs)
+        result.stateless = all(np.array_equal(got[k], again[k]) for k in got)
+    return result
+
+
+# -- latency -------------------------------------------------------------------------------------------
+
+def bench(models: list[bytes], seconds: float = 2.0, num_threads: int = 1, inputs: dict | None = None,
+          warmup: int = 10) -> list[dict]:
+    """``invoke()`` latency of each model (µs): median and 10th / 90th percentiles, the models interleaved."""
+    from fuselite.inspect import describe
+
+    runs = []
+    for data in models:
+        _, runner = _runner(data, None, num_threads)
+        feed = inputs if inputs is not None else draw_inputs(runner.get_input_details())
+        _invoke(runner, feed)  # checks the inputs against the signature
+        signatures = describe(data)["signatures"]
+        key = "serving_default" if "serving_default" in signatures else next(iter(signatures))
+        if signatures[key]["subgraph"] != 0:  # through the signature runner (copies in and out)
+            runs.append(lambda r=runner, f=feed: _invoke(r, f))
+            continue
+        # the first subgraph: in an interpreter with no signature runner (LiteRT refuses to invoke one whose
+        # runner holds a reference), its inputs set once, then its own invoke(): no copies
+        from fuselite.runtime import interpreter
+
+        interp = interpreter(data, num_threads)
+        details = runner.get_input_details()
+        values = {n: _to_runtime(feed[n], d) for n, d in details.items()}
+        for n, d in details.items():
+            interp.resize_tensor_input(d["index"], values[n].shape)
+        interp.allocate_tensors()
+        for n, d in details.items():
+            interp.set_tensor(d["index"], values[n])
+        runs.append(interp.invoke)
+    for invoke in runs:
+        for _ in range(warmup):
+            invoke()
+    samples: list[list[float]] = [[] for _ in runs]
+    deadline = time.perf_counter() + seconds
+    rounds = 0
+    while time.perf_counter() < deadline or rounds < 20:
+        for n, invoke in enumerate(runs):
+            t = time.perf_counter_ns()
+            invoke()
+            samples[n].append((time.perf_counter_ns() - t) / 1e3)
+        rounds += 1
+    return [{"median_us": statistics.median(s), "p10_us": float(np.percentile(s, 10)),
+             "p90_us": float(np.percentile(s, 90)), "invokes": len(s)} for s in samples]
