@@ -1,4 +1,4 @@
-"""Command line: ``fuselite convert | inspect | verify | bench | pipeline | demo`` (docs/cli.md).
+"""Command line: ``fuselite convert | inspect | verify | compare | bench | pipeline | demo`` (docs/cli.md).
 
 Exit codes: 0 success; 1 the conversion or check failed, or an input could not be read
 (one line on stderr: ``fuselite: error: ...``); 2 a usage error (an unknown option, a
@@ -21,6 +21,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 def _load_source(src: str, args):
     import fuselite
     from fuselite.errors import InputError
+    from fuselite.requirements import require_tensorflow
+
+    require_tensorflow()  # before Keras, which needs it as its backend here
 
     if src.endswith(".keras") or src.endswith(".h5"):
         if not os.path.exists(src):
@@ -113,8 +116,8 @@ def _check_usage(args) -> None:
         raise UsageError("--inputs and --tolerance are for use with --verify")
     if args.tags and (args.src.endswith((".keras", ".h5"))):
         raise UsageError("--tags is for SavedModels; a .keras file has none")
-    if args.report and not args.report.endswith((".json", ".txt")):
-        raise UsageError(f"--report writes .json or .txt, not '{os.path.basename(args.report)}'")
+    if args.report and not args.report.endswith((".json", ".txt", ".html")):
+        raise UsageError(f"--report writes .json, .html or .txt, not '{os.path.basename(args.report)}'")
 
 
 def _apply_quantization(conv, args) -> None:
@@ -174,6 +177,28 @@ def _check_output(args) -> None:
         raise InputError(f"cannot write '{out}': no permission to write in '{directory}'")
 
 
+class _Progress:
+    """The stage now running, on one line of a terminal (``\r``), cleared when done."""
+
+    def __init__(self, stream):
+        self.stream, self.t0 = stream, time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        self.stream.write(f"\r\033[K[fuselite {time.perf_counter() - self.t0:5.1f} s] {stage} ...")
+        self.stream.flush()
+
+    def done(self) -> None:
+        self.stream.write("\r\033[K")
+        self.stream.flush()
+
+
+def _progress(args):
+    """A progress line when stderr is a terminal (and not -q / --json); None otherwise."""
+    if args.quiet or getattr(args, "json", False) or not sys.stderr.isatty():
+        return None
+    return _Progress(sys.stderr)
+
+
 def _say(args, text: str) -> None:
     if not args.quiet:
         print(text)
@@ -204,15 +229,24 @@ def cmd_convert(args) -> int:
         _check_usage(args)
         _check_output(args)
         with _native_logs_hidden(args.verbose):
+            progress = _progress(args)
+            if progress:
+                progress(f"loading {args.src}")
             conv = _load_source(args.src, args)
             _apply_quantization(conv, args)
-            data = conv.convert_to(args.output)
+            conv.progress = progress
+            try:
+                data = conv.convert_to(args.output)
+            finally:
+                if progress:
+                    progress.done()
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.report:
         from fuselite.converter import write_atomic
 
-        text = conv.report.to_json(indent=2) if args.report.endswith(".json") else str(conv.report)
+        text = (conv.report.to_json(indent=2) if args.report.endswith(".json") else
+                conv.report.to_html() if args.report.endswith(".html") else str(conv.report))
         write_atomic(args.report, (text + "\n").encode())
     if args.json:
         print(conv.report.to_json(indent=2))
@@ -220,16 +254,28 @@ def cmd_convert(args) -> int:
         _say(args, str(conv.report))
         _say(args, f"wrote {args.output} ({len(data):,} bytes) in {time.perf_counter() - t0:.2f} s")
     if args.verify:
-        from fuselite.verify import verify
 
         with _native_logs_hidden(args.verbose):
-            result = verify(args.src, data, _inputs(args), 1e-4 if args.tolerance is None else args.tolerance,
-                            (args.signature_keys or "").split(",")[0] or None)
+            result = _verify_with_progress(args, data, 1e-4 if args.tolerance is None else args.tolerance,
+                                           (args.signature_keys or "").split(",")[0] or None)
         _say(args, f"verify against {args.src}:\n{result}")
         if not result.passed:
             print(f"fuselite: error: {args.output} does not match {args.src} (see above)", file=sys.stderr)
             return 1
     return 0
+
+
+def _verify_with_progress(args, data: bytes, tolerance: float, signature_key):
+    from fuselite.verify import verify
+
+    progress = _progress(args)
+    if progress:
+        progress(f"running {args.src} on TensorFlow and the model on LiteRT")
+    try:
+        return verify(args.src, data, _inputs(args), tolerance, signature_key)
+    finally:
+        if progress:
+            progress.done()
 
 
 def cmd_inspect(args) -> int:
@@ -246,10 +292,9 @@ def cmd_inspect(args) -> int:
 def cmd_verify(args) -> int:
     import json
 
-    from fuselite.verify import verify
 
     with _native_logs_hidden(args.verbose):
-        result = verify(args.src, _read_model(args.model), _inputs(args), args.tolerance, args.signature_key)
+        result = _verify_with_progress(args, _read_model(args.model), args.tolerance, args.signature_key)
     if args.json:
         print(json.dumps({"passed": result.passed, "stateless": result.stateless, "tolerance": result.tolerance,
                           "inputs": result.inputs, "outputs": result.outputs}, indent=2))
@@ -258,6 +303,20 @@ def cmd_verify(args) -> int:
     if not result.passed:
         print(f"fuselite: error: {args.model} does not match {args.src}", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_compare(args) -> int:
+    import json
+
+    from fuselite.compare import compare, format_comparison
+
+    if not args.quiet and not args.json:
+        print(f"converting {args.src} with fuselite and with tf.lite.TFLiteConverter (a child process), then "
+              "checking and timing both ...", file=sys.stderr, flush=True)
+    with _native_logs_hidden(args.verbose):
+        rows = compare(args.src, args.seconds, args.tolerance)
+    print(json.dumps(rows, indent=2) if args.json else format_comparison(rows))
     return 0
 
 
@@ -314,7 +373,8 @@ def main(argv=None) -> int:
                    help="import fusion rules (@fuselite.fusion functions) from this Python module, by dotted path "
                         "from the current directory or installed packages; repeatable")
     c.add_argument("--json", action="store_true", help="print the conversion report as JSON")
-    c.add_argument("--report", metavar="FILE", help="also write the conversion report to FILE (.json or .txt)")
+    c.add_argument("--report", metavar="FILE", help="also write the conversion report to FILE: .json, .txt, or .html (one "
+                        "self-contained page)")
     c.add_argument("--print-after", action="append", metavar="PASS",
                    help="print the IR (text form) to stderr after this pass; repeatable ('fuselite pipeline' "
                         "lists the passes)")
@@ -364,6 +424,13 @@ def main(argv=None) -> int:
     v.add_argument("--signature-key", help="the signature to check (default serving_default)")
     v.add_argument("--json", action="store_true", help="print the result as JSON")
     v.set_defaults(func=cmd_verify)
+    cm = sub.add_parser("compare", parents=[common], help="convert with fuselite and tf.lite.TFLiteConverter side "
+                                                         "by side: converts, ops, size, error, latency")
+    cm.add_argument("src", help="SavedModel directory or .keras file")
+    cm.add_argument("--seconds", type=float, default=2.0, help="timed seconds for the latency (default 2)")
+    cm.add_argument("--tolerance", type=float, default=1e-4, help="as for verify (default 1e-4)")
+    cm.add_argument("--json", action="store_true", help="print the rows as JSON")
+    cm.set_defaults(func=cmd_compare)
     b = sub.add_parser("bench", parents=[common], help="LiteRT invoke() latency of one .tflite, or two "
                                                        "interleaved")
     b.add_argument("model", help=".tflite file")

@@ -25,6 +25,7 @@ from fuselite.pipeline import PIPELINE
 from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, resolve_mode
 from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
+from fuselite.requirements import require_tensorflow
 from fuselite.runtime.micro import micro_available
 
 
@@ -46,7 +47,8 @@ class Converter:
 
     OPTIONS = ("batch_size", "rules", "strict_fusion", "check_fusions", "verify_ir", "print_after", "print_stream",
                "optimizations", "target_spec", "representative_dataset", "inference_input_type",
-               "inference_output_type", "keep_float", "max_quantization_error", "target", "micro_sources", "bidirectional")
+               "inference_output_type", "keep_float", "max_quantization_error", "target", "micro_sources", "bidirectional",
+               "progress")
     _STATE = ("source", "report", "module")
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
@@ -85,6 +87,7 @@ class Converter:
         self.target = target  # "litert" or "micro" (TFLite Micro: only ops and types its kernels take)
         self.micro_sources = micro_sources  # a directory: write the op resolver, C array and arena size there
         self.bidirectional = bidirectional  # "split" (opens in every tool) or "fused" (LiteRT's bidirectional ops)
+        self.progress = None  # a callable given each pass's name as it starts (the CLI shows it on a terminal)
 
     def __setattr__(self, key, value):
         if not key.startswith("_") and key not in self.OPTIONS and key not in self._STATE:
@@ -109,6 +112,7 @@ class Converter:
         bidirectional LSTM / RNN ops, no faster on LiteRT, and TensorFlow's flatbuffer importer
         and Model Explorer reject them; default "split": two unidirectional ops, docs/rnn.md).
         """
+        require_tensorflow()
         if not hasattr(model, "inputs") or not callable(model):
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
         conv = cls(lambda ctx: frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial),
@@ -120,6 +124,7 @@ class Converter:
     def from_saved_model(cls, path, signature_keys=None, tags=None, batch_size: int | None = None,
                          **options) -> Converter:
         """A SavedModel directory (``tf.saved_model.save`` or Keras ``model.export()``)."""
+        require_tensorflow()
         entries, loaded = frontend.saved_model_entries(path, signature_keys, tags)
         conv = cls(lambda ctx: entries, f"SavedModel '{os.fspath(path)}'", loaded, batch_size, **options)
         conv._model_type = "TF_SAVED_MODEL"
@@ -129,6 +134,7 @@ class Converter:
     def from_concrete_functions(cls, funcs, trackable_obj=None, batch_size: int | None = None,
                                 **options) -> Converter:
         """``tf.function(...).get_concrete_function(...)`` results (one signature each)."""
+        require_tensorflow()
         entries = frontend.concrete_function_entries(funcs)
         return cls(lambda ctx: entries, f"{len(entries)} concrete function(s)", trackable_obj, batch_size,
                    **options)
@@ -207,7 +213,7 @@ class Converter:
                                                              ("bidirectional", self.bidirectional),
                                                              ("batch_size", batch_size)) if v is not None),
                                     mode),
-                                micro_sources=self.micro_sources is not None, **integer)
+                                micro_sources=self.micro_sources is not None, progress=self.progress, **integer)
         module = Module()
         run_pipeline(PIPELINE, module, ctx)
         self.module = module
