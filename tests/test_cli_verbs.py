@@ -114,3 +114,109 @@ def test_bad_input_one_clear_line(models):
     _one_line_error(_run("convert", models / "lstm.keras", "-o", models / "x.tflite", "--tolerance", "1"), 2,
                     "--inputs and --tolerance are for use with --verify")
     _one_line_error(_run("inspect"), 2, "the following arguments are required: model")
+
+
+def test_without_tensorflow_one_line_says_what_to_install(models):
+    """TensorFlow is the user's own install: when it is missing, convert and verify say what to install
+    (inspect and bench need only LiteRT)."""
+    blocked = "import sys; sys.modules['tensorflow'] = None; from fuselite.cli import main; sys.exit(main(sys.argv[1:]))"
+    for args in (["convert", models / "lstm.keras", "-o", models / "no_tf.tflite"],
+                 ["verify", models / "lstm.keras", models / "official.tflite"]):
+        out = subprocess.run([sys.executable, "-c", blocked, *map(str, args)], capture_output=True, text=True,
+                             timeout=120)
+        _one_line_error(out, 1, "fuselite needs TensorFlow")
+        assert "pip install 'fuselite[cpu]'" in out.stderr
+    out = subprocess.run([sys.executable, "-c", blocked, "inspect", str(models / "official.tflite")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "FULLY_CONNECTED 2" in out.stdout, out.stderr
+
+
+def test_compare_side_by_side(models):
+    out = _run("compare", models / "lstm.keras", "--seconds", "0.3")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["fuselite", "tf.lite.TFLiteConverter"]
+    rows = {ln[:24].strip(): ln[24:].split() for ln in lines[1:7]}
+    assert rows["converts"][0] == "yes" and rows["sequence ops / WHILE"][:3] == ["1", "/", "0"], out.stdout
+    assert float(rows["max abs error vs TF"][0]) <= 1e-5
+    assert lines[-1].startswith("latency fuselite / official: ")
+    data = json.loads(_run("compare", models / "mlp.keras", "--seconds", "0.2", "--json").stdout)
+    assert [r["converter"] for r in data] == ["fuselite", "tf.lite.TFLiteConverter"]
+    assert all(r["converts"] and r["passed"] and r["latency_us"] > 0 for r in data), data
+
+
+def test_progress_callback_sees_every_pass_that_runs():
+    import fuselite
+    from fuselite.passes.manager import pass_names
+    from fuselite.pipeline import PIPELINE
+
+    k = keras_flavour("keras3")
+    i = k.Input((4,))
+    conv = fuselite.Converter.from_keras_model(k.Model(i, k.layers.Dense(2)(i)))
+    seen = []
+    conv.progress = seen.append
+    conv.convert()
+    assert set(seen) == set(conv.report.stage_seconds) and seen[0] == "import" and seen[-1] == "check-on-litert"
+    assert set(seen) <= set(pass_names(PIPELINE))
+
+
+def test_progress_line_on_a_terminal_only(models):
+    """On a terminal, convert shows the running stage on one line (then clears it); piped, nothing."""
+    import os
+    import pty
+
+    primary, secondary = pty.openpty()
+    out = subprocess.run([*FUSELITE, "convert", str(models / "lstm.keras"), "-o", str(models / "tty.tflite")],
+                         stdout=subprocess.PIPE, stderr=secondary, text=True, timeout=300)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the terminal closed: all read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    shown = b"".join(chunks).decode()
+    assert out.returncode == 0
+    assert "[fuselite" in shown and "fuse-composites ..." in shown and shown.endswith("\r\x1b[K"), shown[-300:]
+    piped = _run("convert", models / "lstm.keras", "-o", models / "piped.tflite")
+    assert piped.returncode == 0 and "[fuselite" not in piped.stderr
+
+
+def test_html_report_is_one_self_contained_page(models):
+    out = _run("convert", models / "lstm.keras", "-o", models / "html.tflite", "-q", "--report", models / "r.html")
+    assert out.returncode == 0, out.stderr
+    page = (models / "r.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<script" not in page and "http://" not in page and "https://" not in page and "<link" not in page
+    assert "keras.layers.LSTM</code></td><td><span class='fused'>fused</span>" in page
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in page and "<code>fuse-composites</code>" in page
+    assert "Not quantized." in page
+    _one_line_error(_run("convert", models / "lstm.keras", "-o", models / "x.tflite", "--report", models / "r.pdf"),
+                    2, "--report writes .json, .html or .txt")
+
+
+def test_html_report_shows_declined_composites_and_quantization():
+    import fuselite
+
+    k = keras_flavour("keras3")
+
+    @tf.function(experimental_implements="my.unknown_op")
+    def unknown(x):
+        return tf.nn.relu(x) * 2.0
+
+    k.utils.set_random_seed(0)
+    i = k.Input((6, 3), batch_size=1)
+    x = k.layers.Lambda(lambda t: unknown(t))(k.layers.LSTM(8, return_sequences=True)(i))
+    conv = fuselite.Converter.from_keras_model(k.Model(i, k.layers.Dense(2)(k.layers.LSTM(4)(x))))
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    samples = [[np.random.default_rng(s).standard_normal((1, 6, 3)).astype(np.float32)] for s in range(5)]
+    conv.representative_dataset = lambda: iter(samples)
+    conv.convert()
+    page = conv.report.to_html()
+    assert "my.unknown_op</code></td><td><span class='declined'>not fused</span>" in page
+    assert "no fusion rule for interface &#x27;my.unknown_op&#x27;" in page  # escaped
+    assert "Mode <b>int8</b>" in page and "output error" in page

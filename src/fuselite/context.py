@@ -41,6 +41,7 @@ class ConversionContext:
     print_after: frozenset[str] = frozenset()  # pass names after which the IR is printed
     print_stream: IO[str] | None = None  # where (default: stderr)
     print_elide: int | None = 16  # constants with more elements print elided
+    progress: Any = None  # called with each pass's name as it starts (the CLI's progress line)
     quantization: str | None = None  # None (float) or a mode of fuselite.quantize.MODES
     keep_float: tuple[str, ...] = ()  # ops kept float when quantizing (kinds, node names, scopes)
     representative_dataset: Any = None  # int8: the calibration samples (as tf.lite.TFLiteConverter takes them)

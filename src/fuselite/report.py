@@ -46,6 +46,12 @@ class Report:
     def to_json(self, **kwargs) -> str:
         return json.dumps(self.to_dict(), **kwargs)
 
+    def to_html(self) -> str:
+        """One self-contained HTML page (``fuselite.report_html``)."""
+        from fuselite.report_html import render_html
+
+        return render_html(self.to_dict())
+
     def __str__(self) -> str:
         lines = [f"fuselite conversion of {self.source}"]
         if self.signatures:

@@ -141,7 +141,8 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
         if not sites.get(fname):
             continue
         attrs = composite_attrs(fn)
-        record = {"function": fname, "interface": iface, "call_sites": len(sites[fname]), "attrs": attrs}
+        record = {"function": fname, "interface": iface, "call_sites": len(sites[fname]), "attrs": attrs,
+                  "source_lines": sorted({op.location for _, op in sites[fname] if op.location})}
         rule = rules.lookup(iface)
         if rule is None and attrs.get("tfl_fusable_op"):
             rule = fuse_custom_op

@@ -104,6 +104,8 @@ def check_pipeline(pipeline: Sequence[Entry]) -> None:
 
 def run_pass(p: Pass, module: Module, ctx) -> Any:
     """Run one pass: timed into the report, verified and printed as ``ctx`` asks."""
+    if getattr(ctx, "progress", None) is not None:
+        ctx.progress(p.name)
     t0 = time.perf_counter()
     try:
         result = p.run(module, ctx)

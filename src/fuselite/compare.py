@@ -1,0 +1,133 @@
+"""fuselite next to ``tf.lite.TFLiteConverter`` on one model: ``fuselite compare SRC``.
+
+Converts ``SRC`` (a ``.keras`` file or a SavedModel directory) with both converters — the
+official one in a child process, since it can crash the process (its calibrator does) —
+then, for each model that converts, checks it against TensorFlow with
+:func:`fuselite.verify.verify` and times both with :func:`fuselite.verify.bench`
+(interleaved). :func:`format_comparison` prints one table: converts or not (and why),
+ops, recurrent ops (fused sequence ops and ``WHILE`` loops), size, max error against
+TensorFlow, latency.
+
+Example::
+
+    rows = compare("model.keras")
+    print(format_comparison(rows))
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from fuselite.errors import ConversionError, InputError
+
+SEQUENCE_OPS = ("UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN",
+                "BIDIRECTIONAL_SEQUENCE_RNN", "LSTM", "RNN", "SVDF")
+
+_OFFICIAL = """
+import os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+src, out = sys.argv[1], sys.argv[2]
+import tensorflow as tf
+if os.path.isdir(src):
+    conv = tf.lite.TFLiteConverter.from_saved_model(src)
+else:
+    import keras
+    conv = tf.lite.TFLiteConverter.from_keras_model(keras.models.load_model(src, compile=False))
+open(out, "wb").write(conv.convert())
+"""
+
+
+def _official(src: str, workdir: str) -> tuple[bytes | None, str | None, float]:
+    out = os.path.join(workdir, "official.tflite")
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run([sys.executable, "-c", _OFFICIAL, src, out], capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired:
+        return None, "did not finish in 30 min", time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    if r.returncode != 0 or not os.path.exists(out):
+        lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
+        why = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
+        return None, (f"crashed (signal {-r.returncode})" if r.returncode < 0 else why[:200]), seconds
+    with open(out, "rb") as f:
+        return f.read(), None, seconds
+
+
+def _fuselite(src: str) -> tuple[bytes | None, str | None, float]:
+    from fuselite.cli import _load_source
+
+    class _Args:  # the CLI's defaults
+        signature_keys = tags = batch_size = None
+        strict_fusion = verify_ir = False
+        print_after, rules = (), []
+        target, micro_sources, bidirectional = "litert", None, "split"
+
+    t0 = time.perf_counter()
+    try:
+        data = _load_source(src, _Args()).convert()
+    except ConversionError as e:
+        return None, str(e).splitlines()[0][:200], time.perf_counter() - t0
+    return data, None, time.perf_counter() - t0
+
+
+def compare(src: str, seconds: float = 2.0, tolerance: float = 1e-4) -> list[dict]:
+    """One row per converter: ``{"converter", "converts", "error", "seconds", "ops", "sequence_ops", "while",
+    "size", "max_abs_error", "passed", "latency_us"}`` (``None`` where it does not apply)."""
+    from fuselite.inspect import describe
+    from fuselite.verify import bench, verify
+
+    if not os.path.exists(src):
+        raise InputError(f"source model not found: '{src}'")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="fuselite-compare-") as work:
+        for name, (data, error, secs) in (("fuselite", _fuselite(src)), ("tf.lite.TFLiteConverter",
+                                                                        _official(src, work))):
+            row = {"converter": name, "converts": data is not None, "error": error, "seconds": secs, "data": data}
+            if data is not None:
+                info = describe(data)
+                ops = {k: v for sg in info["subgraphs"] for k, v in sg["ops"].items()}
+                row.update(ops=sum(sum(sg["ops"].values()) for sg in info["subgraphs"]),
+                           sequence_ops=sum(ops.get(k, 0) for k in SEQUENCE_OPS), size=len(data),
+                           **{"while": ops.get("WHILE", 0)})
+                try:
+                    result = verify(src, data, tolerance=tolerance)
+                    row["max_abs_error"] = max((o["max_abs_error"] for o in result.outputs), default=0.0)
+                    row["passed"] = result.passed
+                except Exception as e:  # it converts but does not run (or not as TensorFlow)
+                    row["error"] = f"does not run: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}"
+            rows.append(row)
+        runnable = [r for r in rows if r["converts"] and "max_abs_error" in r]
+        if runnable:
+            for r, t in zip(runnable, bench([r["data"] for r in runnable], seconds)):
+                r["latency_us"] = t["median_us"]
+    for r in rows:
+        r.pop("data")
+    return rows
+
+
+def format_comparison(rows: list[dict]) -> str:
+    """The table ``fuselite compare`` prints."""
+    head = ["", *(r["converter"] for r in rows)]
+
+    def cell(r, key, fmt):
+        return fmt(r[key]) if r.get(key) is not None else "—"
+
+    table = [
+        ["converts", *(("yes" if r["converts"] else "no") + f" ({r['seconds']:.1f} s)" for r in rows)],
+        ["ops", *(cell(r, "ops", str) for r in rows)],
+        ["sequence ops / WHILE", *(f"{r['sequence_ops']} / {r['while']}" if r["converts"] else "—" for r in rows)],
+        ["size, bytes", *(cell(r, "size", lambda v: f"{v:,}") for r in rows)],
+        ["max abs error vs TF", *(cell(r, "max_abs_error", lambda v: f"{v:.2e}") for r in rows)],
+        ["latency, µs (1 thread)", *(cell(r, "latency_us", lambda v: f"{v:.1f}") for r in rows)],
+    ]
+    widths = [max(len(str(row[i])) for row in [head, *table]) for i in range(len(head))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *table]]
+    lines += [f"{r['converter']}: {r['error']}" for r in rows if r["error"]]
+    ratios = [r["latency_us"] for r in rows if r.get("latency_us")]
+    if len(ratios) == 2:
+        lines.append(f"latency fuselite / official: {ratios[0] / ratios[1]:.2f}x (interleaved)")
+    return "\n".join(lines)
