@@ -68,6 +68,9 @@ class _Source:
     """A callable TensorFlow program: named inputs -> named outputs (numpy)."""
 
     def __init__(self, path: str, signature_key: str | None = None):
+        from fuselite.requirements import require_tensorflow
+
+        require_tensorflow()
         if not os.path.exists(path):
             raise InputError(f"source model not found: '{path}'")
         if path.endswith((".keras", ".h5")):
