@@ -220,3 +220,18 @@ def test_html_report_shows_declined_composites_and_quantization():
     assert "my.unknown_op</code></td><td><span class='declined'>not fused</span>" in page
     assert "no fusion rule for interface &#x27;my.unknown_op&#x27;" in page  # escaped
     assert "Mode <b>int8</b>" in page and "output error" in page
+
+
+def test_convert_takes_the_io_types_and_check_fusions_options(models):
+    np.savez(models / "cal.npz", sequence=np.random.default_rng(0).standard_normal((8, 1, 10, 4)).astype(np.float32))
+    out = _run("convert", models / "lstm.keras", "-o", models / "io.tflite", "--quantize", "int8", "--calibration-data",
+               models / "cal.npz", "--inference-input-type", "int8", "--inference-output-type", "int8",
+               "--no-check-fusions", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert all(not (c.get("check") or {}).get("checked") for c in report["composites"]), report["composites"]
+    (sig,) = json.loads(_run("inspect", models / "io.tflite", "--json").stdout)["signatures"].values()
+    assert sig["inputs"][0]["dtype"] == "int8" and sig["outputs"][0]["dtype"] == "int8"
+    assert "scale" in sig["inputs"][0]["quantization"]
+    checked = _run("verify", models / "lstm.keras", models / "io.tflite", "--tolerance", "0.05")
+    assert checked.returncode == 0 and "PASSED" in checked.stdout, checked.stdout + checked.stderr

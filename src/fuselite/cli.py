@@ -122,6 +122,11 @@ def _check_usage(args) -> None:
 
 def _apply_quantization(conv, args) -> None:
     """``--quantize MODE``: the tf.lite.TFLiteConverter settings that mean that mode."""
+    conv.check_fusions = not args.no_check_fusions
+    if args.inference_input_type:
+        conv.inference_input_type = args.inference_input_type
+    if args.inference_output_type:
+        conv.inference_output_type = args.inference_output_type
     if not args.quantize:
         return
     conv.optimizations = ["DEFAULT"]
@@ -391,6 +396,13 @@ def main(argv=None) -> int:
                         "= 1%%); the fewest layers are made wider (16x8, or float) to meet it")
     c.add_argument("--calibration-data", metavar="FILE.npz",
                    help="calibration samples for int8 / int16x8: one array per input, samples on the first axis")
+    c.add_argument("--inference-input-type", choices=["float32", "int8", "uint8", "int16"],
+                   help="int8 / int16x8: the model's input tensors' type (default float32: QUANTIZE inside)")
+    c.add_argument("--inference-output-type", choices=["float32", "int8", "uint8", "int16"],
+                   help="int8 / int16x8: the model's output tensors' type (default float32: DEQUANTIZE inside)")
+    c.add_argument("--no-check-fusions", action="store_true",
+                   help="skip running each fusion against its composite's own TensorFlow body first (faster; "
+                        "a wrong rule is then not caught at conversion)")
     c.add_argument("--target", choices=["litert", "micro"], default="litert",
                    help="micro: only ops and operand types TFLite Micro's kernels take (an op it cannot run is an "
                         "error); default litert")

@@ -40,7 +40,8 @@ class Converter:
     ``target_spec.supported_types`` / ``supported_ops``, ``representative_dataset``,
     ``inference_input_type`` / ``inference_output_type``; see ``fuselite.quantize.options``);
     ``keep_float = [op kind, node name or name scope, ...]`` keeps those ops in float
-    (``fuselite.quantize.select``).
+    (``fuselite.quantize.select``). ``progress`` (a callable, default ``None``) is given
+    each pass's name as it starts (the command line shows it on a terminal).
     Setting an attribute the converter does not have raises :class:`UnknownOptionError`
     listing those it has: an option is never ignored silently.
     """
