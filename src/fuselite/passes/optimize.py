@@ -20,8 +20,11 @@ from fuselite.passes.rewrite import TFL, Const, Match, OpPattern, RewriteCtx, Va
 _WEIGHTED = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
 # LiteRT's float kernels apply only these fused activations (TANH/SIGN_BIT are not honoured).
 _ACTIVATIONS = {"RELU": "RELU", "RELU6": "RELU6", "RELU_N1_TO_1": "RELU_N1_TO_1"}
+# Ops whose LiteRT kernels apply their fused_activation_function (each checked on LiteRT in
+# tests/test_fused_activations.py). Not CONCATENATION: concatenation.cc's Prepare requires
+# kTfLiteActNone (a NASNetMobile with it folded failed to prepare).
 _ACT_HOSTS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL", "DIV",
-              "CONCATENATION", "MAX_POOL_2D", "AVERAGE_POOL_2D", "TRANSPOSE_CONV"}
+              "MAX_POOL_2D", "AVERAGE_POOL_2D", "TRANSPOSE_CONV"}
 
 
 def _per_channel(v, channels: int) -> np.ndarray | None:
