@@ -287,6 +287,13 @@ CASES = [
     C("leaky_relu", lambda x: tf.nn.leaky_relu(x, alpha=0.1), F(2, 8)),
     C("elu", lambda x: tf.nn.elu(x), F(2, 8)),
     C("selu", lambda x: tf.nn.selu(x), F(2, 8)),
+    C("softplus", lambda x: tf.nn.softplus(x), F(2, 8, lo=-30, hi=30)),
+    C("softplus_large", lambda x: tf.nn.softplus(x * 40.0), F(2, 8, lo=-5, hi=5)),  # exp(x) would overflow
+    C("mish", lambda x: x * tf.tanh(tf.nn.softplus(x)), F(2, 8, lo=-6, hi=6)),
+    # -- band_part (causal attention masks) ----------------------------------------------------
+    *[C(f"band_part_{lo}_{up}".replace("-", "m"), lambda x, lo=lo, up=up: tf.linalg.band_part(x, lo, up),
+        F(2, 5, 6), expect=["SELECT_V2"]) for lo, up in [(-1, 0), (0, -1), (1, 2), (0, 0)]],
+    C("causal_mask_of_ones", lambda x: x * tf.linalg.band_part(tf.ones_like(x), -1, 0), F(3, 4, 4)),
     C("sigmoid", lambda x: tf.sigmoid(x), F(2, 8, lo=-6, hi=6)),
     C("tanh", lambda x: tf.tanh(x), F(2, 8, lo=-4, hi=4)),
     C("tanh_after_add", lambda x: tf.tanh(x + W(8)), F(2, 8)),
@@ -586,3 +593,20 @@ def test_every_lowering_rule_is_exercised():
                 pass  # that case's own test reports the failure
     missing = sorted(set(LOWERINGS) - _RULES_RUN)
     assert not missing, f"lowering rules with no end-to-end case: {missing}"
+
+
+@pytest.mark.parametrize("lo, up", [(-1, 0), (1, 2), (0, -1)])
+def test_band_part_with_dynamic_dims_is_built_from_the_runtime_shape(lo, up):
+    """A dynamic sequence length (every decoder with causal masking): the mask comes from RANGEs of SHAPE."""
+    import fuselite
+    from fuselite.runtime import run
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None], tf.float32)])
+    def masked(x):
+        return tf.linalg.band_part(x, lo, up)
+
+    data = fuselite.Converter.from_concrete_functions([masked.get_concrete_function()]).convert()
+    for shape in [(2, 5, 7), (1, 6, 3)]:
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        got = next(iter(run(data, [x]).values()))
+        np.testing.assert_array_equal(got, tf.linalg.band_part(x, lo, up).numpy())

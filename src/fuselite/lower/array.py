@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fuselite.ir import Value
 from fuselite.lower.registry import lowering
 
 
@@ -203,3 +204,44 @@ def lower_einsum(ctx):
     if len(ctx.inputs) != 2:
         ctx.fail("only two-operand einsum equations are supported")
     return [lower_two_operand_einsum(ctx, ctx.attr("equation"), ctx.input(0), ctx.input(1))]
+
+
+@lowering("MatrixBandPart")
+def lower_matrix_band_part(ctx):
+    # tf.linalg.band_part (every causal attention mask): x where (num_lower < 0 or i - j <= num_lower) and
+    # (num_upper < 0 or j - i <= num_upper) over the last two dims, else 0. LiteRT has no such op: the mask is a
+    # constant when those dims are static, else built from RANGEs of the runtime shape; then SELECT_V2.
+    x, lower, upper = ctx.input(0), ctx.input(1), ctx.input(2)
+    if lower.const is None or upper.const is None:
+        ctx.fail("num_lower and num_upper must be constants")
+    if x.shape is None or len(x.shape) < 2:
+        ctx.fail("the input needs a known rank of at least 2")
+    lo, up = int(lower.const), int(upper.const)
+    if lo < 0 and up < 0:
+        return [x]
+    rows, cols = x.shape[-2], x.shape[-1]
+    if rows is not None and cols is not None:
+        d = np.arange(rows)[:, None] - np.arange(cols)[None, :]
+        mask = ctx.const(((lo < 0) | (d <= lo)) & ((up < 0) | (-d <= up)))
+    else:
+        shape = ctx.emit("SHAPE", [x], {"out_type": np.dtype(np.int32)}, dtype=np.int32, shape=(len(x.shape),))
+        ones = ctx.i32([1])
+        opts = {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 1,
+                "offset": False}
+
+        def arange(axis: int, dims) -> Value:
+            n = ctx.emit("STRIDED_SLICE", [shape, ctx.i32([axis]), ctx.i32([axis + 1]), ones], opts,
+                         dtype=np.int32, shape=())
+            r = ctx.emit("RANGE", [ctx.i32(0), n, ctx.i32(1)], dtype=np.int32, shape=(None,))
+            return ctx.emit("RESHAPE", [r, ctx.i32(dims)], dtype=np.int32, shape=tuple(None if d == -1 else d
+                                                                                        for d in dims))
+
+        i, j = arange(len(x.shape) - 2, [-1, 1]), arange(len(x.shape) - 1, [1, -1])
+        d = ctx.emit("SUB", [i, j], {"fused_activation_function": "NONE"}, dtype=np.int32, shape=(rows, cols))
+        conds = []
+        if lo >= 0:
+            conds.append(ctx.emit("LESS_EQUAL", [d, ctx.i32(lo)], dtype=np.bool_, shape=(rows, cols)))
+        if up >= 0:
+            conds.append(ctx.emit("GREATER_EQUAL", [d, ctx.i32(-up)], dtype=np.bool_, shape=(rows, cols)))
+        mask = conds[0] if len(conds) == 1 else ctx.emit("LOGICAL_AND", conds, dtype=np.bool_, shape=(rows, cols))
+    return [ctx.emit("SELECT_V2", [mask, x, ctx.const(np.zeros((), x.dtype))])]

@@ -82,6 +82,17 @@ def lower_leaky_relu(ctx):
     return [ctx.emit("LEAKY_RELU", [ctx.input(0)], {"alpha": float(ctx.attr("alpha", 0.2))})]
 
 
+@lowering("Softplus")
+def lower_softplus(ctx):
+    # softplus(x) = log(1 + exp(x)), in the form that neither overflows nor loses the small values:
+    # relu(x) + log(1 + exp(-|x|)) (LiteRT has no softplus op; exp(x) alone overflows from x > 88)
+    x = ctx.input(0)
+    tail = ctx.emit("EXP", [ctx.emit("NEG", [ctx.emit("ABS", [x])])])
+    tail = ctx.emit("LOG", [ctx.emit("ADD", [tail, ctx.const(np.ones((), x.dtype))],
+                                     {"fused_activation_function": "NONE"})])
+    return [ctx.emit("ADD", [ctx.emit("RELU", [x]), tail], {"fused_activation_function": "NONE"})]
+
+
 @lowering("Selu")
 def lower_selu(ctx):
     # selu(x) = scale * (relu(x) + alpha * elu(min(x, 0)))
