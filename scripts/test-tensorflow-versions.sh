@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite against other TensorFlow versions (not CI: each takes a fresh venv, ~1 GB).
 #
-#   scripts/test-tensorflow-versions.sh              # the oldest and the newest supported: 2.20.0 2.21.0
-#   scripts/test-tensorflow-versions.sh 2.19.1       # any others
+#   scripts/test-tensorflow-versions.sh              # the oldest and the newest supported: 2.19.1 2.21.0
+#   scripts/test-tensorflow-versions.sh 2.20.0       # any others
 #
 # For each version: a venv .venv-tf<version> with fuselite[test] (the test tools, unpinned TensorFlow),
 # tensorflow and tf-keras of that version (tf-keras depends on tensorflow, not tensorflow-cpu); then
@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-versions=${*:-"2.20.0 2.21.0"}
+versions=${*:-"2.19.1 2.21.0"}
 log=scripts/tensorflow-versions.log
 : > "$log"
 status=0

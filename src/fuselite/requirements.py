@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fuselite.errors import InputError
 
-SUPPORTED = ">=2.20,<2.22"
+SUPPORTED = ">=2.19,<2.22"
 
 
 def require_tensorflow():
