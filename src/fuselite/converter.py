@@ -114,7 +114,7 @@ class Converter:
         and Model Explorer reject them; default "split": two unidirectional ops, docs/rnn.md).
         """
         require_tensorflow()
-        if not hasattr(model, "inputs") or not callable(model):
+        if not callable(model) or not hasattr(model, "layers"):  # functional, sequential or subclassed
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
         conv = cls(lambda ctx: frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial),
                    f"Keras model '{model.name}'", model, batch_size, **options)

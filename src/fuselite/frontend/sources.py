@@ -27,19 +27,7 @@ def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
     """
     import tensorflow as tf
 
-    inputs = getattr(model, "inputs", None)
-    if not inputs:
-        raise InputError(
-            f"Keras model '{getattr(model, 'name', model)}' has no known inputs: build it first "
-            "(give it a keras.Input or call it once on data)"
-        )
-    specs, names = [], []
-    for i, t in enumerate(inputs):
-        shape = list(t.shape)
-        name = getattr(t, "name", None) or f"input_{i}"
-        name = name.split(":")[0]
-        specs.append(tf.TensorSpec(shape, tf.as_dtype(t.dtype), name=name))
-        names.append(name)
+    specs, names = _keras_input_specs(model)
 
     from fuselite.frontend.keras_rnn import recurrent_composites
     from fuselite.passes.variables import ZeroInitialVariables
@@ -58,6 +46,43 @@ def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
     if not out_names or len(out_names) != n_out or len(set(out_names)) != n_out:
         out_names = _flat_output_names(cf.structured_outputs)
     return [("serving_default", cf, names, list(out_names))]
+
+
+def _keras_input_specs(model) -> tuple[list, list[str]]:
+    """The model's input specs and names: its ``inputs`` (functional and sequential models), or for a
+    subclassed model the shapes it was built with (Keras 3: ``_build_shapes_dict`` and ``input_dtype``;
+    tf-keras: ``save_spec()``), the batch dimension left dynamic."""
+    import tensorflow as tf
+
+    inputs = getattr(model, "inputs", None)
+    if inputs:
+        specs, names = [], []
+        for i, t in enumerate(inputs):
+            name = (getattr(t, "name", None) or f"input_{i}").split(":")[0]
+            specs.append(tf.TensorSpec(list(t.shape), tf.as_dtype(t.dtype), name=name))
+            names.append(name)
+        return specs, names
+    save_spec = getattr(model, "save_spec", None)  # tf-keras, once called or fit
+    if callable(save_spec):
+        saved = save_spec(dynamic_batch=True)
+        if saved is not None:
+            args, kwargs = saved
+            flat = tf.nest.flatten(args)
+            if not kwargs and flat and all(isinstance(t, tf.TensorSpec) for t in flat) and len(args) == 1:
+                names = [(t.name or f"input_{i}").split(":")[0] for i, t in enumerate(flat)]
+                return [tf.TensorSpec(t.shape, t.dtype, name=n) for t, n in zip(flat, names)], names
+    shapes = getattr(model, "_build_shapes_dict", None)  # Keras 3, once called or built
+    if shapes and len(shapes) == 1:
+        key, shape = next(iter(shapes.items()))
+        if isinstance(shape, (tuple, list)) and all(d is None or isinstance(d, int) for d in shape) and shape:
+            name = key[:-len("_shape")] if key.endswith("_shape") else key
+            dtype = tf.as_dtype(getattr(model, "input_dtype", None) or "float32")
+            return [tf.TensorSpec([None, *shape[1:]], dtype, name=name)], [name]
+    raise InputError(
+        f"Keras model '{getattr(model, 'name', model)}' has no known inputs: build it first "
+        "(give it a keras.Input or call it once on data; a subclassed model must take one tensor, "
+        "or be wrapped in a functional model)"
+    )
 
 
 def saved_model_entries(path, signature_keys=None, tags=None) -> tuple[list, object]:
