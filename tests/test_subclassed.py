@@ -1,4 +1,4 @@
-"""Subclassed Keras models through from_keras_model: Keras 3 (called once) and tf-keras (fit and called)
+"""Subclassed Keras models and dict inputs through from_keras_model: Keras 3 (called once) and tf-keras (fit and called)
 convert, fuse their recurrent layers and match Keras within 1e-5 on LiteRT; an unbuilt one is refused
 with one clear line."""
 
@@ -53,3 +53,19 @@ def test_unbuilt_subclassed_model_is_refused_clearly():
 def test_not_a_keras_model_is_refused():
     with pytest.raises(fuselite.InputError, match="expects a Keras model, got function"):
         fuselite.Converter.from_keras_model(lambda x: x)
+
+
+def test_functional_model_with_dict_inputs():
+    """keras-hub style {'token_ids', 'padding_mask'} inputs: traced with a dict, signature names = its keys."""
+    k = keras_flavour("keras3")
+    k.utils.set_random_seed(0)
+    ids = k.Input((6,), dtype="int32", name="token_ids")
+    mask = k.Input((6,), dtype="int32", name="padding_mask")
+    weights = k.ops.cast(k.ops.expand_dims(mask, -1), "float32")
+    y = k.layers.Dense(2)(k.ops.sum(k.layers.Embedding(50, 8)(ids) * weights, axis=1))
+    model = k.Model({"token_ids": ids, "padding_mask": mask}, y)
+    data = fuselite.Converter.from_keras_model(model).convert()
+    xs = {"token_ids": np.random.default_rng(0).integers(0, 50, (1, 6)).astype(np.int32),
+          "padding_mask": np.array([[1, 1, 1, 0, 1, 0]], np.int32)}
+    got = run(data, xs)  # by name: run() fails on a name the signature does not have
+    np.testing.assert_allclose(next(iter(got.values())), np.asarray(model(xs)), atol=TOL)

@@ -32,7 +32,14 @@ def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
     from fuselite.frontend.keras_rnn import recurrent_composites
     from fuselite.passes.variables import ZeroInitialVariables
 
-    if len(specs) == 1:
+    struct = getattr(model, "_inputs_struct", None)  # Keras 3 functional: the structure the model was built on
+    if isinstance(struct, dict) and len(struct) == len(specs):  # dict inputs ({"token_ids", "padding_mask"})
+        by_name = {getattr(t, "name", "").split(":")[0]: key for key, t in struct.items()}
+        keys = [by_name.get(n) for n in names]
+        if None in keys:
+            keys = list(struct)  # model.inputs follows the dict's order
+        fn = tf.function(lambda *xs: model(dict(zip(keys, xs)), training=False))
+    elif len(specs) == 1:
         fn = tf.function(lambda x: model(x, training=False))
     else:
         fn = tf.function(lambda *xs: model(list(xs), training=False))
