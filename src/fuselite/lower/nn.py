@@ -72,8 +72,13 @@ def lower_conv2d(ctx):
     if not w.is_const:
         ctx.fail("the filter must be constant (frozen weights)")
     kh, kw, cin, cout = w.const.shape
-    if x.shape is not None and x.shape[-1] is not None and x.shape[-1] != cin:
-        ctx.fail(f"grouped convolution ({x.shape[-1]} input channels, filter expects {cin}) is not supported")
+    channels = x.shape[-1] if x.shape is not None else None
+    if channels is not None and channels != cin:
+        # grouped (Conv2D(groups=g), ConvNeXt's depthwise form): LiteRT's CONV_2D takes it as is, the groups
+        # being input channels / filter input channels (conv.cc; XNNPACK too), op version 6
+        if channels % cin or cout % (channels // cin):
+            ctx.fail(f"grouped convolution: {channels} input channels and {cout} filters do not split into "
+                     f"groups of {cin} input channels")
     filt = ctx.transpose(w, [3, 0, 1, 2])
     bias = ctx.const(np.zeros(cout, x.dtype))
     return [ctx.emit("CONV_2D", [x, filt, bias], opts)]
