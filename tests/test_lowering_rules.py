@@ -610,3 +610,35 @@ def test_band_part_with_dynamic_dims_is_built_from_the_runtime_shape(lo, up):
         x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
         got = next(iter(run(data, [x]).values()))
         np.testing.assert_array_equal(got, tf.linalg.band_part(x, lo, up).numpy())
+
+
+_DYN_EINSUM = [  # equation, input specs, constant weight shape, the inputs' shapes for (batch, seq, other seq)
+    ("abc,cde->abde", [[None, None, 8]], (8, 2, 4), lambda b, t, s: [(b, t, 8)]),  # EinsumDense into heads
+    ("abcd,cde->abe", [[None, None, 2, 4]], (2, 4, 6), lambda b, t, s: [(b, t, 2, 4)]),  # out of heads
+    ("abcd,aecd->acbe", [[None, None, 2, 4], [None, None, 2, 4]], None,
+     lambda b, t, s: [(b, t, 2, 4), (b, s, 2, 4)]),  # attention scores
+    ("acbe,aecd->abcd", [[None, 2, None, None], [None, None, 2, 4]], None,
+     lambda b, t, s: [(b, 2, t, s), (b, s, 2, 4)]),  # scores x values
+]
+
+
+@pytest.mark.parametrize("equation, specs, weight, shapes", _DYN_EINSUM, ids=[e[0] for e in _DYN_EINSUM])
+def test_einsum_with_several_dynamic_dims_takes_sizes_at_run_time(equation, specs, weight, shapes):
+    """Batch and sequence length both left open (every keras-hub text backbone's attention)."""
+    import fuselite
+    from fuselite.runtime import run
+
+    rng = np.random.default_rng(0)
+    w = None if weight is None else tf.constant(rng.standard_normal(weight).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec(s, tf.float32) for s in specs])
+    def f(*xs):
+        return tf.einsum(equation, *xs, w) if w is not None else tf.einsum(equation, *xs)
+
+    data = fuselite.Converter.from_concrete_functions([f.get_concrete_function()]).convert()
+    for batch, seq, other in [(2, 5, 3), (1, 3, 7)]:
+        arrays = [rng.standard_normal(shape).astype(np.float32) for shape in shapes(batch, seq, other)]
+        want = f(*arrays).numpy()
+        got = next(iter(run(data, arrays).values()))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=1e-5)

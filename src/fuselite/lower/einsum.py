@@ -2,7 +2,10 @@
 
 Letters are classified as batch (in both operands and the output), contracted (both
 operands, not the output) or free (one operand and the output). Transposes and
-reshapes of a constant operand fold away at conversion time.
+reshapes of a constant operand fold away at conversion time. A reshape whose target has
+more than one dynamic dimension (batch and sequence length both open, as in every
+attention layer of a text backbone) takes its sizes at run time: ``SHAPE``, slices,
+products, ``CONCATENATION`` into the shape operand.
 """
 
 from __future__ import annotations
@@ -45,6 +48,40 @@ def lower_two_operand_einsum(ctx, equation: str, a, b):
     if any(c not in out for c in a_free + b_free) or len(set(ta)) != len(ta) or len(set(tb)) != len(tb):
         ctx.fail(f"einsum '{equation}' sums over a single operand or repeats a letter; not supported")
 
+    shapes: dict[int, object] = {}  # operand -> its SHAPE op (emitted once, only when a dim is dynamic)
+
+    def runtime_dim(c):
+        """Letter ``c``'s size as a [1] int32 tensor: a constant, or sliced from an operand's runtime shape."""
+        if dim[c] is not None:
+            return ctx.i32([dim[c]])
+        term, v = (ta, a) if c in ta else (tb, b)
+        if id(v) not in shapes:
+            shapes[id(v)] = ctx.emit("SHAPE", [v], {"out_type": np.dtype(np.int32)}, dtype=np.int32,
+                                     shape=(len(v.shape),))
+        i = term.index(c)
+        opts = {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0,
+                "offset": False}
+        return ctx.emit("STRIDED_SLICE", [shapes[id(v)], ctx.i32([i]), ctx.i32([i + 1]), ctx.i32([1])], opts,
+                        dtype=np.int32, shape=(1,))
+
+    def dynamic_reshape(v, groups, target):
+        """RESHAPE to ``groups`` (letters, or lists of letters multiplied) with the sizes taken at run time:
+        for targets with more than one dynamic dimension (batch and sequence length both left open)."""
+        pieces = []
+        for g in groups:
+            letters = g if isinstance(g, list) else [g]
+            if _prod([dim[c] for c in letters]) is not None:
+                pieces.append(ctx.i32([_prod([dim[c] for c in letters])]))
+                continue
+            size = runtime_dim(letters[0])
+            for c in letters[1:]:
+                size = ctx.emit("MUL", [size, runtime_dim(c)], {"fused_activation_function": "NONE"},
+                                dtype=np.int32, shape=(1,))
+            pieces.append(size)
+        shape = ctx.emit("CONCATENATION", pieces, {"axis": 0, "fused_activation_function": "NONE"},
+                         dtype=np.int32, shape=(len(pieces),))
+        return ctx.emit("RESHAPE", [v, shape], dtype=v.dtype, shape=tuple(target))
+
     def arrange(v, term, order):
         perm = [term.index(c) for c in order]
         return v if perm == list(range(len(perm))) else ctx.transpose(v, perm)
@@ -55,9 +92,7 @@ def lower_two_operand_einsum(ctx, equation: str, a, b):
         if list(v.shape) == target and len(dims) == len(target):
             return v
         t = _reshape_dims(target)
-        if t is None:
-            ctx.fail(f"einsum '{equation}' needs more than one dynamic dimension in a reshape")
-        return ctx.reshape(v, t)
+        return dynamic_reshape(v, groups, target) if t is None else ctx.reshape(v, t)
 
     M, K, N = _prod([dim[c] for c in a_free]), _prod([dim[c] for c in contract]), _prod([dim[c] for c in b_free])
     if not batch and b.is_const and a.dtype == np.float32 and K is not None and N is not None:
@@ -80,8 +115,6 @@ def lower_two_operand_einsum(ctx, equation: str, a, b):
     full = tuple(dim[c] for c in produced)
     if tuple(y.shape) != full:
         t = _reshape_dims(full)
-        if t is None:
-            ctx.fail(f"einsum '{equation}' needs more than one dynamic dimension in a reshape")
-        y = ctx.reshape(y, t)
+        y = dynamic_reshape(y, produced, full) if t is None else ctx.reshape(y, t)
         y.shape = full
     return arrange(y, "".join(produced), list(out))
