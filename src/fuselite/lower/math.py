@@ -164,3 +164,44 @@ def lower_arg_max(ctx):
 def lower_cumsum(ctx):
     return [ctx.emit("CUMSUM", [ctx.input(0), ctx.int32_input(1)],
                      {"exclusive": bool(ctx.attr("exclusive")), "reverse": bool(ctx.attr("reverse"))})]
+
+
+@lowering("RFFT")
+def lower_rfft(ctx):
+    # tf.signal.rfft over the last axis (stft, audio front ends). LiteRT has RFFT2D only (rfft2d.cc: rank >= 2,
+    # both fft lengths powers of two): x [..., L] becomes [..., 1, L], RFFT2D with fft_length [1, L], then the
+    # unit axis goes. The input is first cropped or zero-padded to L, as TF does.
+    x, length = ctx.input(0), ctx.input(1)
+    if length.const is None or x.shape is None or not x.shape:
+        ctx.fail("fft_length must be constant and the input's rank known")
+    n = int(np.asarray(length.const).reshape(-1)[0])
+    if n <= 0 or n & (n - 1):
+        ctx.fail(f"fft_length {n} is not a power of two (LiteRT's RFFT2D kernel takes powers of two only)")
+    rank, last = len(x.shape), x.shape[-1]
+    if last is None:
+        ctx.fail("the transformed (last) axis must have a static size")
+    if last > n:
+        x = ctx.emit("SLICE", [x, ctx.i32([0] * rank), ctx.i32([-1] * (rank - 1) + [n])], dtype=x.dtype,
+                     shape=(*x.shape[:-1], n))
+    elif last < n:
+        x = ctx.emit("PAD", [x, ctx.i32([[0, 0]] * (rank - 1) + [[0, n - last]])], dtype=x.dtype,
+                     shape=(*x.shape[:-1], n))
+    x2 = ctx.emit("EXPAND_DIMS", [x, ctx.i32(rank - 1)], dtype=x.dtype, shape=(*x.shape[:-1], 1, n))
+    y = ctx.emit("RFFT2D", [x2, ctx.i32([1, n])], dtype=np.complex64, shape=(*x.shape[:-1], 1, n // 2 + 1))
+    return [ctx.emit("SQUEEZE", [y], {"squeeze_dims": [rank - 1]}, dtype=np.complex64,
+                     shape=(*x.shape[:-1], n // 2 + 1))]
+
+
+@lowering("ComplexAbs")
+def lower_complex_abs(ctx):
+    return [ctx.emit("COMPLEX_ABS", [ctx.input(0)])]
+
+
+@lowering("Real")
+def lower_real(ctx):
+    return [ctx.emit("REAL", [ctx.input(0)])]
+
+
+@lowering("Imag")
+def lower_imag(ctx):
+    return [ctx.emit("IMAG", [ctx.input(0)])]
