@@ -132,6 +132,16 @@ def fuse_keras_gru(c):
         c.decline("GRU has stateful=True but its state is not passed as arguments")
     if a.get("has_mask"):
         c.decline("GRU receives a mask; the unrolled form does not implement masking")
+    x, tm, batch = _unrollable(c)
+    h0 = c.args[4].value if int(a.get("n_initial_states", 0)) else None
+    outs = _direction(c, x, 1, h0, tm, bool(a.get("go_backwards")), batch)
+    out = pack_steps(c, outs, tm) if a.get("return_sequences") else outs[-1]
+    return [out, outs[-1]] if a.get("return_state") else out
+
+
+def _unrollable(c):
+    """The sequence input, whether it is time-major, and the static batch, or a decline saying why not."""
+    a = c.attrs
     if a.get("recurrent_activation") != "sigmoid" or a.get("activation") not in ACTIVATION_OPS:
         c.decline(f"GRU activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
                   "by the unrolled form")
@@ -145,15 +155,35 @@ def fuse_keras_gru(c):
         c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
     if batch is None:
         raise NeedsStaticBatch("the unrolled GRU needs a static batch size")
-    k, rk, b = c.args[1].const, c.args[2].const, c.args[3].const
+    return x, tm, batch
+
+
+def _direction(c, x, start: int, h0, tm: bool, backwards: bool, batch: int) -> list:
+    """One GRU over ``x`` with the weights at arguments ``start`` .. ``start + 2``: its states per step."""
+    a = c.attrs
+    k, rk, b = c.args[start].const, c.args[start + 1].const, c.args[start + 2].const
     if k is None or rk is None or b is None:
         c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
-    b_in, b_rec = split_gru_bias(b)
-    h0 = c.args[4].value if int(a.get("n_initial_states", 0)) else None
     reset_after = bool(a.get("reset_after", True))
     if not reset_after and b.ndim != 1:
         c.decline(f"a reset_after=False GRU has one bias of [3 * units], got {b.shape}")
-    outs = unrolled_gru(c, x, k, rk, b_in, b_rec, h0, activation=a["activation"], reset_after=reset_after,
-                        time_major=tm, go_backwards=bool(a.get("go_backwards")), batch=batch)
-    out = pack_steps(c, outs, tm) if a.get("return_sequences") else outs[-1]
-    return [out, outs[-1]] if a.get("return_state") else out
+    b_in, b_rec = split_gru_bias(b)
+    return unrolled_gru(c, x, k, rk, b_in, b_rec, h0, activation=a["activation"], reset_after=reset_after,
+                        time_major=tm, go_backwards=backwards, batch=batch)
+
+
+def bidirectional_gru(c, merge) -> list:
+    """``Bidirectional(GRU)`` (no LiteRT op): two unrolled GRUs, the backward one over the reversed sequence
+    and its states put back in time order, merged by ``merge(c, mode, fw, bw, shape)``; the results in Keras'
+    order (the merged output(s), then the two final states with ``return_state``)."""
+    a = c.attrs
+    x, tm, batch = _unrollable(c)
+    fw, bw = _direction(c, x, 1, None, tm, False, batch), _direction(c, x, 4, None, tm, True, batch)
+    mode = a.get("merge_mode", "concat")
+    if a.get("return_sequences"):
+        fw_seq, bw_seq = pack_steps(c, fw, tm), pack_steps(c, bw[::-1], tm)
+        y = merge(c, mode, fw_seq, bw_seq, fw_seq.shape)
+    else:
+        y = merge(c, mode, fw[-1], bw[-1], fw[-1].shape)
+    y = y if isinstance(y, list) else [y]
+    return y + [fw[-1], bw[-1]] if a.get("return_state") else y

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
+from fuselite.fusion.gru import bidirectional_gru
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn_kit import (
     FUSED_ACTIVATIONS,
@@ -195,7 +196,7 @@ def _merge(c, mode: str, fw, bw, shape):
 def fuse_keras_bidirectional(c):
     a = c.attrs
     kind = a.get("layer")
-    if kind not in ("LSTM", "SimpleRNN"):
+    if kind not in ("LSTM", "SimpleRNN", "GRU"):
         c.decline(f"Bidirectional({kind}) has no fused LiteRT op")
     if a.get("go_backwards") or not a.get("backward_go_backwards", True):
         c.decline("Bidirectional expects a forward layer and a go_backwards backward layer")
@@ -204,6 +205,9 @@ def fuse_keras_bidirectional(c):
     mode = a.get("merge_mode", "concat")
     if mode not in ("concat", "sum", "mul", "ave", "none"):
         c.decline(f"merge_mode '{mode}' is not supported")
+    if kind == "GRU":  # no LiteRT GRU op: both directions unrolled (fusion/gru.py)
+        _check_common(c, "Bidirectional(GRU)")
+        return bidirectional_gru(c, _merge)
     x, batch = _check_common(c, f"Bidirectional({kind})")
     units, tm = int(a["units"]), bool(a.get("time_major"))
     gates = len(GATE_ORDERS["keras", kind])
