@@ -23,6 +23,11 @@ class FusionDeclined(Exception):
     """Raised by :meth:`Composite.decline`; the composite is converted from its body."""
 
 
+class CompositeRefused(ConversionError):
+    """Raised by :meth:`Composite.refuse`: the composite cannot be fused and its body is no stand-in for it
+    (a placeholder, as in exported detectors), so the conversion stops, whatever ``strict_fusion`` says."""
+
+
 @dataclass
 class Arg(Shaped):
     """One argument of the composite."""
@@ -60,6 +65,11 @@ class Composite:
     def decline(self, reason: str):
         """Give up on fusing; ``reason`` goes into the report (or the error in strict mode)."""
         raise FusionDeclined(reason)
+
+    def refuse(self, reason: str):
+        """Stop the conversion: this composite's body must not be inlined in its place (see
+        :class:`CompositeRefused`); ``reason`` names what is wrong with it."""
+        raise CompositeRefused(f"composite '{self.interface}': {reason}")
 
     def expect_args(self, n: int) -> None:
         if len(self.args) != n:

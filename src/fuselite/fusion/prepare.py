@@ -15,7 +15,7 @@ import numpy as np
 
 from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.export.flatbuffer import check_op
-from fuselite.fusion.composite import Arg, Composite, FusionDeclined, Result
+from fuselite.fusion.composite import Arg, Composite, CompositeRefused, FusionDeclined, Result
 from fuselite.fusion.registry import RuleSet
 from fuselite.fusion.verify import Mismatch, check_fusion
 from fuselite.ir import Function, Module, Value
@@ -157,7 +157,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
                 outs = _check_outputs(c, rule(c))
                 if check:
                     record["check"] = check_fusion(c, outs)
-            except NeedsStaticBatch:
+            except (NeedsStaticBatch, CompositeRefused):
                 raise
             except (FusionDeclined, Mismatch) as e:
                 record.update(status="declined", reason=str(e))
