@@ -140,6 +140,9 @@ def test_compare_side_by_side(models):
     assert rows["converts"][0] == "yes" and rows["sequence ops / WHILE"][:3] == ["1", "/", "0"], out.stdout
     assert float(rows["max abs error vs TF"][0]) <= 1e-5
     assert lines[-1].startswith("latency fuselite / official: ")
+    saved = json.loads(_run("compare", models / "saved", "--seconds", "0.2", "--json").stdout)
+    assert saved[0]["converts"] and saved[0]["passed"] and saved[0]["sequence_ops"] == 1, saved
+    assert saved[1]["converts"] or saved[1]["error"], saved  # the official converter: converts, or says why not
     data = json.loads(_run("compare", models / "mlp.keras", "--seconds", "0.2", "--json").stdout)
     assert [r["converter"] for r in data] == ["fuselite", "tf.lite.TFLiteConverter"]
     assert all(r["converts"] and r["passed"] and r["latency_us"] > 0 for r in data), data
