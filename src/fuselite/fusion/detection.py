@@ -61,3 +61,39 @@ def fuse_detection_postprocess(c):
     f32 = np.dtype(np.float32)
     outs = [(f32, (1, n, 4)), (f32, (1, n)), (f32, (1, n)), (f32, (1,))]
     return c.custom_op(CODE, [boxes, scores, anchors], options, outs=outs)
+
+
+NMS_PADDED = "non_max_suppression_padded_v2"
+
+
+@fusion(NMS_PADDED)
+def fuse_nms_padded(c):
+    """``tf.image.non_max_suppression_padded`` (TensorFlow marks its implementation with this interface) ->
+    ``NON_MAX_SUPPRESSION_V4``, as the official converter's ``ConvertNMSPaddedFunc`` does: arguments 0-4 are
+    boxes [N, 4], scores [N], max_output_size, iou_threshold and score_threshold; the results are the selected
+    indices (padded) and how many are valid. Batched boxes have no LiteRT op: declined (converted from the
+    body). The fusion is checked against the body like any other."""
+    if len(c.args) < 5:
+        c.decline(f"{NMS_PADDED} needs at least 5 arguments, got {len(c.args)}")
+    if len(c.results) != 2:
+        c.decline(f"{NMS_PADDED} has 2 results, got {len(c.results)}")
+    boxes, scores, max_out, iou, score = c.args[:5]
+    if boxes.shape is None or len(boxes.shape) != 2:
+        c.decline("batched boxes: LiteRT's NON_MAX_SUPPRESSION_V4 takes [boxes, 4] only")
+    if boxes.dtype != np.float32 or scores.dtype != np.float32:
+        c.decline("boxes and scores must be float32")
+    m = int(max_out.const) if max_out.const is not None else None
+    sel, valid = c.op("NON_MAX_SUPPRESSION_V4", [boxes, scores, max_out, iou, score], {},
+                      outs=[(np.dtype(np.int32), (m,)), (np.dtype(np.int32), ())])
+    want = c.results[0].shape  # TensorFlow's v2 keeps a batch of 1: [1, M]
+    if want is not None and tuple(want) != (m,):
+        if sum(d is None for d in want) > 1 or (m is None and None in want):
+            c.decline(f"the selected indices' shape {want} is not known well enough to reshape to")
+        known = int(np.prod([d for d in want if d is not None]))
+        shape = tuple(d if d is not None else m // known for d in want)
+        sel = c.op("RESHAPE", [sel, np.array([-1 if d is None else d for d in want], np.int32)], dtype=np.int32,
+                   shape=shape)
+    if c.results[1].shape not in (None, ()):
+        valid = c.op("RESHAPE", [valid, np.array(c.results[1].shape, np.int32)], dtype=np.int32,
+                     shape=tuple(c.results[1].shape))
+    return [sel, valid]
