@@ -352,12 +352,15 @@ def test_saved_model_gru_unrolled(tmp_path, flavour, variant):
 
 
 def test_saved_model_gru_hard_sigmoid_stays_a_correct_loop(tmp_path):
-    """A cell the NumPy GRU does not reproduce (other gate activation) is left a WHILE loop."""
+    """A cell the NumPy GRU does not reproduce (other gate activation) is left a WHILE loop, and the report
+    says so."""
     model, path = _saved("keras3", lambda L, i: L.GRU(5, recurrent_activation="hard_sigmoid")(i), tmp_path)
     conv = fuselite.Converter.from_saved_model(path)
     data = conv.convert()
     assert "WHILE" in litert_op_names(data)
-    assert not any(r["interface"] == "Keras GRU loop (recognised)" for r in conv.report.composites)
+    # said in the report: the loop looked like a GRU, but its cell is not one the unrolled form computes
+    assert [r["status"] for r in conv.report.composites if r["interface"] == "Keras GRU loop (recognised)"] == \
+        ["not fused"]
     assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
 
 
@@ -389,7 +392,9 @@ def check_fused_gru_composites(conv, model, xs, n):
     assert not [r for r in conv.report.composites if r["status"] != "fused"], conv.report.composites
     if n:
         assert "fused into" in str(conv.report) and "no fusion rule" not in str(conv.report)
-        assert not any(r["interface"] == "Keras GRU loop (recognised)" for r in conv.report.composites)
+        # said in the report: the loop looked like a GRU, but its cell is not one the unrolled form computes
+    assert [r["status"] for r in conv.report.composites if r["interface"] == "Keras GRU loop (recognised)"] == \
+        ["not fused"]
     assert_stateless_and_matches(data, model, xs, TOL)
     return data
 
@@ -573,3 +578,26 @@ def test_saved_model_bidirectional_simple_rnn_is_one_op(tmp_path, flavour, varia
     loops = [r for r in conv.report.composites if r["interface"] == "Keras SimpleRNN loop (recognised)"]
     assert len(loops) == 2 and all(r["status"] == "fused" for r in loops), conv.report.composites
     assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
+
+
+def test_keras3_lstm_through_tf_saved_model_save_converts_and_says_so(tmp_path):
+    """The codelab's route for a Keras 3 model (tf.saved_model.save, not model.export): its loop has the
+    shape of an LSTM that the loop matcher does not reproduce step for step. It used to stop the conversion
+    with a raw ValueError from TensorFlow's importer; now the loop stays a WHILE loop (right in value) and
+    the report says why it was not fused."""
+    import keras
+    import tensorflow as tf
+
+    from fuselite.runtime import run
+
+    keras.utils.set_random_seed(0)
+    i = keras.Input((10, 4), batch_size=1)
+    model = keras.Model(i, keras.layers.LSTM(8)(i))
+    tf.saved_model.save(model, str(tmp_path))
+    conv = fuselite.Converter.from_saved_model(tmp_path)
+    data = conv.convert()
+    (record,) = [r for r in conv.report.composites if r["interface"] == "Keras LSTM loop (recognised)"]
+    assert record["status"] == "not fused" and "stays a WHILE loop" in record["reason"]
+    assert "composite 'Keras LSTM loop (recognised)'" in str(conv.report)
+    x = np.random.default_rng(0).standard_normal((1, 10, 4)).astype(np.float32)
+    np.testing.assert_allclose(next(iter(run(data, [x]).values())), np.asarray(model(x)), atol=TOL)

@@ -121,6 +121,8 @@ def _cell_values(body: Function, feeds: dict, wanted: list):
                 v.const = feeds[v.uid]
     try:
         values = _evaluate(region)
+    except Exception:  # the matched operands do not fit the body (a wrong guess): not this cell
+        raise _NoMatch from None
     finally:
         for v in saved.values():
             v.const = None
@@ -343,22 +345,30 @@ def fuse_lstm_loops(module: Module, batch_size: int | None = None, *, settle: Ca
     the round before only gets static shapes (its number of steps) then.
     """
     records: list[dict] = []
+    declined: dict[str, dict] = {}  # loops that look like a Keras cell but do not compute one: said once each
     while _loops(module):
         settle(module)
-        fused = [_fuse(module, fn, op, batch_size) for fn, op in _loops(module)]
-        fused = [r for r in fused if r is not None]
+        results = [_fuse(module, fn, op, batch_size) for fn, op in _loops(module)]
+        fused = [r for r in results if r is not None and r["status"] == "fused"]
+        declined.update((r["function"], r) for r in results if r is not None and r["status"] != "fused")
         if not fused:
             break
         records += fused
-    return records
+    return records + list(declined.values())
 
 
 def _fuse(module: Module, fn: Function, op, batch_size) -> dict | None:
     try:
         m = _match(module, fn, op)
-        activation = _verify(m)
     except _NoMatch:
         return None
+    try:
+        activation = _verify(m)
+    except _NoMatch:
+        return {"function": fn.name, "interface": f"Keras {m.cell} loop (recognised)", "call_sites": 1,
+                "attrs": {"units": m.units}, "status": "not fused",
+                "reason": f"the loop has the shape of a Keras {m.cell} but its body does not compute that cell's "
+                          "step as matched; it stays a WHILE loop (correct, not fused)"}
     ops = _replace(fn, op, m, activation, batch_size)
     into = {"LSTM": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "SimpleRNN": ["UNIDIRECTIONAL_SEQUENCE_RNN"]}.get(
         m.cell) or list(dict.fromkeys(o.kind for o in ops))
