@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench coverage clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py --out docs/benchmarks.md
+
+coverage: $(STAMP)
+	$(PY) benchmarks/coverage.py --out docs/coverage.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -1,0 +1,283 @@
+#!/usr/bin/env python
+"""Coverage: which models each converter turns into a LiteRT model that runs and gives Keras' numbers.
+
+Each case is a Keras 3 model built in-process with random weights (``weights=None``): common layers,
+recurrent layers and their wrappers, attention with a dynamic sequence length, an audio front end, dict
+inputs, a subclassed model, and ``keras.applications`` at small input sizes. Each runs in a child process
+(a converter or a kernel may crash it): converted with fuselite (``from_keras_model``) and with
+``tf.lite.TFLiteConverter.from_keras_model`` (both with defaults), each model run on stock LiteRT (1
+thread) on the same inputs as Keras, batch 1. A row says, per converter: converts, runs (prepares and
+invokes), max abs error against Keras, ops, and loops (``WHILE``) and non-builtin ops left. A model
+"matches" at max abs error <= 1e-4 × max(1, max |Keras output|). Example::
+
+    .venv/bin/python benchmarks/coverage.py --out docs/coverage.md
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+TOL = 1e-4
+
+
+def _seq(k, layer, shape=(12, 8), batch=None):
+    i = k.Input(shape, batch_size=batch)
+    return k.Model(i, layer(i))
+
+
+def _cases() -> dict:
+    """name -> builder(keras) -> model."""
+
+    def mlp(k):
+        i = k.Input((32,))
+        return k.Model(i, k.layers.Dense(10)(k.layers.Dense(64, activation="relu")(i)))
+
+    def cnn(k):
+        i = k.Input((32, 32, 3))
+        x = k.layers.MaxPooling2D()(k.layers.Conv2D(16, 3, activation="relu")(i))
+        x = k.layers.GlobalAveragePooling2D()(k.layers.Conv2D(32, 3, activation="relu")(x))
+        return k.Model(i, k.layers.Dense(10)(x))
+
+    def separable(k):
+        i = k.Input((24, 24, 8))
+        return k.Model(i, k.layers.ReLU()(k.layers.BatchNormalization()(k.layers.SeparableConv2D(16, 3)(i))))
+
+    def small(layer, shape):
+        return lambda k: _seq(k, layer(k), shape)
+
+    def layernorm_gelu(k):
+        i = k.Input((10, 16))
+        return k.Model(i, k.layers.Dense(8, activation="gelu")(k.layers.LayerNormalization()(i)))
+
+    def text_lstm(k, mask=False):
+        i = k.Input((20,), dtype="int32")
+        x = k.layers.Embedding(100, 16, mask_zero=mask)(i)
+        return k.Model(i, k.layers.Dense(2)(k.layers.LSTM(16)(x)))
+
+    def mha(k, causal=True, length=None):
+        i = k.Input((length, 16))
+        y = k.layers.MultiHeadAttention(2, 8)(i, i, use_causal_mask=causal)
+        return k.Model(i, k.layers.Dense(4)(k.layers.LayerNormalization()(i + y)))
+
+    def transformer(k):
+        i = k.Input((16, 32))
+        x = k.layers.LayerNormalization()(i + k.layers.MultiHeadAttention(4, 8)(i, i))
+        f = k.layers.Dense(32)(k.layers.Dense(64, activation="gelu")(x))
+        return k.Model(i, k.layers.LayerNormalization()(x + f))
+
+    def stft(k):
+        import tensorflow as tf
+
+        i = k.Input((400,))
+        spec = k.layers.Lambda(lambda t: tf.abs(tf.signal.stft(t, 64, 32, 64)))(i)
+        return k.Model(i, k.layers.Dense(4)(k.layers.Flatten()(spec)))
+
+    def dict_inputs(k):
+        ids = k.Input((8,), dtype="int32", name="token_ids")
+        mask = k.Input((8,), dtype="int32", name="padding_mask")
+        w = k.ops.cast(k.ops.expand_dims(mask, -1), "float32")
+        y = k.layers.Dense(2)(k.ops.sum(k.layers.Embedding(50, 8)(ids) * w, axis=1))
+        return k.Model({"token_ids": ids, "padding_mask": mask}, y)
+
+    def subclassed(k):
+        class Head(k.Model):
+            def __init__(self):
+                super().__init__()
+                self.rnn, self.out = k.layers.GRU(8), k.layers.Dense(3)
+
+            def call(self, x):
+                return self.out(self.rnn(x))
+
+        m = Head()
+        m(np.zeros((1, 12, 8), np.float32))
+        return m
+
+    def app(name, shape, **kw):
+        return lambda k: getattr(k.applications, name)(weights=None, input_shape=shape, include_top=False, **kw)
+
+    return {
+        "mlp": mlp, "cnn": cnn, "separable_conv_bn": separable,
+        "conv_transpose": small(lambda k: k.layers.Conv2DTranspose(8, 3, strides=2), (8, 8, 4)),
+        "conv1d_pool": small(lambda k: lambda x: k.layers.GlobalMaxPooling1D()(k.layers.Conv1D(8, 3)(x)), (20, 4)),
+        "grouped_conv": small(lambda k: k.layers.Conv2D(16, 3, groups=4), (10, 10, 8)),
+        "depthwise_conv": small(lambda k: k.layers.DepthwiseConv2D(3), (10, 10, 8)),
+        "layernorm_gelu": layernorm_gelu,
+        "mish": small(lambda k: k.layers.Dense(8, activation="mish"), (16,)),
+        "softplus": small(lambda k: k.layers.Dense(8, activation="softplus"), (16,)),
+        "lstm": small(lambda k: k.layers.LSTM(32), (12, 8)),
+        "lstm_sequence": small(lambda k: k.layers.LSTM(32, return_sequences=True), (12, 8)),
+        "stacked_lstm": small(lambda k: lambda x: k.layers.LSTM(16)(k.layers.LSTM(16, return_sequences=True)(x)),
+                              (12, 8)),
+        "gru": small(lambda k: k.layers.GRU(32), (12, 8)),
+        "simple_rnn": small(lambda k: k.layers.SimpleRNN(32), (12, 8)),
+        "bidirectional_lstm": small(lambda k: k.layers.Bidirectional(k.layers.LSTM(16)), (12, 8)),
+        "bidirectional_gru": small(lambda k: k.layers.Bidirectional(k.layers.GRU(16)), (12, 8)),
+        "text_lstm": text_lstm,
+        "text_lstm_masked": lambda k: text_lstm(k, mask=True),
+        "convlstm2d": small(lambda k: k.layers.ConvLSTM2D(4, 3), (5, 8, 8, 2)),
+        "mha_causal_dynamic_length": mha,
+        "mha_static": lambda k: mha(k, causal=False, length=10),
+        "transformer_block": transformer,
+        "stft_front_end": stft,
+        "dict_inputs": dict_inputs,
+        "subclassed": subclassed,
+        "MobileNetV2": app("MobileNetV2", (96, 96, 3), alpha=0.35),
+        "EfficientNetB0": app("EfficientNetB0", (64, 64, 3)),
+        "DenseNet121": app("DenseNet121", (64, 64, 3)),
+        "NASNetMobile": app("NASNetMobile", (64, 64, 3)),
+        "ConvNeXtTiny": app("ConvNeXtTiny", (64, 64, 3)),
+    }
+
+
+CASES = list(_cases())
+
+
+def _input_specs(model) -> list[tuple]:
+    """(shape, dtype) per input: the model's inputs, or a subclassed model's build shape."""
+    if getattr(model, "inputs", None):
+        return [(t.shape, str(t.dtype)) for t in model.inputs]
+    (shape,) = model._build_shapes_dict.values()
+    return [(shape, "float32")]
+
+
+def _inputs(model, rng) -> list[np.ndarray]:
+    xs = []
+    for t_shape, t_dtype in _input_specs(model):
+        shape = [1] + [d if d is not None else 7 for d in t_shape[1:]]
+        if "int" in t_dtype:
+            xs.append(rng.integers(0, 20, shape).astype(np.int32))
+        else:
+            xs.append(rng.standard_normal(shape).astype(np.float32))
+    return xs
+
+
+def _side(convert, model, xs, names, want) -> dict:
+    from fuselite.inspect import describe
+    from fuselite.runtime import run
+
+    out: dict = {}
+    t0 = time.perf_counter()
+    try:
+        data = convert()
+    except Exception as e:
+        return {"converts": False, "error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"}
+    out.update(converts=True, seconds=time.perf_counter() - t0, size=len(data))
+    ops: dict = {}
+    for sg in describe(data)["subgraphs"]:
+        for kind, n in sg["ops"].items():
+            ops[kind] = ops.get(kind, 0) + n
+    out.update(ops=sum(ops.values()), loops=ops.get("WHILE", 0),
+               custom=sorted(k for k in ops if k.startswith("CUSTOM") or k == "FLEX"))
+    try:
+        got = run(data, dict(zip(names, xs)) if len(names) == len(xs) else xs)
+    except Exception as e:
+        try:
+            got = run(data, xs)
+        except Exception:
+            out.update(runs=False, error=f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}")
+            return out
+    got = list(got.values())
+    errs = []
+    for w in want:  # pair by shape (signature output order may differ)
+        cands = [g for g in got if np.shape(g) == np.shape(w)]
+        errs.append(min(float(np.abs(np.asarray(g, np.float64) - w).max()) for g in cands) if cands else np.inf)
+    err = max(errs) if errs else np.inf
+    allowed = TOL * max([1.0] + [float(np.abs(w).max()) for w in want])
+    out.update(runs=True, max_abs_error=err, matches=bool(err <= allowed))
+    return out
+
+
+def child(name: str) -> dict:
+    import keras
+    import tensorflow as tf
+
+    import fuselite
+
+    keras.utils.set_random_seed(0)
+    model = _cases()[name](keras)
+    rng = np.random.default_rng(0)
+    xs = _inputs(model, rng)
+    struct = getattr(model, "_inputs_struct", None)
+    names = ([str(getattr(t, "name", "")).split(":")[0] for t in model.inputs] if getattr(model, "inputs", None)
+             else ["input"])
+    if isinstance(struct, dict):  # Keras 3 dict inputs: by the inputs' names (model.inputs has its own order)
+        call = {key: xs[names.index(str(t.name).split(":")[0])] for key, t in struct.items()}
+    else:
+        call = xs if len(xs) > 1 else xs[0]
+    out = model(call, training=False)
+    want = [np.asarray(o, np.float64) for o in tf.nest.flatten(out)]
+    return {"name": name,
+            "fuselite": _side(lambda: fuselite.Converter.from_keras_model(model).convert(), model, xs, names, want),
+            "tf": _side(lambda: tf.lite.TFLiteConverter.from_keras_model(model).convert(), model, xs, names, want)}
+
+
+def _cell(side: dict) -> str:
+    if not side.get("converts"):
+        return f"no: {side.get('error', 'crashed')}".replace("|", "\\|")[:90]
+    if not side.get("runs"):
+        return f"converts; does not run: {side.get('error', '')}".replace("|", "\\|")[:90]
+    extra = [f"{side['loops']} WHILE"] if side["loops"] else []
+    extra += side["custom"]
+    mark = "✓" if side["matches"] else "✗"
+    return f"{mark} {side['max_abs_error']:.1e}, {side['ops']} ops" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", nargs="+", choices=CASES, default=CASES)
+    p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print("RESULT " + json.dumps(child(args.child)), flush=True)
+        return 0
+    from report import command_line, emit, fuselite_revision, machine_description, versions
+
+    started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
+    rows, counts = [], {"fuselite": 0, "tf": 0}
+    for name in args.cases:
+        print(f"[coverage] {name} ...", file=sys.stderr, flush=True)
+        r = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True, timeout=900)
+        line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        if line is None:
+            why = f"crashed (exit {r.returncode})"
+            res = {"name": name, "fuselite": {"converts": False, "error": why}, "tf": {"converts": False, "error": why}}
+        else:
+            res = json.loads(line[len("RESULT "):])
+        for side in counts:
+            counts[side] += bool(res[side].get("matches"))
+        rows.append(f"| {name} | {_cell(res['fuselite'])} | {_cell(res['tf'])} |")
+    text = "\n".join([
+        "# Coverage: fuselite and tf.lite.TFLiteConverter on many architectures",
+        "",
+        f"- Command: `{command_line()}` (from `{os.getcwd()}`)",
+        f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
+        f"- Machine: {machine_description()}",
+        f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}",
+        "- Keras 3 models with random weights, batch 1 inputs (a dynamic length as 7). Both converters with "
+        "defaults (`from_keras_model`); each model run on stock LiteRT. ✓: max abs error against Keras <= "
+        f"{TOL:g} × max(1, max |output|); ✗ above. In brackets: loops and non-builtin ops left.",
+        f"- Matching Keras: fuselite {counts['fuselite']} of {len(rows)}, tf.lite.TFLiteConverter "
+        f"{counts['tf']} of {len(rows)}.",
+        "",
+        "| model | fuselite | tf.lite.TFLiteConverter |",
+        "|---|---|---|",
+        *rows,
+    ]) + "\n"
+    emit(text, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
