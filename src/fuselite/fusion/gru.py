@@ -58,7 +58,7 @@ def _split_v(c, x, units):
 
 def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activation: str = "tanh",
                  reset_after: bool = True, time_major: bool = False, go_backwards: bool = False,
-                 batch: int) -> list:
+                 batch: int, mask=None, final: list | None = None) -> list:
     """The hidden state after every step (in processing order) of a Keras GRU over ``x``.
 
     ``x`` is [batch, time, features] (or [time, batch, features] if ``time_major``), with
@@ -66,6 +66,12 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
     biases [3u] are NumPy arrays in Keras' layout (gates z, r, h); ``bias_rec`` is ignored
     (must be zero) when ``reset_after`` is False. ``h0`` is a [batch, u] value or None
     (zeros: the first step's recurrent projection folds to a constant).
+
+    ``mask`` ([batch, time] bool, Keras' masking, any pattern): at a masked step the state
+    keeps its value and the output repeats the previous output (zeros before the first),
+    as Keras' ``rnn()`` does with ``zero_output_for_mask=False``; each step then ends in two
+    exact ``SELECT_V2``s. With a mask the outputs are not the states: ``final`` (a list)
+    receives the final state.
 
     Example::
 
@@ -88,7 +94,9 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
     gate2, gate1 = (batch, 2 * units), (batch, units)
     h = h0
     outs = []
-    for xt in step_in:
+    step_mask = _step_masks(c, mask, steps, batch, time_major, go_backwards) if mask is not None else None
+    prev_out = None
+    for t, xt in enumerate(step_in):
         x_zr, x_h = _split_v(c, xt, units)
         if reset_after:
             if h is None:  # zero state: the recurrent projection is just its bias
@@ -110,11 +118,36 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
             pre = _binary(c, "ADD", x_h, _fc(c, _binary(c, "MUL", r, h, gate1), w.recurrent_h, None, gate1), gate1)
         cand = _act(c, activation, pre)
         prev = h if h is not None else np.zeros(gate1, np.float32)
-        h = _binary(c, "ADD", cand, _binary(c, "MUL", z, _binary(c, "SUB", prev, cand, gate1), gate1), gate1)
-        outs.append(h)
+        h_new = _binary(c, "ADD", cand, _binary(c, "MUL", z, _binary(c, "SUB", prev, cand, gate1), gate1), gate1)
+        if step_mask is None:
+            h = h_new
+            outs.append(h)
+            continue
+        m = step_mask[t]
+        zeros = np.zeros(gate1, np.float32)
+        h = c.op("SELECT_V2", [m, h_new, prev], dtype=np.float32, shape=gate1)
+        prev_out = c.op("SELECT_V2", [m, h_new, prev_out if prev_out is not None else zeros], dtype=np.float32,
+                        shape=gate1)
+        outs.append(prev_out)
     for op in c.ops[first:]:
         op.attrs["_recurrent_cell"] = True  # quantizers may give the cell wider (int16) steps
+    if final is not None:
+        final.append(h)
     return outs
+
+
+def _step_masks(c, mask, steps: int, batch: int, time_major: bool, go_backwards: bool) -> list:
+    """Keras' [batch, time] mask as one [batch, 1] bool per step, in processing order. Unstacked as float32
+    (TFLite Micro's UNPACK takes no bool), each step compared back to a bool."""
+    f32 = np.dtype(np.float32)
+    flags = c.op("CAST", [mask], dtype=f32, shape=(batch, steps))
+    per_step = c.op("UNPACK", [flags], {"num": steps, "axis": 1}, outs=[(f32, (batch,))] * steps)
+    per_step = per_step if isinstance(per_step, list) else [per_step]
+    if go_backwards:
+        per_step = per_step[::-1]
+    return [c.op("GREATER", [c.op("RESHAPE", [m, np.array([batch, 1], np.int32)], dtype=f32, shape=(batch, 1)),
+                             np.array(0.5, np.float32)], dtype=np.bool_, shape=(batch, 1))
+            for m in per_step]
 
 
 def pack_steps(c, outs: list, time_major: bool):
@@ -130,13 +163,25 @@ def fuse_keras_gru(c):
     a = c.attrs
     if a.get("stateful"):
         c.decline("GRU has stateful=True but its state is not passed as arguments")
-    if a.get("has_mask"):
-        c.decline("GRU receives a mask; the unrolled form does not implement masking")
     x, tm, batch = _unrollable(c)
-    h0 = c.args[4].value if int(a.get("n_initial_states", 0)) else None
-    outs = _direction(c, x, 1, h0, tm, bool(a.get("go_backwards")), batch)
+    n_states = int(a.get("n_initial_states", 0))
+    h0 = c.args[4].value if n_states else None
+    mask = _mask(c, 4 + n_states, x, tm) if a.get("has_mask") else None
+    final: list = []
+    outs = _direction(c, x, 1, h0, tm, bool(a.get("go_backwards")), batch, mask, final)
     out = pack_steps(c, outs, tm) if a.get("return_sequences") else outs[-1]
-    return [out, outs[-1]] if a.get("return_state") else out
+    return [out, final[0]] if a.get("return_state") else out
+
+
+def _mask(c, index: int, x, tm: bool):
+    """The composite's mask argument: bool [batch, time] (Keras' layout, also for a time-major input)."""
+    if index >= len(c.args):
+        c.decline("the GRU has a mask but the composite carries no mask argument")
+    m = c.args[index]
+    steps, batch = (x.shape[0], x.shape[1]) if tm else (x.shape[1], x.shape[0])
+    if m.dtype != np.bool_ or m.shape is None or len(m.shape) != 2 or m.shape[1] not in (None, steps):
+        c.decline(f"the mask must be bool [batch, time], got {m.dtype} {m.shape}")
+    return m.value if m.const is None else c.const(m.const)
 
 
 def _unrollable(c):
@@ -158,7 +203,8 @@ def _unrollable(c):
     return x, tm, batch
 
 
-def _direction(c, x, start: int, h0, tm: bool, backwards: bool, batch: int) -> list:
+def _direction(c, x, start: int, h0, tm: bool, backwards: bool, batch: int, mask=None,
+               final: list | None = None) -> list:
     """One GRU over ``x`` with the weights at arguments ``start`` .. ``start + 2``: its states per step."""
     a = c.attrs
     k, rk, b = c.args[start].const, c.args[start + 1].const, c.args[start + 2].const
@@ -169,7 +215,7 @@ def _direction(c, x, start: int, h0, tm: bool, backwards: bool, batch: int) -> l
         c.decline(f"a reset_after=False GRU has one bias of [3 * units], got {b.shape}")
     b_in, b_rec = split_gru_bias(b)
     return unrolled_gru(c, x, k, rk, b_in, b_rec, h0, activation=a["activation"], reset_after=reset_after,
-                        time_major=tm, go_backwards=backwards, batch=batch)
+                        time_major=tm, go_backwards=backwards, batch=batch, mask=mask, final=final)
 
 
 def bidirectional_gru(c, merge) -> list:
