@@ -52,3 +52,26 @@ def test_masked_gru_runs_on_tflite_micro():
     conv = fuselite.Converter.from_keras_model(_model(k), target="micro")
     conv.convert()
     assert conv.report.micro["runs"] and conv.report.micro.get("ran"), conv.report.micro
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+@pytest.mark.parametrize("layer", ["LSTM", "SimpleRNN"])
+@pytest.mark.parametrize("options", [{}, {"return_sequences": True}, {"return_state": True}, {"go_backwards": True}],
+                         ids=["last", "sequences", "state", "backwards"])
+def test_masked_lstm_and_simple_rnn_without_a_loop(flavour, layer, options):
+    """The same for LSTM and SimpleRNN (fusion/masked_rnn.py): unrolled builtins, SELECT_V2 per step."""
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(0)
+    i = k.Input((8,), dtype="int32", batch_size=3)
+    y = getattr(k.layers, layer)(5, **options)(k.layers.Embedding(20, 6, mask_zero=True)(i))
+    model = k.Model(i, list(y) if isinstance(y, (list, tuple)) else y)
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert "WHILE" not in ops and "SELECT_V2" in ops, ops
+    want = model(TOKENS)
+    want = [np.asarray(w) for w in (want if isinstance(want, (list, tuple)) else [want])]
+    got = list(run(data, [TOKENS]).values())
+    assert len(got) == len(want)
+    for w in want:
+        assert min(float(np.abs(g - w).max()) for g in got if g.shape == w.shape) <= TOL

@@ -25,6 +25,7 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.gru import bidirectional_gru
+from fuselite.fusion.masked_rnn import masked_layer
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn_kit import (
     FUSED_ACTIVATIONS,
@@ -157,6 +158,8 @@ def _layer_results(c, seq, time_major: bool, *carried):
 @fusion("keras.layers.LSTM")
 def fuse_keras_lstm(c):
     a = c.attrs
+    if a.get("has_mask"):  # no mask input on the fused op: unrolled (fusion/masked_rnn.py)
+        return masked_layer(c, "LSTM")
     x, _, _, weights, (h, cs) = _one_direction(c, "LSTM", 2)
     tm = bool(a.get("time_major"))
     seq = lstm_sequence(c, x, *weights, h, cs, activation=FUSED_ACTIVATIONS[a["activation"]], time_major=tm,
@@ -167,6 +170,8 @@ def fuse_keras_lstm(c):
 @fusion("keras.layers.SimpleRNN")
 def fuse_keras_simple_rnn(c):
     a = c.attrs
+    if a.get("has_mask"):
+        return masked_layer(c, "SimpleRNN")
     x, batch, units, weights, (h,) = _one_direction(c, "SimpleRNN", 1)
     tm = bool(a.get("time_major"))
     opts = {"fused_activation_function": FUSED_ACTIVATIONS[a["activation"]], "time_major": True,
