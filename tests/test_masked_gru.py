@@ -75,3 +75,27 @@ def test_masked_lstm_and_simple_rnn_without_a_loop(flavour, layer, options):
     assert len(got) == len(want)
     for w in want:
         assert min(float(np.abs(g - w).max()) for g in got if g.shape == w.shape) <= TOL
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+@pytest.mark.parametrize("layer", ["LSTM", "GRU", "SimpleRNN"])
+@pytest.mark.parametrize("options", [{"merge_mode": "concat"}, {"merge_mode": "sum", "sequences": True},
+                                     {"merge_mode": "concat", "state": True}], ids=["concat", "sum_sequences", "state"])
+def test_masked_bidirectional_without_a_loop(flavour, layer, options):
+    """Bidirectional over a mask: both directions unrolled with it, the backward one's outputs back in time order."""
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(0)
+    i = k.Input((8,), dtype="int32", batch_size=3)
+    cell = getattr(k.layers, layer)(5, return_sequences=options.get("sequences", False),
+                                    return_state=options.get("state", False))
+    y = k.layers.Bidirectional(cell, merge_mode=options["merge_mode"])(k.layers.Embedding(20, 6, mask_zero=True)(i))
+    model = k.Model(i, list(y) if isinstance(y, (list, tuple)) else y)
+    data = fuselite.Converter.from_keras_model(model).convert()
+    ops = litert_op_names(data)
+    assert "WHILE" not in ops and "SELECT_V2" in ops, ops
+    want = model(TOKENS)
+    want = [np.asarray(w) for w in (want if isinstance(want, (list, tuple)) else [want])]
+    got = list(run(data, [TOKENS]).values())
+    assert len(got) == len(want)
+    for w in want:
+        assert min(float(np.abs(g - w).max()) for g in got if g.shape == w.shape) <= TOL

@@ -63,6 +63,8 @@ def _config(layer) -> dict:
         cfg["recurrent_activation"] = _act_name(cell.recurrent_activation)
     if hasattr(cell, "reset_after"):
         cfg["reset_after"] = bool(cell.reset_after)
+    if getattr(layer, "zero_output_for_mask", False):  # masked steps output zeros (Bidirectional sequences)
+        cfg["zero_output_for_mask"] = True
     return cfg
 
 

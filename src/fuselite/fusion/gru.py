@@ -58,7 +58,7 @@ def _split_v(c, x, units):
 
 def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activation: str = "tanh",
                  reset_after: bool = True, time_major: bool = False, go_backwards: bool = False,
-                 batch: int, mask=None, final: list | None = None) -> list:
+                 batch: int, mask=None, final: list | None = None, zero_output: bool = False) -> list:
     """The hidden state after every step (in processing order) of a Keras GRU over ``x``.
 
     ``x`` is [batch, time, features] (or [time, batch, features] if ``time_major``), with
@@ -69,7 +69,8 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
 
     ``mask`` ([batch, time] bool, Keras' masking, any pattern): at a masked step the state
     keeps its value and the output repeats the previous output (zeros before the first),
-    as Keras' ``rnn()`` does with ``zero_output_for_mask=False``; each step then ends in two
+    as Keras' ``rnn()`` does with ``zero_output_for_mask=False``, or is zeros with
+    ``zero_output`` (what ``Bidirectional`` sets for sequences); each step then ends in two
     exact ``SELECT_V2``s. With a mask the outputs are not the states: ``final`` (a list)
     receives the final state.
 
@@ -126,8 +127,8 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
         m = step_mask[t]
         zeros = np.zeros(gate1, np.float32)
         h = c.op("SELECT_V2", [m, h_new, prev], dtype=np.float32, shape=gate1)
-        prev_out = c.op("SELECT_V2", [m, h_new, prev_out if prev_out is not None else zeros], dtype=np.float32,
-                        shape=gate1)
+        prev_out = c.op("SELECT_V2", [m, h_new, zeros if zero_output or prev_out is None else prev_out],
+                        dtype=np.float32, shape=gate1)
         outs.append(prev_out)
     for op in c.ops[first:]:
         op.attrs["_recurrent_cell"] = True  # quantizers may give the cell wider (int16) steps
@@ -215,7 +216,8 @@ def _direction(c, x, start: int, h0, tm: bool, backwards: bool, batch: int, mask
         c.decline(f"a reset_after=False GRU has one bias of [3 * units], got {b.shape}")
     b_in, b_rec = split_gru_bias(b)
     return unrolled_gru(c, x, k, rk, b_in, b_rec, h0, activation=a["activation"], reset_after=reset_after,
-                        time_major=tm, go_backwards=backwards, batch=batch, mask=mask, final=final)
+                        time_major=tm, go_backwards=backwards, batch=batch, mask=mask, final=final,
+                        zero_output=bool(a.get("zero_output_for_mask")))
 
 
 def bidirectional_gru(c, merge) -> list:

@@ -5,7 +5,8 @@ step by step, as the unrolled GRU is (``fusion/gru.py``): one ``FULLY_CONNECTED`
 step's input at once; each step adds the recurrent projection, applies the cell, and ends in
 ``SELECT_V2``s that keep the state (h, and c for an LSTM) and repeat the previous output (zeros
 before the first) where the mask is off, as Keras' ``rnn()`` does with
-``zero_output_for_mask=False``. Any mask: right or left padding, holes. At most 512 steps.
+``zero_output_for_mask=False`` (zeros instead with ``zero_output_for_mask=True``, which
+``Bidirectional`` sets on its layers when they return sequences). Any mask: right or left padding, holes. At most 512 steps.
 
 Example (what the LSTM rule calls for a layer with a mask)::
 
@@ -29,19 +30,7 @@ def masked_layer(c, kind: str) -> list:
     a = c.attrs
     if a.get("stateful"):
         c.decline(f"a stateful masked {kind} is not unrolled")
-    if a.get("activation") not in ACTIVATION_OPS or (kind == "LSTM" and a.get("recurrent_activation") != "sigmoid"):
-        c.decline(f"{kind} activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
-                  "by the unrolled form")
-    x = c.args[0]
-    tm = bool(a.get("time_major"))
-    if x.dtype != np.float32 or x.rank != 3 or x.shape[2] is None:
-        c.decline(f"the sequence input must be float32 [batch, time, features], got {x.dtype} {x.shape}")
-    steps, batch = (x.shape[0], x.shape[1]) if tm else (x.shape[1], x.shape[0])
-    batch = batch or c.batch_size
-    if steps is None or steps > MAX_UNROLL:
-        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
-    if batch is None:
-        raise NeedsStaticBatch(f"the unrolled masked {kind} needs a static batch size")
+    x, tm, batch, steps = _checked(c, kind)
     kernel, recurrent, bias = (c.args[i].const for i in (1, 2, 3))
     if kernel is None or recurrent is None or bias is None:
         c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
@@ -56,7 +45,67 @@ def masked_layer(c, kind: str) -> list:
     return [out, *finals] if a.get("return_state") else out
 
 
+def masked_bidirectional(c, merge) -> list:
+    """A masked ``Bidirectional`` of LSTM, SimpleRNN or GRU: both directions unrolled with the mask (the backward
+    one over the reversed sequence and reversed mask, its outputs put back in time order), merged by
+    ``merge(c, mode, fw, bw, shape)``; the results in Keras' order (the merged output(s), then the forward and
+    the backward final states with ``return_state``)."""
+    from fuselite.fusion.gru import _direction, _mask, _unrollable
+
+    a = c.attrs
+    kind = a.get("layer")
+    mode = a.get("merge_mode", "concat")
+    if kind == "GRU":
+        x, tm, batch = _unrollable(c)
+        mask = _mask(c, 7, x, tm)
+        dirs = []
+        for start, backwards in ((1, False), (4, True)):
+            final: list = []
+            dirs.append((_direction(c, x, start, None, tm, backwards, batch, mask, final), final))
+    else:
+        x, tm, batch, steps = _checked(c, kind)
+        mask = c.args[7]
+        if mask.dtype != np.bool_ or mask.shape is None or len(mask.shape) != 2:
+            c.decline(f"the mask must be bool [batch, time], got {mask.dtype} {mask.shape}")
+        dirs = []
+        for start, backwards in ((1, False), (4, True)):
+            kernel, recurrent, bias = (c.args[start + i].const for i in range(3))
+            if kernel is None or recurrent is None or bias is None:
+                c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
+            states = [None] * (2 if kind == "LSTM" else 1)
+            dirs.append(_unroll(c, kind, x, kernel, recurrent, bias, states, mask.value, a["activation"], tm,
+                                backwards, batch, steps))
+    (fw, fw_final), (bw, bw_final) = dirs
+    if a.get("return_sequences"):
+        fw_seq, bw_seq = pack_steps(c, fw, tm), pack_steps(c, bw[::-1], tm)
+        y = merge(c, mode, fw_seq, bw_seq, fw_seq.shape)
+    else:
+        y = merge(c, mode, fw[-1], bw[-1], fw[-1].shape)
+    y = y if isinstance(y, list) else [y]
+    return y + list(fw_final) + list(bw_final) if a.get("return_state") else y
+
+
+def _checked(c, kind: str):
+    """The sequence input, whether it is time-major, the static batch and steps, or a decline."""
+    a = c.attrs
+    if a.get("activation") not in ACTIVATION_OPS or (kind == "LSTM" and a.get("recurrent_activation") != "sigmoid"):
+        c.decline(f"{kind} activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
+                  "by the unrolled form")
+    x = c.args[0]
+    tm = bool(a.get("time_major"))
+    if x.dtype != np.float32 or x.rank != 3 or x.shape[2] is None:
+        c.decline(f"the sequence input must be float32 [batch, time, features], got {x.dtype} {x.shape}")
+    steps, batch = (x.shape[0], x.shape[1]) if tm else (x.shape[1], x.shape[0])
+    batch = batch or c.batch_size
+    if steps is None or steps > MAX_UNROLL:
+        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
+    if batch is None:
+        raise NeedsStaticBatch(f"the unrolled masked {kind} needs a static batch size")
+    return x, tm, batch, steps
+
+
 def _unroll(c, kind, x, kernel, recurrent, bias, states, mask, activation, tm, backwards, batch, steps):
+    zero_output = bool(c.attrs.get("zero_output_for_mask"))  # masked steps output zeros, not the previous output
     units = recurrent.shape[0]
     width = _GATES[kind] * units
     if backwards:
@@ -84,6 +133,6 @@ def _unroll(c, kind, x, kernel, recurrent, bias, states, mask, activation, tm, b
         else:
             h_new = _act(c, activation, pre)
         h = c.op("SELECT_V2", [m, h_new, h], dtype=np.float32, shape=one)
-        prev_out = c.op("SELECT_V2", [m, h_new, prev_out], dtype=np.float32, shape=one)
+        prev_out = c.op("SELECT_V2", [m, h_new, zeros if zero_output else prev_out], dtype=np.float32, shape=one)
         outs.append(prev_out)
     return outs, ([h, cell] if kind == "LSTM" else [h])

@@ -25,7 +25,7 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.gru import bidirectional_gru
-from fuselite.fusion.masked_rnn import masked_layer
+from fuselite.fusion.masked_rnn import masked_bidirectional, masked_layer
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn_kit import (
     FUSED_ACTIVATIONS,
@@ -210,6 +210,8 @@ def fuse_keras_bidirectional(c):
     mode = a.get("merge_mode", "concat")
     if mode not in ("concat", "sum", "mul", "ave", "none"):
         c.decline(f"merge_mode '{mode}' is not supported")
+    if a.get("has_mask") and not a.get("stateful"):  # no mask input on the fused ops: unrolled
+        return masked_bidirectional(c, _merge)
     if kind == "GRU":  # no LiteRT GRU op: both directions unrolled (fusion/gru.py)
         _check_common(c, "Bidirectional(GRU)")
         return bidirectional_gru(c, _merge)
