@@ -25,6 +25,21 @@ def _model(k, **gru):
     return k.Model(i, list(y) if isinstance(y, (list, tuple)) else y)
 
 
+def _check_unrolled(model):
+    """Fused (no loop, SELECT_V2 per step) and within TOL of Keras on every output."""
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert "WHILE" not in ops and "SELECT_V2" in ops, ops
+    assert all(r["status"] == "fused" for r in conv.report.composites), conv.report.composites
+    want = model(TOKENS)
+    want = [np.asarray(w) for w in (want if isinstance(want, (list, tuple)) else [want])]
+    got = list(run(data, [TOKENS]).values())
+    assert len(got) == len(want)
+    for w in want:  # pair by closeness (signature order may differ)
+        assert min(float(np.abs(g - w).max()) for g in got if g.shape == w.shape) <= TOL
+
+
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
 @pytest.mark.parametrize("gru", [{}, {"return_sequences": True}, {"return_state": True}, {"go_backwards": True},
                                  {"return_sequences": True, "go_backwards": True}, {"reset_after": False}],
@@ -32,17 +47,7 @@ def _model(k, **gru):
 def test_masked_gru_without_a_loop(flavour, gru):
     k = keras_flavour(flavour)
     model = _model(k, **gru)
-    conv = fuselite.Converter.from_keras_model(model)
-    data = conv.convert()
-    ops = litert_op_names(data)
-    assert "WHILE" not in ops and "SELECT_V2" in ops, ops
-    assert [r["status"] for r in conv.report.composites] == ["fused"], conv.report.composites
-    want = model(TOKENS)
-    want = [np.asarray(w) for w in (want if isinstance(want, (list, tuple)) else [want])]
-    got = list(run(data, [TOKENS]).values())
-    assert len(got) == len(want)
-    for w in want:  # pair by closeness (signature order may differ)
-        assert min(float(np.abs(g - w).max()) for g in got if g.shape == w.shape) <= TOL
+    _check_unrolled(model)
 
 
 def test_masked_gru_runs_on_tflite_micro():
@@ -65,16 +70,7 @@ def test_masked_lstm_and_simple_rnn_without_a_loop(flavour, layer, options):
     i = k.Input((8,), dtype="int32", batch_size=3)
     y = getattr(k.layers, layer)(5, **options)(k.layers.Embedding(20, 6, mask_zero=True)(i))
     model = k.Model(i, list(y) if isinstance(y, (list, tuple)) else y)
-    conv = fuselite.Converter.from_keras_model(model)
-    data = conv.convert()
-    ops = litert_op_names(data)
-    assert "WHILE" not in ops and "SELECT_V2" in ops, ops
-    want = model(TOKENS)
-    want = [np.asarray(w) for w in (want if isinstance(want, (list, tuple)) else [want])]
-    got = list(run(data, [TOKENS]).values())
-    assert len(got) == len(want)
-    for w in want:
-        assert min(float(np.abs(g - w).max()) for g in got if g.shape == w.shape) <= TOL
+    _check_unrolled(model)
 
 
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
@@ -90,12 +86,4 @@ def test_masked_bidirectional_without_a_loop(flavour, layer, options):
                                     return_state=options.get("state", False))
     y = k.layers.Bidirectional(cell, merge_mode=options["merge_mode"])(k.layers.Embedding(20, 6, mask_zero=True)(i))
     model = k.Model(i, list(y) if isinstance(y, (list, tuple)) else y)
-    data = fuselite.Converter.from_keras_model(model).convert()
-    ops = litert_op_names(data)
-    assert "WHILE" not in ops and "SELECT_V2" in ops, ops
-    want = model(TOKENS)
-    want = [np.asarray(w) for w in (want if isinstance(want, (list, tuple)) else [want])]
-    got = list(run(data, [TOKENS]).values())
-    assert len(got) == len(want)
-    for w in want:
-        assert min(float(np.abs(g - w).max()) for g in got if g.shape == w.shape) <= TOL
+    _check_unrolled(model)

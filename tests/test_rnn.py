@@ -191,14 +191,19 @@ def test_hard_sigmoid_gates_are_declined(flavour):
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_masking_is_declined(flavour):
+def test_masked_lstm_is_unrolled(flavour):
+    """No mask input on the fused op: a masked LSTM becomes unrolled builtins (fusion/masked_rnn.py), fused,
+    no loop; the unknown batch is fixed to 1 and the report says so (tests/test_masked_gru.py has the rest)."""
     k = keras_flavour(flavour)
     k.utils.set_random_seed(0)
     i = k.Input((6,), dtype="int32")
     model = k.Model(i, k.layers.LSTM(4)(k.layers.Embedding(20, 3, mask_zero=True)(i)))
     conv = fuselite.Converter.from_keras_model(model)
     data = conv.convert()
-    assert "mask" in str(conv.report) and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in litert_op_names(data)
+    ops = litert_op_names(data)
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops and "WHILE" not in ops and "SELECT_V2" in ops, ops
+    assert [c["status"] for c in conv.report.composites] == ["fused"], conv.report.composites
+    assert "the unrolled masked LSTM needs a static batch size" in str(conv.report)
     ids = np.array([[3, 5, 1, 0, 0, 0]], np.int32)
     np.testing.assert_allclose(next(iter(fuselite.runtime.run(data, [ids]).values())), model(ids), atol=TOL)
 

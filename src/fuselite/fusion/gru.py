@@ -164,7 +164,7 @@ def fuse_keras_gru(c):
     a = c.attrs
     if a.get("stateful"):
         c.decline("GRU has stateful=True but its state is not passed as arguments")
-    x, tm, batch = _unrollable(c)
+    x, tm, batch, _ = _unrollable(c)
     n_states = int(a.get("n_initial_states", 0))
     h0 = c.args[4].value if n_states else None
     mask = _mask(c, 4 + n_states, x, tm) if a.get("has_mask") else None
@@ -185,11 +185,14 @@ def _mask(c, index: int, x, tm: bool):
     return m.value if m.const is None else c.const(m.const)
 
 
-def _unrollable(c):
-    """The sequence input, whether it is time-major, and the static batch, or a decline saying why not."""
+def _unrollable(c, kind: str = "GRU"):
+    """The sequence input, whether it is time-major, the static batch and number of steps of an RNN the
+    unrolled forms can write (``kind``: GRU, LSTM or SimpleRNN), or a decline saying why not."""
     a = c.attrs
-    if a.get("recurrent_activation") != "sigmoid" or a.get("activation") not in ACTIVATION_OPS:
-        c.decline(f"GRU activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
+    what = f"masked {kind}" if a.get("has_mask") else kind
+    gated = kind in ("GRU", "LSTM")
+    if a.get("activation") not in ACTIVATION_OPS or (gated and a.get("recurrent_activation") != "sigmoid"):
+        c.decline(f"{kind} activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
                   "by the unrolled form")
     x = c.args[0]
     tm = bool(a.get("time_major"))
@@ -200,8 +203,8 @@ def _unrollable(c):
     if steps is None or steps > MAX_UNROLL:
         c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
     if batch is None:
-        raise NeedsStaticBatch("the unrolled GRU needs a static batch size")
-    return x, tm, batch
+        raise NeedsStaticBatch(f"the unrolled {what} needs a static batch size")
+    return x, tm, batch, steps
 
 
 def _direction(c, x, start: int, h0, tm: bool, backwards: bool, batch: int, mask=None,
@@ -220,13 +223,21 @@ def _direction(c, x, start: int, h0, tm: bool, backwards: bool, batch: int, mask
                         zero_output=bool(a.get("zero_output_for_mask")))
 
 
-def bidirectional_gru(c, merge) -> list:
+def bidirectional_gru(c, merge, mask=None) -> list:
     """``Bidirectional(GRU)`` (no LiteRT op): two unrolled GRUs, the backward one over the reversed sequence
-    and its states put back in time order, merged by ``merge(c, mode, fw, bw, shape)``; the results in Keras'
-    order (the merged output(s), then the two final states with ``return_state``)."""
+    (and ``mask``), joined by :func:`merge_directions`."""
+    x, tm, batch, _ = _unrollable(c)
+    finals: tuple[list, list] = ([], [])
+    fw = _direction(c, x, 1, None, tm, False, batch, mask, finals[0])
+    bw = _direction(c, x, 4, None, tm, True, batch, mask, finals[1])
+    return merge_directions(c, merge, fw, bw, *finals, tm)
+
+
+def merge_directions(c, merge, fw: list, bw: list, fw_final: list, bw_final: list, tm: bool) -> list:
+    """A Bidirectional's results from its two unrolled directions (outputs per step in processing order):
+    the backward outputs put back in time order, merged by ``merge(c, mode, fw, bw, shape)``; in Keras' order
+    (the merged output(s), then the forward and the backward final states with ``return_state``)."""
     a = c.attrs
-    x, tm, batch = _unrollable(c)
-    fw, bw = _direction(c, x, 1, None, tm, False, batch), _direction(c, x, 4, None, tm, True, batch)
     mode = a.get("merge_mode", "concat")
     if a.get("return_sequences"):
         fw_seq, bw_seq = pack_steps(c, fw, tm), pack_steps(c, bw[::-1], tm)
@@ -234,4 +245,4 @@ def bidirectional_gru(c, merge) -> list:
     else:
         y = merge(c, mode, fw[-1], bw[-1], fw[-1].shape)
     y = y if isinstance(y, list) else [y]
-    return y + [fw[-1], bw[-1]] if a.get("return_state") else y
+    return y + list(fw_final) + list(bw_final) if a.get("return_state") else y

@@ -17,9 +17,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuselite.errors import NeedsStaticBatch
-from fuselite.fusion.gru import MAX_UNROLL, _act, _binary, _fc, _step_masks, pack_steps
-from fuselite.fusion.rnn_kit import ACTIVATION_OPS
+from fuselite.fusion.gru import (
+    _act,
+    _binary,
+    _fc,
+    _step_masks,
+    _unrollable,
+    bidirectional_gru,
+    merge_directions,
+    pack_steps,
+)
 
 _F32 = np.dtype(np.float32)
 _GATES = {"LSTM": 4, "SimpleRNN": 1}
@@ -30,7 +37,7 @@ def masked_layer(c, kind: str) -> list:
     a = c.attrs
     if a.get("stateful"):
         c.decline(f"a stateful masked {kind} is not unrolled")
-    x, tm, batch, steps = _checked(c, kind)
+    x, tm, batch, steps = _unrollable(c, kind)
     kernel, recurrent, bias = (c.args[i].const for i in (1, 2, 3))
     if kernel is None or recurrent is None or bias is None:
         c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
@@ -46,62 +53,26 @@ def masked_layer(c, kind: str) -> list:
 
 
 def masked_bidirectional(c, merge) -> list:
-    """A masked ``Bidirectional`` of LSTM, SimpleRNN or GRU: both directions unrolled with the mask (the backward
-    one over the reversed sequence and reversed mask, its outputs put back in time order), merged by
-    ``merge(c, mode, fw, bw, shape)``; the results in Keras' order (the merged output(s), then the forward and
-    the backward final states with ``return_state``)."""
-    from fuselite.fusion.gru import _direction, _mask, _unrollable
-
+    """A masked ``Bidirectional`` of LSTM, SimpleRNN or GRU: both directions unrolled with the mask (the
+    backward one over the reversed sequence and mask), joined by :func:`~fuselite.fusion.gru.merge_directions`."""
     a = c.attrs
     kind = a.get("layer")
-    mode = a.get("merge_mode", "concat")
+    mask = c.args[7]
+    if mask.dtype != np.bool_ or mask.shape is None or len(mask.shape) != 2:
+        c.decline(f"the mask must be bool [batch, time], got {mask.dtype} {mask.shape}")
     if kind == "GRU":
-        x, tm, batch = _unrollable(c)
-        mask = _mask(c, 7, x, tm)
-        dirs = []
-        for start, backwards in ((1, False), (4, True)):
-            final: list = []
-            dirs.append((_direction(c, x, start, None, tm, backwards, batch, mask, final), final))
-    else:
-        x, tm, batch, steps = _checked(c, kind)
-        mask = c.args[7]
-        if mask.dtype != np.bool_ or mask.shape is None or len(mask.shape) != 2:
-            c.decline(f"the mask must be bool [batch, time], got {mask.dtype} {mask.shape}")
-        dirs = []
-        for start, backwards in ((1, False), (4, True)):
-            kernel, recurrent, bias = (c.args[start + i].const for i in range(3))
-            if kernel is None or recurrent is None or bias is None:
-                c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
-            states = [None] * (2 if kind == "LSTM" else 1)
-            dirs.append(_unroll(c, kind, x, kernel, recurrent, bias, states, mask.value, a["activation"], tm,
-                                backwards, batch, steps))
+        return bidirectional_gru(c, merge, mask.value)
+    x, tm, batch, steps = _unrollable(c, kind)
+    dirs = []
+    for start, backwards in ((1, False), (4, True)):
+        kernel, recurrent, bias = (c.args[start + i].const for i in range(3))
+        if kernel is None or recurrent is None or bias is None:
+            c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
+        states = [None] * (2 if kind == "LSTM" else 1)
+        dirs.append(_unroll(c, kind, x, kernel, recurrent, bias, states, mask.value, a["activation"], tm,
+                            backwards, batch, steps))
     (fw, fw_final), (bw, bw_final) = dirs
-    if a.get("return_sequences"):
-        fw_seq, bw_seq = pack_steps(c, fw, tm), pack_steps(c, bw[::-1], tm)
-        y = merge(c, mode, fw_seq, bw_seq, fw_seq.shape)
-    else:
-        y = merge(c, mode, fw[-1], bw[-1], fw[-1].shape)
-    y = y if isinstance(y, list) else [y]
-    return y + list(fw_final) + list(bw_final) if a.get("return_state") else y
-
-
-def _checked(c, kind: str):
-    """The sequence input, whether it is time-major, the static batch and steps, or a decline."""
-    a = c.attrs
-    if a.get("activation") not in ACTIVATION_OPS or (kind == "LSTM" and a.get("recurrent_activation") != "sigmoid"):
-        c.decline(f"{kind} activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported "
-                  "by the unrolled form")
-    x = c.args[0]
-    tm = bool(a.get("time_major"))
-    if x.dtype != np.float32 or x.rank != 3 or x.shape[2] is None:
-        c.decline(f"the sequence input must be float32 [batch, time, features], got {x.dtype} {x.shape}")
-    steps, batch = (x.shape[0], x.shape[1]) if tm else (x.shape[1], x.shape[0])
-    batch = batch or c.batch_size
-    if steps is None or steps > MAX_UNROLL:
-        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
-    if batch is None:
-        raise NeedsStaticBatch(f"the unrolled masked {kind} needs a static batch size")
-    return x, tm, batch, steps
+    return merge_directions(c, merge, fw, bw, fw_final, bw_final, tm)
 
 
 def _unroll(c, kind, x, kernel, recurrent, bias, states, mask, activation, tm, backwards, batch, steps):
