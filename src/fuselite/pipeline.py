@@ -10,7 +10,9 @@ entry to :data:`PIPELINE`.
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import sys
 from collections import Counter
 
 from fuselite import frontend
@@ -234,7 +236,7 @@ def quantize_full_int8(module, ctx) -> int:
 
 
 ERROR_SAMPLES = 8  # calibration samples the quantization error is measured on
-COLLECT_ABOVE = 32 << 20  # bytes of constants above which export collects garbage first
+COLLECT_ABOVE = 4 << 20  # bytes of constants above which export collects garbage first
 REPLAYED = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # ops whose inputs calibration keeps (their inner ranges)
 
 
@@ -317,6 +319,17 @@ def run_on_tflite_micro(module, ctx) -> None:
         ctx.report.micro["arena_bytes"] = result["arena_bytes"]
 
 
+def _return_freed_memory() -> None:
+    """Give the memory just freed back to the system (glibc keeps freed blocks under 32 MiB in its heap,
+    where the builder's one large block cannot reuse them: resident memory would hold them beside it)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl): nothing to do
+        pass
+
+
 def export_flatbuffer(module, ctx) -> None:
     # The ops the passes replaced reference their values and back (cycles): their constants (a copy of
     # the weights before lowering transposed them) are freed only by the cycle collector. For a large model,
@@ -324,6 +337,7 @@ def export_flatbuffer(module, ctx) -> None:
     if sum(v.const.nbytes for fn in module.functions.values() for op in fn.ops for v in op.inputs
            if v is not None and v.is_const) > COLLECT_ABOVE:
         gc.collect()
+        _return_freed_memory()
     ctx.tensor_names = {}
     ctx.output = _ordered_flatbuffer(module, ctx.tensor_names, ctx.provenance)
     ctx.report.ops_after = count_ops(module)

@@ -101,20 +101,53 @@ def tensor_type(dtype) -> int:
 
 
 class _AlignedBuffer(schema.BufferT):
-    """A BufferT whose data vector is 16-byte aligned (LiteRT maps weights in place)."""
+    """A BufferT whose data vector is 16-byte aligned (LiteRT maps weights in place).
+
+    ``owners``: the constant values whose bytes these are. Once copied into the builder, each
+    owner's array becomes a read-only view of those bytes (``placed`` records where), so the
+    module's own copy of the weights is freed while the file is built: a model of N bytes of
+    weights is held twice at most (the builder and the finished file), not three times.
+    """
+
+    def __init__(self, data=None, owners=()):
+        super().__init__()
+        self.data = data
+        self.owners = list(owners)
+        self.placed: list[tuple[Value, int]] = []
 
     def Pack(self, builder):
         data = None
         if self.data is not None and len(self.data):
             raw = memoryview(self.data)  # the constant's own bytes: no copy (weights can be most of memory)
-            builder.StartVector(1, len(raw), 16)
-            builder.head = builder.head - len(raw)
-            builder.Bytes[builder.head : builder.head + len(raw)] = raw
-            data = builder.EndVector(len(raw))
+            size = len(raw)
+            builder.StartVector(1, size, 16)
+            builder.head = builder.head - size
+            builder.Bytes[builder.head : builder.head + size] = raw
+            for v in self.owners:
+                v.const = _view(builder.Bytes, builder.head, v.const)
+                self.placed.append((v, len(builder.Bytes) - builder.head))  # from the end: growing prepends
+            self.data = raw = None
+            data = builder.EndVector(size)
         schema.BufferStart(builder)
         if data is not None:
             schema.BufferAddData(builder, data)
         return schema.BufferEnd(builder)
+
+
+def _digest(arr: np.ndarray) -> bytes:
+    """A constant's bytes, hashed (a key for equal constants that holds no copy of the weights)."""
+    return hashlib.blake2b(_bytes_of(np.ascontiguousarray(arr)), digest_size=16).digest()
+
+
+def _bytes_of(raw: np.ndarray) -> memoryview:
+    return memoryview(raw.view(np.uint8).reshape(-1) if raw.size else np.zeros(0, np.uint8))
+
+
+def _view(buffer, offset: int, like: np.ndarray) -> np.ndarray:
+    """A read-only array over ``buffer[offset:]`` with ``like``'s dtype and shape (no copy)."""
+    arr = np.frombuffer(buffer, like.dtype, like.size, offset).reshape(like.shape)
+    arr.flags.writeable = False
+    return arr
 
 
 class FlatbufferWriter:
@@ -148,22 +181,30 @@ class FlatbufferWriter:
         weights = sum(len(b.data) for b in self.model.buffers if b.data is not None)
         builder = flatbuffers.Builder(weights + (1 << 20))
         builder.Finish(self.model.Pack(builder), file_identifier=b"TFL3")
-        return bytes(memoryview(builder.Bytes)[builder.Head():])  # one copy (Output() makes two)
+        head = builder.Head()
+        data = bytes(memoryview(builder.Bytes)[head:])  # one copy (Output() makes two)
+        for buf in self.model.buffers:  # the constants now view the file, and the builder is freed
+            for v, from_end in buf.placed:
+                v.const = _view(data, len(data) - from_end, v.const)
+        return data
 
     # -- pieces ------------------------------------------------------------------
-    def _buffer(self, arr: np.ndarray) -> int:
+    def _buffer(self, arr: np.ndarray, owner: Value | None = None) -> int:
+        """The buffer holding ``arr``'s bytes (equal constants share one). ``owner``: the constant value
+        whose array this is, rebound to a view of the file once written (see :class:`_AlignedBuffer`)."""
         raw = np.ascontiguousarray(arr)
-        if raw.dtype.kind in ("S", "O", "U"):
+        strings = raw.dtype.kind in ("S", "O", "U")
+        if strings:
             raw = _string_tensor_bytes(arr)
-        data = raw.view(np.uint8).reshape(-1) if raw.size else np.zeros(0, np.uint8)
-        key = hashlib.blake2b(memoryview(data), digest_size=16).digest() + str(arr.dtype).encode()
-        if key in self._buffer_index:
-            return self._buffer_index[key]
-        buf = _AlignedBuffer()
-        buf.data = data
-        self.model.buffers.append(buf)
-        self._buffer_index[key] = len(self.model.buffers) - 1
-        return len(self.model.buffers) - 1
+        data = _bytes_of(raw)
+        key = hashlib.blake2b(data, digest_size=16).digest() + str(arr.dtype).encode()
+        if key not in self._buffer_index:
+            self.model.buffers.append(_AlignedBuffer(data))
+            self._buffer_index[key] = len(self.model.buffers) - 1
+        index = self._buffer_index[key]
+        if owner is not None and not strings and raw is arr:
+            self.model.buffers[index].owners.append(owner)
+        return index
 
     def _opcode(self, kind: str, version: int, custom: str | None = None) -> int:
         key = (kind, version, custom)
@@ -204,7 +245,7 @@ class FlatbufferWriter:
                 return index[v.uid]
             key = None
             if v.is_const and not v.meta.get("is_variable") and v.const.dtype.kind not in "SOU":
-                key = (v.const.dtype.str, v.const.shape, v.const.tobytes(), v.quant)
+                key = (v.const.dtype.str, v.const.shape, _digest(v.const), v.quant)
                 if key in shared:
                     index[v.uid] = shared[key]
                     return index[v.uid]
@@ -215,7 +256,7 @@ class FlatbufferWriter:
             shape = v.shape if v.shape is not None else ()
             if v.is_const:
                 shape = v.const.shape
-                t.buffer = self._buffer(v.const)
+                t.buffer = self._buffer(v.const, v)
             t.shape = [1 if d is None else int(d) for d in shape]
             if any(d is None for d in shape):
                 t.shapeSignature = [-1 if d is None else int(d) for d in shape]
@@ -323,9 +364,7 @@ class FlatbufferWriter:
             self._add_metadata(DEBUG_METADATA, debug_metadata(self._debug))
 
     def _add_metadata(self, name: str, data: bytes) -> None:
-        buf = _AlignedBuffer()
-        buf.data = np.frombuffer(data, dtype=np.uint8)
-        self.model.buffers.append(buf)
+        self.model.buffers.append(_AlignedBuffer(np.frombuffer(data, dtype=np.uint8)))
         meta = schema.MetadataT()
         meta.name = name
         meta.buffer = len(self.model.buffers) - 1
