@@ -24,7 +24,7 @@ import numpy as np
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn import _read_state, _state, _time_step, _weights, lstm_sequence
-from fuselite.fusion.rnn_kit import numpy_lstm
+from fuselite.fusion.rnn_kit import keras_to_litert, numpy_lstm
 
 ARG_NAMES = ("inputs", "init_h", "init_c", "kernel", "recurrent_kernel", "bias")
 TOL = 1e-5
@@ -57,16 +57,52 @@ def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_for
 @fusion("lstm_*")
 def fuse_tf_keras_saved_lstm(c):
     fdef, library = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, "the fused op")
+    return _fuse_keras_lstm(c, fdef, library, indy=False)
+
+
+@fusion("indy_lstm_*")
+def fuse_indy_lstm(c):
+    """An IndyLSTM: Keras' LSTM with a diagonal recurrence (each unit sees only its own previous output),
+    its recurrent kernel ``[units, 4]`` (one column per gate, i, f, c, o), tagged ``indy_lstm_<uuid>``
+    -> ``UNIDIRECTIONAL_SEQUENCE_LSTM`` with ``diagonal_recurrent_tensors`` and ``[units]`` recurrent
+    weights, as the official converter's prepare-composites stage does (``ConvertKerasLSTMLayer`` with
+    ``indy``). The flags are checked against the body as for tf-keras' LSTM (see the module's doc)."""
+    fdef = c.function.attrs.get("_function_def")
+    if fdef is None:
+        c.decline("the original TensorFlow function is not available to check the IndyLSTM's flags")
+    if len(c.args) != 6:
+        c.decline(f"an IndyLSTM takes 6 arguments (inputs, init_h, init_c, kernel, recurrent_kernel, bias), "
+                  f"got {len(c.args)}")
+    c.expect_results(5)
+    if any(a.dtype != np.float32 for a in c.args) or any(r.dtype != np.float32 for r in c.results):
+        c.decline(f"only float32 IndyLSTMs are fused (arguments: {', '.join(str(a.dtype) for a in c.args)})")
+    return _fuse_keras_lstm(c, fdef, c.function.attrs.get("_library") or {}, indy=True)
+
+
+def _diagonal_kernel(rk: np.ndarray) -> np.ndarray:
+    """An IndyLSTM's ``[units, 4]`` recurrent kernel as Keras' full ``[units, 4 units]`` one."""
+    units = rk.shape[0]
+    return np.concatenate([np.diag(rk[:, g]) for g in range(4)], axis=1).reshape(units, 4 * units)
+
+
+def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
     x, h0, c0, k, rk, b = c.args
     if x.rank != 3 or x.shape[2] is None:
         c.decline(f"the sequence input must have rank 3 and static features, got shape {x.shape}")
-    if rk.const is None or rk.rank != 2:
+    if rk.const is None or rk.rank != 2 or k.const is None or b.const is None:
         c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
     units = rk.shape[0]
-    if k.shape != (x.shape[2], 4 * units) or rk.shape != (units, 4 * units) or b.shape != (4 * units,):
-        c.decline(f"weight shapes {k.shape}, {rk.shape}, {b.shape} do not fit an LSTM of {units} units "
-                  f"over {x.shape[2]} features")
-    wi, wr, bias = _weights(c, 3, 4, units)  # declines unless all three are constant
+    recurrent = (units, 4) if indy else (units, 4 * units)
+    if k.shape != (x.shape[2], 4 * units) or rk.shape != recurrent or b.shape != (4 * units,):
+        c.decline(f"weight shapes {k.shape}, {rk.shape}, {b.shape} do not fit an {'Indy' if indy else ''}LSTM "
+                  f"of {units} units over {x.shape[2]} features")
+    if indy:
+        full = _diagonal_kernel(rk.const)
+        wi, _, bias = keras_to_litert(k.const, full, b.const, 4, units)
+        wr = [np.ascontiguousarray(rk.const[:, g]) for g in range(4)]  # the diagonals, [units] each
+    else:
+        full = rk.const
+        wi, wr, bias = _weights(c, 3, 4, units)  # declines unless all three are constant
     for s in (h0, c0):
         if s.rank != 2 or s.shape[1] not in (None, units):
             c.decline(f"initial state '{s.name}' has shape {s.shape}, expected [batch, {units}]")
@@ -74,13 +110,14 @@ def fuse_tf_keras_saved_lstm(c):
     # Avoid evaluating twice when the batch is unknown: tf-keras records its (unchecked)
     # time_major flag as an attribute; the evaluation below has the last word.
     hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
+    what = "IndyLSTM" if indy else "tf-keras LSTM"
     if c.batch_size is None and x.shape[1 if hint else 0] is None:
-        raise NeedsStaticBatch("fused tf-keras LSTM keeps its state in tensors that need a static batch size")
+        raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
 
-    time_major, go_backwards, return_sequences, runtime = _determine_flags(c, fdef, library)
+    time_major, go_backwards, return_sequences, runtime = _determine_flags(c, fdef, library, indy=indy)
     batch = x.shape[1 if time_major else 0] or c.batch_size
     if batch is None:
-        raise NeedsStaticBatch("fused tf-keras LSTM keeps its state in tensors that need a static batch size")
+        raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
     initial = []
     for s in (h0, c0):
         if s.shape[0] not in (None, batch):
@@ -88,7 +125,8 @@ def fuse_tf_keras_saved_lstm(c):
         initial.append(None if s.const is not None and not np.any(s.const) else s)  # zeros: FILL
 
     h, cs = (_state(c, batch, units, s) for s in initial)
-    seq = lstm_sequence(c, x, wi, wr, bias, h, cs, time_major=time_major, go_backwards=go_backwards)
+    seq = lstm_sequence(c, x, wi, wr, bias, h, cs, time_major=time_major, go_backwards=go_backwards,
+                        diagonal_recurrence=indy)
     last = _time_step(c, seq, -1, time_major)
     if return_sequences:
         outputs = seq
@@ -101,15 +139,18 @@ def fuse_tf_keras_saved_lstm(c):
 # -- determining the baked-in flags ----------------------------------------------------------
 
 
-def _determine_flags(c, fdef, library):
+def _determine_flags(c, fdef, library, indy: bool = False):
     """(time_major, go_backwards, return_sequences, runtime) of the body, or decline."""
 
     def reference(x, states, weights, time_major, go_backwards):
-        seq, h, cell = numpy_lstm(x, *states, *weights, time_major=time_major, go_backwards=go_backwards)
+        k, rk, b = weights
+        seq, h, cell = numpy_lstm(x, *states, k, _diagonal_kernel(rk) if indy else rk, b, time_major=time_major,
+                                  go_backwards=go_backwards)
         return seq, [h, cell]
 
-    return determine_flags(c, fdef, library, n_states=2, what="LSTM",
-                           cell="a standard LSTM (tanh/sigmoid, gates i, f, c, o)", reference=reference)
+    cell = "a standard LSTM (tanh/sigmoid, gates i, f, c, o)"
+    return determine_flags(c, fdef, library, n_states=2, what="IndyLSTM" if indy else "LSTM",
+                           cell=cell.replace("standard", "diagonal-recurrence") if indy else cell, reference=reference)
 
 
 def determine_flags(c, fdef, library, *, n_states: int, what: str, cell: str, reference):

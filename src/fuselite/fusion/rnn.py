@@ -282,7 +282,7 @@ def initial_state(c, value, batch: int, units: int):
 
 def lstm_sequence(c, x, input_weights, recurrent_weights, biases, output_state, cell_state, *,
                   activation: str = "TANH", peepholes=None, layer_norm=None, time_major: bool = False,
-                  go_backwards: bool = False):
+                  go_backwards: bool = False, diagonal_recurrence: bool = False):
     """One ``UNIDIRECTIONAL_SEQUENCE_LSTM`` over ``x`` (no clipping, no projection).
 
     ``input_weights`` and ``recurrent_weights`` are four ``[units, in]`` / ``[units, units]``
@@ -296,6 +296,8 @@ def lstm_sequence(c, x, input_weights, recurrent_weights, biases, output_state, 
     * ``peepholes``: three ``[units]`` arrays ``(w_ci, w_cf, w_co)`` (inputs 9-11). The input
       and forget gates add ``w_ci * c_prev`` and ``w_cf * c_prev``; the output gate adds
       ``w_co * c_new``.
+    * ``diagonal_recurrence``: ``recurrent_weights`` are four ``[units]`` diagonals (an IndyLSTM: each
+      unit sees only its own previous output), the op's ``diagonal_recurrent_tensors``.
     * ``layer_norm``: four ``[units]`` coefficient arrays, gates i, f, c, o (inputs 20-23).
       Each gate pre-activation ``W x + R h (+ peephole)`` is normalised over the units
       (mean 0, variance 1, epsilon 1e-8), multiplied by its coefficients, and then the bias
@@ -327,6 +329,8 @@ def lstm_sequence(c, x, input_weights, recurrent_weights, biases, output_state, 
     x_tm = _time_major_input(c, x, time_major, go_backwards)
     opts = {"fused_activation_function": activation, "cell_clip": 0.0, "proj_clip": 0.0,
             "time_major": True, "asymmetric_quantize_inputs": False}
+    if diagonal_recurrence:
+        opts["diagonal_recurrent_tensors"] = True
     operands = lstm_operands(x_tm, wi, wr, bias, output_state, cell_state, peepholes=weights(peepholes, 3, "peepholes"),
                              layer_norm=weights(layer_norm, 4, "layer_norm"))
     seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", operands, opts, dtype=np.float32, shape=(x_tm.shape[0], batch, units))

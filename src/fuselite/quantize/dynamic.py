@@ -106,6 +106,16 @@ def _float_weights(op: Op) -> list[int]:
             if v is not None and v.is_const and v.const.dtype == FLOAT32 and v.const.size > 1]
 
 
+def _weight_operands(op: Op, kernel: HybridKernel) -> list[int]:
+    """The kernel's weight operands ``op`` has. A diagonal recurrence (an IndyLSTM's ``[units]`` recurrent
+    weights, ``diagonal_recurrent_tensors``) stays float32: the hybrid kernel reads those operands as float
+    (``lstm_eval.cc``, ``recurrent_to_gate_diag``)."""
+    present = [i for i in kernel.weights if i < len(op.inputs) and op.inputs[i] is not None]
+    if op.attrs.get("diagonal_recurrent_tensors"):
+        present = [i for i in present if not (5 <= i <= 8 and op.inputs[i].rank == 1)]
+    return present
+
+
 def _why_float(op: Op, kernel: HybridKernel) -> str | None:
     """Why ``op`` cannot run its hybrid kernel here (None: it can)."""
     x = op.inputs[0] if op.inputs else None
@@ -113,7 +123,7 @@ def _why_float(op: Op, kernel: HybridKernel) -> str | None:
         return "its input is not float32"
     if any(o.dtype != FLOAT32 for o in op.outputs[:1]):
         return "its output is not float32"
-    present = [i for i in kernel.weights if i < len(op.inputs) and op.inputs[i] is not None]
+    present = _weight_operands(op, kernel)
     if not present:
         return "it has no weight operand"
     for i in present:
@@ -144,7 +154,7 @@ class _Quantizer:
 
     def quantize(self, op: Op, kernel: HybridKernel) -> str:
         """Give ``op`` int8 weights; returns how (the report's scheme)."""
-        present = [i for i in kernel.weights if i < len(op.inputs) and op.inputs[i] is not None]
+        present = _weight_operands(op, kernel)
         scheme = "per-tensor" if kernel.axis is None else f"per-channel (axis {kernel.axis})"
         if sum(op.inputs[i].const.size for i in present) < kernel.weight_only_below:
             for i in present:

@@ -218,6 +218,11 @@ class _Int8Function:
     def why_float(self, op: Op, kernel: IntegerKernel | None) -> str | None:
         if kernel is None:
             return f"no integer {op.kind} form in fuselite yet"
+        state = op.inputs[0] if op.inputs else None
+        if state is not None and state.meta.get("is_variable") and state.dtype == FLOAT32:
+            # a float sequence op's state, read after the op: a QUANTIZE of the state itself would depend on
+            # the state's writer only and could be ordered before the op (reading the initial state)
+            return "it reads a float sequence op's state after the op"
         values = [v for v in (*op.inputs, *op.outputs) if _is_activation(v)]
         missing = [v.name for v in values if v.quant is None and v.uid not in self.ranges]
         if missing:
@@ -444,6 +449,9 @@ def _zero_fill(v: Value | None) -> Op | None:
 
 def why_not_integer_lstm(fn: Function, op: Op) -> str | None:
     """Why fuselite cannot make this LSTM integer (None: it can)."""
+    if op.attrs.get("diagonal_recurrent_tensors"):
+        return ("an LSTM with diagonal recurrent weights (an IndyLSTM) has no integer kernel in LiteRT (only its "
+                "float and hybrid kernels read diagonals, unidirectional_sequence_lstm.cc)")
     for i, what in _LSTM_UNSUPPORTED.items():
         if i < len(op.inputs) and op.inputs[i] is not None:
             return f"an LSTM with {what} has no integer form in fuselite yet"

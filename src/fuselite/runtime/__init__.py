@@ -38,9 +38,24 @@ def run(model: bytes, inputs: dict | list, signature_key: str | None = None, num
     key = signature_key or next(iter(sigs))
     runner = interp.get_signature_runner(key)
     if not isinstance(inputs, dict):
-        names = sigs[key]["inputs"]
+        names = signature_inputs(model, key) or sigs[key]["inputs"]
+        if len(inputs) != len(names):
+            raise ValueError(f"signature '{key}' takes {len(names)} input(s) ({', '.join(names)}), got {len(inputs)}")
         inputs = dict(zip(names, inputs))
     return {k: np.asarray(v) for k, v in runner(**inputs).items()}
+
+
+def signature_inputs(model: bytes, key: str) -> list[str] | None:
+    """The input names of signature ``key`` in the model's own order (the function's arguments; LiteRT's
+    ``get_signature_list()`` sorts them by name), or None if the model has no such signature."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    m = schema.Model.GetRootAs(bytes(model), 0)
+    for i in range(m.SignatureDefsLength()):
+        sig = m.SignatureDefs(i)
+        if sig.SignatureKey() is not None and sig.SignatureKey().decode() == key:
+            return [sig.Inputs(j).Name().decode() for j in range(sig.InputsLength())]
+    return None
 
 
 RESET_SIGNATURE = "reset_variables"

@@ -62,13 +62,13 @@ def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None
     """(the first ``keep`` samples as input dicts, {tensor name: (min, max)}, number of samples) over the
     float32 tensors of ``model``'s first signature. The values of the tensors named in ``capture``
     are appended to ``captured[name]`` sample by sample (an op's inputs, to replay it)."""
-    from fuselite.runtime import interpreter
+    from fuselite.runtime import interpreter, signature_inputs
 
     with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
         warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors", category=UserWarning)
         interp = interpreter(model, experimental_preserve_all_tensors=True)
     key = next(iter(interp.get_signature_list()))
-    names = interp.get_signature_list()[key]["inputs"]
+    names = signature_inputs(model, key) or interp.get_signature_list()[key]["inputs"]  # the function's order
     runner = interp.get_signature_runner(key)
     details = runner.get_input_details()
     tensors = [(d["name"], d["index"]) for d in interp.get_tensor_details() if d["dtype"] == np.float32]
