@@ -195,14 +195,15 @@ def test_numpy_reference_matches_the_tf_keras_function(time_major, go_backwards)
         np.testing.assert_allclose(g, w, atol=TOL)
 
 
-def _hand_made_composite(time_major, go_backwards, return_sequences, attrs=None, body_scale=1.0):
-    """A concrete function calling tf-keras' standard_lstm as an "lstm_*" composite, like tf-keras does."""
+def _hand_made_composite(time_major, go_backwards, return_sequences, attrs=None, body_scale=1.0, variables=False):
+    """A concrete function calling tf-keras' standard_lstm as an "lstm_*" composite, like tf-keras does;
+    with ``variables``, the weights are passed as variables (resource arguments)."""
     import tensorflow as tf
     from tf_keras.src.layers.rnn.lstm import standard_lstm
 
     rng = np.random.default_rng(5)
     t, b, f, u = 6, 2, 3, 4
-    k, rk, bias = (tf.constant(rng.standard_normal(s).astype(np.float32) * 0.5)
+    k, rk, bias = ((tf.Variable if variables else tf.constant)(rng.standard_normal(s).astype(np.float32) * 0.5)
                    for s in ((f, 4 * u), (u, 4 * u), (4 * u,)))
     attributes = {"api_implements": "lstm_hand_made", "time_major": time_major, "go_backwards": go_backwards}
     attributes.update(attrs or {})
@@ -238,6 +239,21 @@ def test_flags_are_determined_by_evaluation(flags):
     for name, w in want.items():
         g = next(v for key, v in got.items() if name in key)
         np.testing.assert_allclose(g, w, atol=TOL)
+
+
+@pytest.mark.parametrize("flags", [(False, False, True), (True, True, False)])
+def test_weights_passed_as_variables_are_frozen_and_fused(flags):
+    """Resource arguments (tf.Variables passed to the composite, read only inside its loop) are read as
+    constants; the body is evaluated with variables holding them (was: declined, 'only float32 LSTMs')."""
+    model, x = _hand_made_composite(*flags, variables=True)
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    data = conv.convert()
+    assert [(r["interface"], r["status"]) for r in conv.report.composites] == [("lstm_hand_made", "fused")], \
+        conv.report.composites
+    assert "WHILE" not in litert_op_names(data)
+    got = fuselite.runtime.run(data, [x])
+    for name, w in model(x).items():
+        np.testing.assert_allclose(next(v for key, v in got.items() if name in key), w, atol=TOL)
 
 
 def _declined_composite(conv):

@@ -264,7 +264,8 @@ def _callees(fdef, library) -> list:
 
 
 def evaluate_function(fdef, library: dict, args: list[np.ndarray]) -> list[np.ndarray]:
-    """Run ``fdef`` (with the functions it calls from ``library``) once on ``args``, without Grappler."""
+    """Run ``fdef`` (with the functions it calls from ``library``) once on ``args``, without Grappler.
+    A resource argument (a variable passed to the function) is given a variable holding its array."""
     import tensorflow as tf
     from tensorflow.core.framework import graph_pb2
     from tensorflow.core.protobuf import config_pb2
@@ -275,10 +276,25 @@ def evaluate_function(fdef, library: dict, args: list[np.ndarray]) -> list[np.nd
     gd = graph_pb2.GraphDef()
     gd.versions.producer = tf.version.GRAPH_DEF_VERSION
     gd.library.function.extend(_callees(fdef, library))
+    feeds, inits = {}, []
     for i, (arg, value) in enumerate(zip(sig.input_arg, args)):
+        if arg.type == tf.resource.as_datatype_enum:  # a variable's handle: a variable holding the value
+            dtype = tf.as_dtype(value.dtype).as_datatype_enum
+            node = gd.node.add(name=f"arg{i}", op="VarHandleOp")
+            node.attr["dtype"].type = dtype
+            node.attr["shape"].shape.CopyFrom(tf.TensorShape(value.shape).as_proto())
+            node.attr["shared_name"].s = f"fuselite_evaluate_{i}".encode()
+            const = gd.node.add(name=f"value{i}", op="Const")
+            const.attr["dtype"].type = dtype
+            const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+            assign = gd.node.add(name=f"init{i}", op="AssignVariableOp", input=[f"arg{i}", f"value{i}"])
+            assign.attr["dtype"].type = dtype
+            inits.append(f"init{i}")
+            continue
         node = gd.node.add(name=f"arg{i}", op="Placeholder")
         node.attr["dtype"].type = arg.type
         node.attr["shape"].shape.CopyFrom(tf.TensorShape(value.shape).as_proto())
+        feeds[f"arg{i}:0"] = value
     call = gd.node.add(name="call", op="StatefulPartitionedCall")
     call.input.extend(f"arg{i}" for i in range(len(args)))
     call.attr["Tin"].list.type.extend(a.type for a in sig.input_arg)
@@ -290,6 +306,7 @@ def evaluate_function(fdef, library: dict, args: list[np.ndarray]) -> list[np.nd
     with graph.as_default():
         tf.graph_util.import_graph_def(gd, name="")
     with tf.compat.v1.Session(graph=graph, config=config) as sess:
-        outs = sess.run([f"call:{i}" for i in range(len(sig.output_arg))],
-                        {f"arg{i}:0": v for i, v in enumerate(args)})
+        if inits:
+            sess.run(inits)
+        outs = sess.run([f"call:{i}" for i in range(len(sig.output_arg))], feeds)
     return [np.asarray(o) for o in outs]

@@ -20,6 +20,7 @@ from fuselite.fusion.registry import RuleSet
 from fuselite.fusion.verify import Mismatch, check_fusion
 from fuselite.ir import Function, Module, Value
 from fuselite.passes.inline import CALL_OPS
+from fuselite.passes.variables import variable_dtype
 
 
 class FusionError(ConversionError):
@@ -54,16 +55,40 @@ def _resolve_const(v: Value, reader_dtype, read_variable) -> np.ndarray | None:
         return None
     if v.is_const:
         return v.const
-    if v.dtype == "resource" and "handle" in v.meta and not v.meta.get("mutable") and reader_dtype is not None:
-        return read_variable(v, reader_dtype)
+    if v.dtype == "resource" and "handle" in v.meta and not v.meta.get("mutable"):
+        # read as in the body, or, where the body's reads were already frozen, as the variable's own dtype
+        dtype = reader_dtype if reader_dtype is not None else variable_dtype(v)
+        return read_variable(v, dtype) if dtype is not None else None
     return None
 
 
-def _args(fn: Function, sites, read_variable) -> list[Arg]:
+def _reader_dtype(module: Module, fn: Function, inp: Value, depth: int = 0):
+    """The dtype a resource argument is read as: by a ``ReadVariableOp`` in ``fn`` or in a function it passes
+    the argument on to (tf-keras' LSTM reads its recurrent kernel inside the loop's body), or None."""
+    from fuselite.passes.variables import _CALLEE_KEYS
+
+    for op in fn.ops:
+        if op.kind == "ReadVariableOp" and op.inputs and op.inputs[0] is inp:
+            return op.outputs[0].dtype
+    if depth >= 8:
+        return None
+    for op in fn.ops:
+        for key in _CALLEE_KEYS:
+            callee = module.functions.get(op.attrs.get(key)) if isinstance(op.attrs.get(key), str) else None
+            if callee is None:
+                continue
+            operands = op.inputs[1:] if key in ("then_branch", "else_branch") else op.inputs
+            for operand, param in zip(operands, callee.inputs):
+                dtype = _reader_dtype(module, callee, param, depth + 1) if operand is inp else None
+                if dtype is not None:
+                    return dtype
+    return None
+
+
+def _args(module: Module, fn: Function, sites, read_variable) -> list[Arg]:
     args = []
     for i, inp in enumerate(fn.inputs):
-        reader = next((op.outputs[0].dtype for op in fn.ops
-                       if op.kind == "ReadVariableOp" and op.inputs and op.inputs[0] is inp), None)
+        reader = _reader_dtype(module, fn, inp) if inp.dtype == "resource" else None
         consts = [_resolve_const(op.inputs[i], reader, read_variable) for _, op in sites]
         const = consts[0] if consts and all(
             c is not None and c.dtype == consts[0].dtype and np.array_equal(c, consts[0]) for c in consts) else None
@@ -150,7 +175,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
             record.update(status="not fused", reason=f"no fusion rule for interface '{iface}'")
         else:
             record["rule"] = getattr(rule, "__qualname__", getattr(rule, "__name__", repr(rule)))
-            c = Composite(fn, iface, attrs, _args(fn, sites[fname], read_variable),
+            c = Composite(fn, iface, attrs, _args(module, fn, sites[fname], read_variable),
                           [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
             c.batch_size = batch_size
             try:

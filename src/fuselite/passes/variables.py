@@ -106,6 +106,16 @@ def read_variable_value(v, dtype) -> np.ndarray:
     return _read_variable(v.meta["handle"], dtype)
 
 
+def variable_dtype(v) -> np.dtype | None:
+    """The dtype of the captured variable behind resource value ``v`` (from its handle's data), or None."""
+    data = getattr(v.meta.get("handle"), "_handle_data", None)
+    if data is None or not data.shape_and_type:
+        return None
+    import tensorflow as tf
+
+    return np.dtype(tf.as_dtype(data.shape_and_type[0].dtype).as_numpy_dtype)
+
+
 def _is_var(v: Value | None) -> bool:
     return v is not None and v.dtype == "resource" and "handle" in v.meta
 
