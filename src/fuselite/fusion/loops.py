@@ -229,9 +229,11 @@ def _verify(m: LoopMatch) -> str:
     """The activation whose cell reproduces the loop body's numbers (else _NoMatch)."""
     rng = np.random.default_rng(0)
     body, units = m.body, m.units
-    x = rng.standard_normal((2, m.kernel.shape[0])).astype(np.float32)
-    h = rng.standard_normal((2, units)).astype(np.float32)
-    c = rng.standard_normal((2, units)).astype(np.float32)
+    # the loop's own batch where it is static (a body traced at batch 1 may have it in its reshapes), else 2
+    batch = m.xt.shape[1] if m.xt.shape is not None and len(m.xt.shape) == 3 and m.xt.shape[1] else 2
+    x = rng.standard_normal((batch, m.kernel.shape[0])).astype(np.float32)
+    h = rng.standard_normal((batch, units)).astype(np.float32)
+    c = rng.standard_normal((batch, units)).astype(np.float32)
     feeds = {m.get.outputs[0].uid: x, body.inputs[m.i_h].uid: h}
     wanted = [body.outputs[m.i_h]]
     if m.cell == "LSTM":
