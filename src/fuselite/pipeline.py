@@ -87,7 +87,7 @@ def freeze_read_only_variables(module, ctx) -> int:
 def fuse_composites(module, ctx) -> int:
     ctx.report.composites, read = prepare_composites(module, ctx.rules, ctx.strict_fusion, ctx.batch_size,
                                                      refine_shapes=lambda m: run_pass(REFINE, m, ctx),
-                                                     check=ctx.check_fusions)
+                                                     check=ctx.check_fusions, dynamic_batch=ctx.target != "micro")
     ctx.read_variables.update(read)
     ctx.record_frozen_variables()
     return sum(r["status"] == "fused" for r in ctx.report.composites)

@@ -58,6 +58,7 @@ class Composite:
         self.attrs = attrs
         self.args = args
         self.results = results
+        self.dynamic_batch = True  # a state may take its batch from an input at run time (not for TFLM)
         self.batch_size: int | None = None  # the conversion's fixed batch size, if any
         self.ops: list = []
 

@@ -135,14 +135,16 @@ def _check_outputs(c: Composite, outs) -> list[Value]:
 
 
 def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
-                       batch_size: int | None = None, refine_shapes=None, check: bool = True) -> tuple[list[dict], dict]:
+                       batch_size: int | None = None, refine_shapes=None, check: bool = True,
+                       dynamic_batch: bool = True) -> tuple[list[dict], dict]:
     """Fuse composites in place.
 
     After each fused composite, ``refine_shapes(module)`` (default:
     :func:`fuselite.passes.shapes.refine_shapes`; the pipeline passes its own
     ``refine-shapes`` pass) lets static result shapes reach the composites fed by it.
     Returns one record per composite (for the report) and the variables whose values
-    were read as constant arguments ({name: array}). With ``check``, each fusion is run against the
+    were read as constant arguments ({name: array}). ``dynamic_batch``: whether rules may leave an unknown
+    batch dynamic (False for TFLite Micro, whose kernels need constant shapes). With ``check``, each fusion is run against the
     composite's own body on random arguments first (:mod:`fuselite.fusion.verify`); a mismatch declines it.
     """
     from fuselite.fusion.custom_op import fuse_custom_op
@@ -178,6 +180,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
             c = Composite(fn, iface, attrs, _args(module, fn, sites[fname], read_variable),
                           [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
             c.batch_size = batch_size
+            c.dynamic_batch = dynamic_batch
             try:
                 outs = _check_outputs(c, rule(c))
                 if check:

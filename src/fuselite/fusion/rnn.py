@@ -55,9 +55,11 @@ def _check_common(c, what: str):
     if x.dtype != np.float32 or x.rank != 3:
         c.decline(f"the sequence input must be float32 of rank 3, got {x.dtype} {x.shape}")
     batch_axis = 1 if a.get("time_major") else 0
-    batch = x.shape[batch_axis] or c.batch_size  # an unknown batch is the conversion's fixed one
-    if batch is None:
-        raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
+    # an unknown batch is the conversion's fixed one, else read at run time (the state's FILL takes it from
+    # the input's shape), except for targets whose kernels need constant dims (TFLite Micro's FILL)
+    batch = x.shape[batch_axis] or c.batch_size
+    if batch is None and not c.dynamic_batch:
+        raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size here")
     if x.shape[2] is None:
         c.decline("the number of input features must be static")
     return x, batch
@@ -71,9 +73,26 @@ def _weights(c, start: int, gates: int, units: int):
     return keras_to_litert(k.const, rk.const, b.const, gates, units)
 
 
-def _state(c, batch: int, units: int, initial=None):
-    """A variable state tensor, (re)written on every invoke before the sequence op runs."""
-    dims = np.array([batch, units], np.int32)
+def _runtime_batch_dims(c, like, axis: int, units: int):
+    """``[batch, units]`` as an int32 tensor, the batch read from ``like``'s shape at run time."""
+    shape = c.op("SHAPE", [like], {"out_type": np.dtype(np.int32)}, dtype=np.int32, shape=(like.rank,))
+    batch = c.op("STRIDED_SLICE", [shape, np.array([axis], np.int32), np.array([axis + 1], np.int32),
+                                   np.array([1], np.int32)],
+                 {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0,
+                  "offset": False}, dtype=np.int32, shape=(1,))
+    return c.op("CONCATENATION", [batch, np.array([units], np.int32)], {"axis": 0, "fused_activation_function": "NONE"},
+                dtype=np.int32, shape=(2,))
+
+
+def _state(c, batch: int | None, units: int, initial=None, like=None, axis: int = 0):
+    """A variable state tensor, (re)written on every invoke before the sequence op runs. With ``batch``
+    None, its batch is ``like``'s dimension ``axis`` at run time (a dynamic batch)."""
+    if batch is None:
+        if like is None:
+            raise ValueError("_state: a dynamic batch needs the tensor to read it from (like=)")
+        dims = _runtime_batch_dims(c, like, axis, units)
+    else:
+        dims = np.array([batch, units], np.int32)
     if initial is None:
         v = c.op("FILL", [dims, np.array(0.0, np.float32)], dtype=np.float32, shape=(batch, units))
     else:
@@ -141,7 +160,8 @@ def _one_direction(c, layer: str, n_states: int):
     x, batch = _check_common(c, layer)
     units = int(c.attrs["units"])
     weights = _weights(c, 1, len(GATE_ORDERS["keras", layer]), units)
-    states = [_state(c, batch, units, s) for s in _initial_states(c, 4, n_states)]
+    axis = 1 if c.attrs.get("time_major") else 0
+    states = [_state(c, batch, units, s, like=x, axis=axis) for s in _initial_states(c, 4, n_states)]
     return x, batch, units, weights, states
 
 
@@ -226,13 +246,13 @@ def fuse_keras_bidirectional(c):
     act = FUSED_ACTIVATIONS[a["activation"]]
     x = _time_major_input(c, x, tm, False)
     if kind == "LSTM":
-        states = [_state(c, batch, units) for _ in range(4)]
+        states = [_state(c, batch, units, like=x, axis=1) for _ in range(4)]
         inputs = [x, *lstm_weight_operands(*fw), *lstm_weight_operands(*bw), *states] + [None] * 9
         opts = {"fused_activation_function": act, "cell_clip": 0.0, "proj_clip": 0.0, "merge_outputs": bool(merged),
                 "time_major": True, "asymmetric_quantize_inputs": False}
         res = c.op("BIDIRECTIONAL_SEQUENCE_LSTM", inputs, opts, outs=outs)
     else:
-        states = [_state(c, batch, units) for _ in range(2)]
+        states = [_state(c, batch, units, like=x, axis=1) for _ in range(2)]
         inputs = [x, *fw.input, *fw.recurrent, *fw.bias, states[0], *bw.input, *bw.recurrent, *bw.bias, states[1],
                   None, None, None]  # no auxiliary input
         opts = {"fused_activation_function": act, "merge_outputs": bool(merged), "time_major": True,
