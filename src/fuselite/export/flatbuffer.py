@@ -443,7 +443,7 @@ class StableNames:
         return self._stable[traced]
 
     def __call__(self, name: str) -> str:
-        return self._TRACED.sub(self._one, name) if "__inference_" in name or "_while_" in name or "cond_" in name \
+        return self._TRACED.sub(self._one, name) if "__inference_" in name or "while_" in name or "cond_" in name \
             else name
 
 
