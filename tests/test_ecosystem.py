@@ -175,8 +175,9 @@ def _loop_model():
     k = keras_flavour("keras3")
     k.utils.set_random_seed(0)
     i = k.Input((5, 8, 8, 2), name="frames")
-    y = k.layers.Dense(3, name="classes")(k.layers.Flatten()(k.layers.ConvLSTM2D(4, 3, name="encoder")(i)))
-    return k.Model(i, y)  # ConvLSTM2D stays a WHILE loop: TF's loop functions carry trace counters
+    y = k.layers.ConvLSTM2D(4, 3, activation="softsign", name="encoder")(i)  # no unrolled form: a WHILE loop
+    y = k.layers.Dense(3, name="classes")(k.layers.Flatten()(y))
+    return k.Model(i, y)  # the WHILE loop's functions carry TF's trace counters
 
 
 @pytest.mark.parametrize("build", [_loop_model, lambda: _stateful("LSTM"),

@@ -290,6 +290,7 @@ CASES = [
     C("softplus", lambda x: tf.nn.softplus(x), F(2, 8, lo=-30, hi=30)),
     C("softplus_large", lambda x: tf.nn.softplus(x * 40.0), F(2, 8, lo=-5, hi=5)),  # exp(x) would overflow
     C("mish", lambda x: x * tf.tanh(tf.nn.softplus(x)), F(2, 8, lo=-6, hi=6)),
+    C("softsign", lambda x: tf.nn.softsign(x), F(2, 8, lo=-30, hi=30)),
     # -- FFT (audio front ends); sums of 16 products: float32 rounding of values up to ~10 --------------
     C("rfft_abs", lambda x: tf.abs(tf.signal.rfft(x)), F(2, 16), atol=1e-4, expect=["RFFT2D", "COMPLEX_ABS"]),
     C("rfft_real_imag", lambda x: tf.math.real(tf.signal.rfft(x)) + tf.math.imag(tf.signal.rfft(x)), F(3, 8),

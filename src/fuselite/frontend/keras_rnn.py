@@ -16,6 +16,7 @@ from fuselite.fusion.implements import implements
 from fuselite.fusion.rnn_kit import GATE_ORDERS
 
 RECURRENT = ("LSTM", "SimpleRNN", "GRU")
+CONVOLUTIONAL = ("ConvLSTM2D",)  # composites of their own (fusion/conv_lstm.py); not in Bidirectional
 
 # Tracing replaces attributes of the model's layers (their ``call``, a cell's weights) for as long as
 # the trace runs: one trace at a time, so that two conversions of one model in two threads never
@@ -35,7 +36,7 @@ def _kind(layer) -> str | None:
     if _flavour(layer) is None:
         return None
     name = type(layer).__name__
-    if name in RECURRENT:
+    if name in RECURRENT or name in CONVOLUTIONAL:
         return name
     if name == "Bidirectional" and type(layer.forward_layer).__name__ in RECURRENT and \
             type(layer.forward_layer).__name__ == type(layer.backward_layer).__name__:
@@ -47,10 +48,15 @@ def _act_name(fn) -> str:
     return getattr(fn, "__name__", str(fn))
 
 
+def _units(layer) -> int:
+    """An RNN's units, a convolutional RNN's filters."""
+    return int(layer.units) if hasattr(layer, "units") else int(layer.filters)
+
+
 def _config(layer) -> dict:
     cell = getattr(layer, "cell", layer)
     cfg = {
-        "units": int(layer.units),
+        "units": _units(layer),
         "activation": _act_name(cell.activation),
         "return_sequences": bool(layer.return_sequences),
         "return_state": bool(layer.return_state),
@@ -65,6 +71,10 @@ def _config(layer) -> dict:
         cfg["reset_after"] = bool(cell.reset_after)
     if getattr(layer, "zero_output_for_mask", False):  # masked steps output zeros (Bidirectional sequences)
         cfg["zero_output_for_mask"] = True
+    if type(layer).__name__ in CONVOLUTIONAL:
+        cfg.update(flavour=_flavour(layer), kernel_size=[int(k) for k in cell.kernel_size], strides=[int(k) for k in cell.strides],
+                   dilation_rate=[int(k) for k in cell.dilation_rate], padding=str(cell.padding).lower(),
+                   data_format=str(cell.data_format))
     return cfg
 
 
@@ -72,7 +82,7 @@ def _weights(layer, n_gates: int):
     import tensorflow as tf
 
     cell = layer.cell
-    units = int(layer.units)
+    units = _units(layer)
     shape = [2, n_gates * units] if getattr(cell, "reset_after", False) else [n_gates * units]
     bias = cell.bias if cell.use_bias else tf.zeros(shape, cell.kernel.dtype)
     return [_tensor(cell.kernel), _tensor(cell.recurrent_kernel), _tensor(bias)]
@@ -89,7 +99,7 @@ def _tensor(v):
 
 
 def _gates(kind: str) -> int:
-    return len(GATE_ORDERS["keras", kind])
+    return 4 if kind in CONVOLUTIONAL else len(GATE_ORDERS["keras", kind])
 
 
 def _view(obj, **attrs):

@@ -93,6 +93,14 @@ def lower_softplus(ctx):
     return [ctx.emit("ADD", [ctx.emit("RELU", [x]), tail], {"fused_activation_function": "NONE"})]
 
 
+@lowering("Softsign")
+def lower_softsign(ctx):
+    # softsign(x) = x / (1 + |x|), as TensorFlow's kernel computes it (LiteRT has no softsign op)
+    x = ctx.input(0)
+    den = ctx.emit("ADD", [ctx.emit("ABS", [x]), ctx.const(np.ones((), x.dtype))], {"fused_activation_function": "NONE"})
+    return [ctx.emit("DIV", [x, den], {"fused_activation_function": "NONE"})]
+
+
 @lowering("Selu")
 def lower_selu(ctx):
     # selu(x) = scale * (relu(x) + alpha * elu(min(x, 0)))
