@@ -42,7 +42,10 @@ def _rewrite_function(fn: Function, module: Module) -> bool:
             if elem is None or not n.is_const:
                 new_ops.append(op)  # retried once the loop body's shapes are known
                 continue
-            dense = fn.const(np.zeros((int(n.const),) + elem, dtype=op.attrs["element_dtype"]), op.name)
+            size = int(n.const)
+            dense = fn.const(np.zeros((max(size, 0),) + elem, dtype=op.attrs["element_dtype"]), op.name)
+            if size <= 0:  # a dynamic-size TensorArray (size 0 or unknown): its writes grow it (see _grow)
+                dense.meta["growable"] = True
             fn.replace_uses(out, dense)
             changed = True
             continue
@@ -67,6 +70,9 @@ def _rewrite_function(fn: Function, module: Module) -> bool:
             else:  # SetItem
                 idx, item = op.inputs[1], op.inputs[2]
                 rank = len(lst.shape)
+                if lst.meta.get("growable"):
+                    grow_ops, lst = _grow(fn, op, lst, idx)
+                    new_ops += grow_ops
                 shape = fn.const(np.array((1,) + tuple(lst.shape[1:]), np.int32), op.name + "/shape")
                 r = fn.make_op("tfl.RESHAPE", [item, shape], [(lst.dtype, (1,) + tuple(lst.shape[1:]))],
                                name=op.name + "/reshape", location=op.location)
@@ -76,6 +82,8 @@ def _rewrite_function(fn: Function, module: Module) -> bool:
                 u = fn.make_op("tfl.DYNAMIC_UPDATE_SLICE", [lst, r.outputs[0], p.outputs[0]],
                                [(lst.dtype, lst.shape)], name=op.name, location=op.location)
                 new_ops += [r, p, u]
+                if lst.meta.get("growable"):
+                    u.outputs[0].meta["growable"] = True
                 fn.replace_uses(out, u.outputs[0])
             changed = True
             continue
@@ -92,11 +100,50 @@ def _propagate_into_loop(op, module: Module) -> bool:
     for i, v in enumerate(op.inputs):
         if v.dtype == "variant" or body.inputs[i].dtype != "variant":
             continue
+        growable = bool(v.meta.get("growable"))
+        shape = (None, *v.shape[1:]) if growable and v.shape is not None else v.shape
         for sub in (body, cond):
-            sub.inputs[i].dtype, sub.inputs[i].shape = v.dtype, v.shape
-        op.outputs[i].dtype, op.outputs[i].shape = v.dtype, v.shape
+            sub.inputs[i].dtype, sub.inputs[i].shape = v.dtype, shape
+            if growable:
+                sub.inputs[i].meta["growable"] = True
+        op.outputs[i].dtype, op.outputs[i].shape = v.dtype, shape
+        if growable:
+            op.outputs[i].meta["growable"] = True
         changed = True
     return changed
+
+
+def _grow(fn: Function, op, lst: Value, idx: Value):
+    """Ops that pad a dynamic-size list with zero rows up to ``idx + 1`` (no change when it is long enough):
+    ``PAD(lst, [[0, max(idx + 1 - len, 0)], [0, 0], ...])``. Returns (ops, the padded list)."""
+    i32 = np.dtype(np.int32)
+    rank = len(lst.shape)
+    name, loc = op.name + "/grow", op.location
+    ops = []
+
+    def emit(kind, inputs, shape, attrs=None, dtype=i32):
+        o = fn.make_op(kind, inputs, [(dtype, shape)], attrs or {}, name=f"{name}/{kind.split('.')[1].lower()}",
+                       location=loc)
+        ops.append(o)
+        return o.outputs[0]
+
+    def const(arr):
+        return fn.const(np.asarray(arr, np.int32), name + "/const")
+
+    shape = emit("tfl.SHAPE", [lst], (rank,), {"out_type": i32})
+    length = emit("tfl.STRIDED_SLICE", [shape, const([0]), const([1]), const([1])], (1,),
+                  {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0,
+                   "offset": False})
+    wanted = emit("tfl.ADD", [emit("tfl.RESHAPE", [idx, const([1])], (1,)), const([1])], (1,),
+                  {"fused_activation_function": "NONE"})
+    missing = emit("tfl.MAXIMUM", [emit("tfl.SUB", [wanted, length], (1,), {"fused_activation_function": "NONE"}),
+                                   const([0])], (1,))
+    pads = emit("tfl.CONCATENATION", [const([0]), missing, const([0] * (2 * (rank - 1)))], (2 * rank,),
+                {"axis": 0, "fused_activation_function": "NONE"})
+    pads = emit("tfl.RESHAPE", [pads, const([rank, 2])], (rank, 2))
+    grown = emit("tfl.PAD", [lst, pads], (None, *lst.shape[1:]), dtype=lst.dtype)
+    grown.meta["growable"] = True
+    return ops, grown
 
 
 def _infer_element_shape(fn: Function, module: Module, lst: Value) -> tuple | None:
