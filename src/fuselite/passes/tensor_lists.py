@@ -1,7 +1,8 @@
 """TensorLists (TensorArrays in Keras 3 RNN loops) become dense ``[N, *element]`` tensors.
 
 ``Reserve`` becomes zeros, ``FromTensor``/``Stack`` are the tensor itself, ``GetItem``
-is a GATHER and ``SetItem`` a DYNAMIC_UPDATE_SLICE. ``While`` loops that carry a list
+is a GATHER and ``SetItem`` a DYNAMIC_UPDATE_SLICE (a dynamic-size list, reserved with 0 or
+an unknown number of elements, is padded up to the written index first). ``While`` loops that carry a list
 carry the dense tensor instead. Element shapes must be static: when they depend on an
 unknown batch size, :class:`NeedsStaticBatch` asks the converter to retrace with a
 fixed batch.
