@@ -29,7 +29,9 @@ def convert(module, input_shape, **options):
 
 
 def check_fused(module, input_shape=(2, 7, 3), batch=2, **options):
-    """Fused into one UNIDIRECTIONAL_SEQUENCE_LSTM, no WHILE, stateless, and equal to TF eager."""
+    """Fused into one UNIDIRECTIONAL_SEQUENCE_LSTM, no WHILE, stateless, and equal to TF eager (a composite of
+    the built-in LSTM's interface in its fused form: rnn_form="fused")."""
+    options.setdefault("rnn_form", "fused")
     conv, data = convert(module, input_shape, strict_fusion=True, **options)
     ops = litert_op_names(data)
     assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 1, ops

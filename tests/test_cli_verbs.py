@@ -57,17 +57,22 @@ def test_version_and_python_dash_m():
 
 def test_convert_verify_quiet_and_report(models):
     out = _run("convert", models / "lstm.keras", "-o", models / "lstm.tflite", "--verify", "--report",
-               models / "report.json")
+               models / "report.json", "--rnn-form", "fused")
     assert out.returncode == 0, out.stderr
     assert "verify against" in out.stdout and "PASSED" in out.stdout and "stateless" in out.stdout
     report = json.loads((models / "report.json").read_text())
     assert report["ops_after"]["UNIDIRECTIONAL_SEQUENCE_LSTM"] == 1
+    assert [r["form"] for r in report["composites"]] == ["fused"]
+    unrolled = _run("convert", models / "lstm.keras", "-o", models / "unrolled.tflite", "-q", "--verify", "--report",
+                    models / "unrolled.json")
+    assert unrolled.returncode == 0, unrolled.stderr
+    assert [r["form"] for r in json.loads((models / "unrolled.json").read_text())["composites"]] == ["unrolled"]
     quiet = _run("convert", models / "saved", "-o", models / "saved.tflite", "-q", "--verify")
     assert quiet.returncode == 0 and quiet.stdout == "", (quiet.stdout, quiet.stderr)
 
 
 def test_inspect_reads_fuselite_and_official_models(models):
-    _run("convert", models / "lstm.keras", "-o", models / "inspect.tflite", "-q")
+    _run("convert", models / "lstm.keras", "-o", models / "inspect.tflite", "-q", "--rnn-form", "fused")
     out = _run("inspect", models / "inspect.tflite")
     assert out.returncode == 0, out.stderr
     assert "input  sequence: float32[1, 10, 4]" in out.stdout and "UNIDIRECTIONAL_SEQUENCE_LSTM 1" in out.stdout
@@ -137,7 +142,8 @@ def test_compare_side_by_side(models):
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["fuselite", "tf.lite.TFLiteConverter"]
     rows = {ln[:24].strip(): ln[24:].split() for ln in lines[1:7]}
-    assert rows["converts"][0] == "yes" and rows["sequence ops / WHILE"][:3] == ["1", "/", "0"], out.stdout
+    # the LSTM unrolled by default (rnn_form): no sequence op, no WHILE loop
+    assert rows["converts"][0] == "yes" and rows["sequence ops / WHILE"][:3] == ["0", "/", "0"], out.stdout
     assert float(rows["max abs error vs TF"][0]) <= 1e-5
     assert lines[-1].startswith("latency fuselite / official: ")
     saved = json.loads(_run("compare", models / "saved", "--seconds", "0.2", "--json").stdout)
@@ -190,7 +196,8 @@ def test_progress_line_on_a_terminal_only(models):
 
 
 def test_html_report_is_one_self_contained_page(models):
-    out = _run("convert", models / "lstm.keras", "-o", models / "html.tflite", "-q", "--report", models / "r.html")
+    out = _run("convert", models / "lstm.keras", "-o", models / "html.tflite", "-q", "--report", models / "r.html",
+               "--rnn-form", "fused")
     assert out.returncode == 0, out.stderr
     page = (models / "r.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")

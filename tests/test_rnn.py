@@ -21,7 +21,9 @@ def _model(k, build, shape=(7, 3), seed=0):
 
 
 def check(model, fused_op: str | None, batch=1, batch_size=None, seed=0, scale=1.0, **options):
-    """Convert, assert the fused op (and no WHILE), run twice on LiteRT, compare with Keras."""
+    """Convert, assert the fused op (and no WHILE), run twice on LiteRT, compare with Keras. The layers in their
+    fused form (rnn_form="fused"; tests/test_rnn_forms.py has the other forms) unless ``options`` say otherwise."""
+    options.setdefault("rnn_form", "fused")
     conv = fuselite.Converter.from_keras_model(model, batch_size=batch_size, **options)
     data = conv.convert()
     ops = litert_op_names(data)
@@ -106,7 +108,7 @@ def test_tf_keras_time_major():
     k = keras_flavour("tf_keras")
     model = _model(k, lambda L, i: L.LSTM(5, time_major=True, return_sequences=True)(i), shape=(7, 3))
     # time-major: the Input's "batch" axis is time; tf-keras then treats axis 1 as the batch
-    conv = fuselite.Converter.from_keras_model(model, batch_size=7)
+    conv = fuselite.Converter.from_keras_model(model, batch_size=7, rnn_form="fused")
     data = conv.convert()
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data)
     x = np.random.default_rng(0).standard_normal((7, 7, 3)).astype(np.float32)
@@ -173,7 +175,7 @@ def test_text_classifier(flavour):
     x = k.layers.Embedding(100, 8)(i)
     x = k.layers.LSTM(16)(x)
     model = k.Model(i, k.layers.Dense(3, activation="softmax")(x))
-    conv = fuselite.Converter.from_keras_model(model)
+    conv = fuselite.Converter.from_keras_model(model, rnn_form="fused")
     data = conv.convert()
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data)
     ids = np.random.default_rng(0).integers(0, 100, (1, 12)).astype(np.int32)
@@ -361,7 +363,7 @@ def test_fused_rnn_keeps_the_batch_dynamic(flavour, name, bidirectional):
         pytest.skip("the bidirectional form only matters for Bidirectional")
     k = keras_flavour(flavour)
     model = _model(k, DYNAMIC_BATCH_MODELS[name])
-    conv = fuselite.Converter.from_keras_model(model, bidirectional=bidirectional)
+    conv = fuselite.Converter.from_keras_model(model, bidirectional=bidirectional, rnn_form="fused")
     data = conv.convert()
     assert "WHILE" not in litert_op_names(data)
     assert not any("batch size" in w for w in conv.report.warnings), conv.report.warnings

@@ -37,7 +37,7 @@ def test_subclassed_model_converts_fused_and_exact(flavour):
         model.compile("adam", "mse")
         model.fit(x, np.zeros((4, 3), np.float32), epochs=1, verbose=0)
     model(x)
-    conv = fuselite.Converter.from_keras_model(model)
+    conv = fuselite.Converter.from_keras_model(model, rnn_form="fused")
     data = conv.convert()
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data) and "WHILE" not in litert_op_names(data)
     got = next(iter(run(data, [x[:1]]).values()))

@@ -49,7 +49,7 @@ def _load_source(src: str, args):
 def _options(args) -> dict:
     return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
             "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources,
-            "bidirectional": args.bidirectional, "fusions": _rules(args.rules or [])}
+            "bidirectional": args.bidirectional, "rnn_form": args.rnn_form, "fusions": _rules(args.rules or [])}
 
 
 def _rules(modules: list[str]) -> list:
@@ -412,6 +412,10 @@ def main(argv=None) -> int:
     c.add_argument("--bidirectional", choices=["split", "fused"], default="split",
                    help="Bidirectional LSTM / SimpleRNN: split (two unidirectional ops; opens in Model Explorer and "
                         "TensorFlow's importer) or fused (LiteRT's bidirectional op, LiteRT only; as fast); default split")
+    c.add_argument("--rnn-form", choices=["default", "fused", "unrolled", "auto"], default="default",
+                   help="LSTM / SimpleRNN: fused (LiteRT's sequence op), unrolled (builtins step by step), auto (both "
+                        "timed on this machine, the faster kept); default: per family, the faster measured "
+                        "(docs/rnn.md#forms)")
     c.add_argument("--verify", action="store_true",
                    help="after writing, run the source and the model on the same inputs and compare (as 'fuselite "
                         "verify'); exit 1 if they differ")

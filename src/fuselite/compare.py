@@ -64,7 +64,7 @@ def _fuselite(src: str) -> tuple[bytes | None, str | None, float]:
         signature_keys = tags = batch_size = None
         strict_fusion = verify_ir = False
         print_after, rules = (), []
-        target, micro_sources, bidirectional = "litert", None, "split"
+        target, micro_sources, bidirectional, rnn_form = "litert", None, "split", "default"
 
     t0 = time.perf_counter()
     try:

@@ -19,6 +19,7 @@ from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
 from fuselite.export.flatbuffer import Provenance
 from fuselite.export.micro import micro_sources
 from fuselite.fusion import RuleSet
+from fuselite.fusion.rnn import RNN_FORMS
 from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
@@ -49,13 +50,13 @@ class Converter:
     OPTIONS = ("batch_size", "rules", "strict_fusion", "check_fusions", "verify_ir", "print_after", "print_stream",
                "optimizations", "target_spec", "representative_dataset", "inference_input_type",
                "inference_output_type", "keep_float", "max_quantization_error", "target", "micro_sources", "bidirectional",
-               "progress")
+               "rnn_form", "progress")
     _STATE = ("source", "report", "module")
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
                  fusions=None, strict_fusion: bool = False, verify_ir: bool | None = None,
                  print_after=(), print_stream=None, target: str = "litert", micro_sources=None,
-                 bidirectional: str = "split"):
+                 bidirectional: str = "split", rnn_form: str = "default"):
         self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
         self._model_type = "TF_CONCRETE_FUNCTIONS"  # what CONVERSION_METADATA says the source was
@@ -88,6 +89,7 @@ class Converter:
         self.target = target  # "litert" or "micro" (TFLite Micro: only ops and types its kernels take)
         self.micro_sources = micro_sources  # a directory: write the op resolver, C array and arena size there
         self.bidirectional = bidirectional  # "split" (opens in every tool) or "fused" (LiteRT's bidirectional ops)
+        self.rnn_form = rnn_form  # LSTM / SimpleRNN: "default", "fused", "unrolled" or "auto" (timed here)
         self.progress = None  # a callable given each pass's name as it starts (the CLI shows it on a terminal)
 
     def __setattr__(self, key, value):
@@ -111,7 +113,10 @@ class Converter:
         ``micro_sources="dir"`` (write the TFLite Micro op resolver, the model as a C array and
         the measured tensor-arena size there), ``bidirectional="fused"`` (keep LiteRT's
         bidirectional LSTM / RNN ops, no faster on LiteRT, and TensorFlow's flatbuffer importer
-        and Model Explorer reject them; default "split": two unidirectional ops, docs/rnn.md).
+        and Model Explorer reject them; default "split": two unidirectional ops, docs/rnn.md),
+        ``rnn_form="fused" | "unrolled" | "auto"`` (the form of LSTM and SimpleRNN layers: LiteRT's
+        sequence op, or builtins step by step; "auto" converts both, times them on this machine's
+        LiteRT and keeps the faster; default: the faster per family as measured, docs/rnn.md#forms).
         """
         require_tensorflow()
         if not callable(model) or not hasattr(model, "layers"):  # functional, sequential or subclassed
@@ -158,6 +163,8 @@ class Converter:
         self.report = Report(source=self.source)
         if self.target not in TARGETS:
             raise InputError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {self.target!r}")
+        if self.rnn_form not in RNN_FORMS:
+            raise InputError(f"rnn_form must be one of {', '.join(map(repr, RNN_FORMS))}, got {self.rnn_form!r}")
         if self.bidirectional not in BIDIRECTIONAL_FORMS:
             raise InputError(f"bidirectional must be one of {', '.join(map(repr, BIDIRECTIONAL_FORMS))}, "
                              f"got {self.bidirectional!r}")
@@ -186,8 +193,35 @@ class Converter:
                                           f"each output's range, between 0 and 1 (0.01 = 1%), got {budget!r}")
         for note in notes:
             self.report.warn(note)
+        if self.rnn_form == "auto":
+            return self._fastest_form(mode, keep_float)
+        return self._run_with_batch(mode, keep_float, self.rnn_form)
+
+    def _fastest_form(self, mode, keep_float) -> bytes:
+        """rnn_form="auto": each form converted, timed on this machine's LiteRT (interleaved), the faster kept;
+        the report gives the times."""
+        from fuselite.verify import bench
+
+        report, models = self.report, {}
+        for form in ("fused", "unrolled"):
+            self.report = Report(source=self.source)
+            models[form] = (self._run_with_batch(mode, keep_float, form), self.report, self.module)
+        if models["fused"][0] == models["unrolled"][0]:
+            chosen, times = "fused", None  # no layer has two forms
+        else:
+            fused, unrolled = bench([models["fused"][0], models["unrolled"][0]], seconds=AUTO_SECONDS)
+            times = {"fused": fused["median_us"], "unrolled": unrolled["median_us"]}
+            chosen = min(times, key=times.get)
+        data, self.report, self.module = models[chosen]
+        self.report.warnings[:0] = report.warnings
+        if times is not None:
+            self.report.warn(f"rnn_form='auto': the {chosen} form is faster here (fused {times['fused']:.1f} us, "
+                             f"unrolled {times['unrolled']:.1f} us per invoke, median, LiteRT, 1 thread)")
+        return data
+
+    def _run_with_batch(self, mode, keep_float, rnn_form: str) -> bytes:
         try:
-            return self._run(self.batch_size, mode, keep_float)
+            return self._run(self.batch_size, mode, keep_float, rnn_form)
         except NeedsStaticBatch as e:
             if self.batch_size is not None:
                 raise
@@ -195,9 +229,10 @@ class Converter:
             implied = " (the batch size of the model's state)" if e.batch else ""
             self.report.warn(f"converted with a fixed batch size of {batch}{implied}: {e} "
                              "(pass batch_size=N to choose another)")
-            return self._run(batch, mode, keep_float)
+            return self._run(batch, mode, keep_float, rnn_form)
 
-    def _run(self, batch_size: int | None, mode: str | None, keep_float: tuple[str, ...]) -> bytes:
+    def _run(self, batch_size: int | None, mode: str | None, keep_float: tuple[str, ...],
+             rnn_form: str = "default") -> bytes:
         integer = {} if mode not in ("int8", "int16x8") else {
             "representative_dataset": self.representative_dataset, "integer_only": integer_only(self.target_spec),
             "inference_input_type": io_type(self.inference_input_type),
@@ -208,10 +243,11 @@ class Converter:
                                 batch_size=batch_size, verify_ir=self.verify_ir,
                                 print_after=self.print_after, print_stream=self.print_stream,
                                 quantization=mode, keep_float=keep_float, target=self.target,
-                                bidirectional=self.bidirectional,
+                                bidirectional=self.bidirectional, rnn_form=rnn_form,
                                 provenance=Provenance(f"fuselite {_version()}", self._model_type, tuple(
                                     (k, str(v)) for k, v in (("target", self.target),
                                                              ("bidirectional", self.bidirectional),
+                                                             ("rnn_form", None if self.rnn_form == "default" else self.rnn_form),
                                                              ("batch_size", batch_size)) if v is not None),
                                     mode),
                                 micro_sources=self.micro_sources is not None, progress=self.progress, **integer)
@@ -251,6 +287,7 @@ def _version() -> str:
 
 TARGETS = ("litert", "micro")
 BIDIRECTIONAL_FORMS = ("split", "fused")
+AUTO_SECONDS = 1.0  # rnn_form="auto": seconds of interleaved invokes timing the forms
 
 
 def _check_sources_dir(directory) -> None:

@@ -22,6 +22,7 @@ from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.export.micro import micro_problems
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.fusion.loops import fuse_lstm_loops
+from fuselite.fusion.rnn import rnn_forms
 from fuselite.lower import lower_module
 from fuselite.passes.bidirectional import split_bidirectional
 from fuselite.passes.clone import snapshot_module
@@ -86,14 +87,16 @@ def freeze_read_only_variables(module, ctx) -> int:
 
 def _dynamic_batch(ctx) -> bool:
     """Whether fusion rules may leave an unknown batch dynamic: not for TFLite Micro (its FILL needs constant
-    dims) nor for integer quantization (the integer LSTM's calibration replays a static state shape)."""
+    dims) nor for integer quantization (the integer LSTM's calibration replays a static state shape). The
+    same conversions keep the fused LSTM by default (fusion/rnn.py, INTEGER_FORMS)."""
     return ctx.target != "micro" and ctx.quantization not in ("int8", "int16x8")
 
 
 def fuse_composites(module, ctx) -> int:
     ctx.report.composites, read = prepare_composites(module, ctx.rules, ctx.strict_fusion, ctx.batch_size,
                                                      refine_shapes=lambda m: run_pass(REFINE, m, ctx),
-                                                     check=ctx.check_fusions, dynamic_batch=_dynamic_batch(ctx))
+                                                     check=ctx.check_fusions, dynamic_batch=_dynamic_batch(ctx),
+                                                     rnn_forms=rnn_forms(ctx.rnn_form, not _dynamic_batch(ctx)))
     ctx.read_variables.update(read)
     ctx.record_frozen_variables()
     return sum(r["status"] == "fused" for r in ctx.report.composites)

@@ -185,9 +185,10 @@ def _mask(c, index: int, x, tm: bool):
     return m.value if m.const is None else c.const(m.const)
 
 
-def _unrollable(c, kind: str = "GRU"):
+def _unrollable(c, kind: str = "GRU", dynamic_batch: bool = False):
     """The sequence input, whether it is time-major, the static batch and number of steps of an RNN the
-    unrolled forms can write (``kind``: GRU, LSTM or SimpleRNN), or a decline saying why not."""
+    unrolled forms can write (``kind``: GRU, LSTM or SimpleRNN), or a decline saying why not. With
+    ``dynamic_batch`` (a form whose ops take any batch), an unknown batch stays None."""
     a = c.attrs
     what = f"masked {kind}" if a.get("has_mask") else kind
     gated = kind in ("GRU", "LSTM")
@@ -202,7 +203,7 @@ def _unrollable(c, kind: str = "GRU"):
     batch = x.shape[1 if tm else 0] or c.batch_size
     if steps is None or steps > MAX_UNROLL:
         c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
-    if batch is None:
+    if batch is None and not dynamic_batch:
         raise NeedsStaticBatch(f"the unrolled {what} needs a static batch size")
     return x, tm, batch, steps
 

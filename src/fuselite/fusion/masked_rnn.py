@@ -32,78 +32,106 @@ _F32 = np.dtype(np.float32)
 _GATES = {"LSTM": 4, "SimpleRNN": 1}
 
 
-def masked_layer(c, kind: str) -> list:
-    """The results of a masked Keras ``kind`` ("LSTM" or "SimpleRNN") composite, unrolled (or a decline)."""
-    a = c.attrs
-    if a.get("stateful"):
-        c.decline(f"a stateful masked {kind} is not unrolled")
-    x, tm, batch, steps = _unrollable(c, kind)
-    kernel, recurrent, bias = (c.args[i].const for i in (1, 2, 3))
-    if kernel is None or recurrent is None or bias is None:
-        c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
-    n_states = int(a.get("n_initial_states", 0))
-    states = [c.args[4 + i].value for i in range(n_states)] or [None] * (2 if kind == "LSTM" else 1)
-    mask = c.args[4 + n_states]
+def _mask(c, index: int):
+    """The composite's mask argument (a bool [batch, time] value), or None without one."""
+    if not c.attrs.get("has_mask"):
+        return None
+    mask = c.args[index]
     if mask.dtype != np.bool_ or mask.shape is None or len(mask.shape) != 2:
         c.decline(f"the mask must be bool [batch, time], got {mask.dtype} {mask.shape}")
-    outs, finals = _unroll(c, kind, x, kernel, recurrent, bias, states, mask.value, a["activation"], tm,
+    return mask.value
+
+
+def _constant_weights(c, start: int):
+    kernel, recurrent, bias = (c.args[start + i].const for i in range(3))
+    if kernel is None or recurrent is None or bias is None:
+        c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
+    return kernel, recurrent, bias
+
+
+def masked_layer(c, kind: str) -> list:
+    """The results of a Keras ``kind`` ("LSTM" or "SimpleRNN") composite unrolled (or a decline): with its
+    mask if it has one (``SELECT_V2``s per step), else the plain unrolled form (``rnn_form="unrolled"``),
+    which keeps an unknown batch dynamic."""
+    a = c.attrs
+    if a.get("stateful"):
+        c.decline(f"a stateful {'masked ' if a.get('has_mask') else ''}{kind} is not unrolled")
+    n_states = int(a.get("n_initial_states", 0))
+    mask = _mask(c, 4 + n_states)
+    x, tm, batch, steps = _unrollable(c, kind, dynamic_batch=mask is None and not n_states and c.dynamic_batch)
+    kernel, recurrent, bias = _constant_weights(c, 1)
+    states = [c.args[4 + i].value for i in range(n_states)] or [None] * (2 if kind == "LSTM" else 1)
+    outs, finals = _unroll(c, kind, x, kernel, recurrent, bias, states, mask, a["activation"], tm,
                            bool(a.get("go_backwards")), batch, steps)
     out = pack_steps(c, outs, tm) if a.get("return_sequences") else outs[-1]
     return [out, *finals] if a.get("return_state") else out
 
 
 def masked_bidirectional(c, merge) -> list:
-    """A masked ``Bidirectional`` of LSTM, SimpleRNN or GRU: both directions unrolled with the mask (the
-    backward one over the reversed sequence and mask), joined by :func:`~fuselite.fusion.gru.merge_directions`."""
+    """A ``Bidirectional`` of LSTM, SimpleRNN or GRU with both directions unrolled (the backward one over the
+    reversed sequence, and mask if there is one), joined by :func:`~fuselite.fusion.gru.merge_directions`."""
     a = c.attrs
     kind = a.get("layer")
-    mask = c.args[7]
-    if mask.dtype != np.bool_ or mask.shape is None or len(mask.shape) != 2:
-        c.decline(f"the mask must be bool [batch, time], got {mask.dtype} {mask.shape}")
+    mask = _mask(c, 7)
     if kind == "GRU":
-        return bidirectional_gru(c, merge, mask.value)
-    x, tm, batch, steps = _unrollable(c, kind)
+        return bidirectional_gru(c, merge, mask)
+    x, tm, batch, steps = _unrollable(c, kind, dynamic_batch=mask is None and c.dynamic_batch)
     dirs = []
     for start, backwards in ((1, False), (4, True)):
-        kernel, recurrent, bias = (c.args[start + i].const for i in range(3))
-        if kernel is None or recurrent is None or bias is None:
-            c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
+        kernel, recurrent, bias = _constant_weights(c, start)
         states = [None] * (2 if kind == "LSTM" else 1)
-        dirs.append(_unroll(c, kind, x, kernel, recurrent, bias, states, mask.value, a["activation"], tm,
+        dirs.append(_unroll(c, kind, x, kernel, recurrent, bias, states, mask, a["activation"], tm,
                             backwards, batch, steps))
     (fw, fw_final), (bw, bw_final) = dirs
     return merge_directions(c, merge, fw, bw, fw_final, bw_final, tm)
 
 
+def _ifoc(w: np.ndarray, units: int) -> np.ndarray:
+    """An LSTM's gate columns i, f, c, o (Keras) reordered i, f, o, c: the three sigmoid gates side by side, so
+    that one LOGISTIC covers them."""
+    return np.concatenate([w[..., g * units:(g + 1) * units] for g in (0, 1, 3, 2)], axis=-1)
+
+
 def _unroll(c, kind, x, kernel, recurrent, bias, states, mask, activation, tm, backwards, batch, steps):
+    """(outputs per step in processing order, final states) of an LSTM or SimpleRNN unrolled: one
+    FULLY_CONNECTED for every step's input projection, then per step the recurrent product and the cell.
+    ``mask`` ([batch, time] bool value) or None (no SELECT_V2s); ``states`` initial values or None (zeros)."""
     zero_output = bool(c.attrs.get("zero_output_for_mask"))  # masked steps output zeros, not the previous output
     units = recurrent.shape[0]
     width = _GATES[kind] * units
+    if kind == "LSTM":
+        kernel, recurrent, bias = (_ifoc(w, units) for w in (kernel, recurrent, bias))
     if backwards:
         x = c.op("REVERSE_V2", [x, np.array([0 if tm else 1], np.int32)], dtype=np.float32, shape=x.shape)
     proj_shape = (steps, batch, width) if tm else (batch, steps, width)
     proj = _fc(c, x, np.ascontiguousarray(kernel.T, np.float32), np.asarray(bias, np.float32), proj_shape, keep=True)
     step_in = c.op("UNPACK", [proj], {"num": steps, "axis": 0 if tm else 1}, outs=[(_F32, (batch, width))] * steps)
     step_in = step_in if isinstance(step_in, list) else [step_in]
-    masks = _step_masks(c, mask, steps, batch, tm, backwards)
+    masks = _step_masks(c, mask, steps, batch, tm, backwards) if mask is not None else [None] * steps
     rec_w = np.ascontiguousarray(recurrent.T, np.float32)
-    one = (batch, units)
-    zeros = np.zeros(one, np.float32)
+    one, three = (batch, units), (batch, 3 * units)
+    zeros = np.zeros((batch or 1, units), np.float32)  # the zero state (a marker only, unmasked: batch may be None)
     h = states[0] if states[0] is not None else zeros
     cell = (states[1] if states[1] is not None else zeros) if kind == "LSTM" else None
     prev_out, outs = zeros, []
     for xt, m in zip(step_in, masks):
         pre = xt if h is zeros else _binary(c, "ADD", xt, _fc(c, h, rec_w, None, (batch, width)), (batch, width))
         if kind == "LSTM":
-            i, f, g, o = c.op("SPLIT", [np.array(-1, np.int32), pre], {"num_splits": 4}, outs=[(_F32, one)] * 4)
-            i, f, o = (c.op("LOGISTIC", [v], dtype=np.float32, shape=one) for v in (i, f, o))
-            c_new = _binary(c, "ADD", _binary(c, "MUL", f, cell, one), _binary(c, "MUL", i, _act(c, activation, g),
-                                                                                one), one)
+            ifo, g = c.op("SPLIT_V", [pre, np.array([3 * units, units], np.int32), np.array(-1, np.int32)],
+                          {"num_splits": 2}, outs=[(_F32, three), (_F32, one)])
+            ifo = c.op("LOGISTIC", [ifo], dtype=np.float32, shape=three)
+            i, f, o = c.op("SPLIT", [np.array(-1, np.int32), ifo], {"num_splits": 3}, outs=[(_F32, one)] * 3)
+            new = _binary(c, "MUL", i, _act(c, activation, g), one)
+            c_new = new if cell is zeros else _binary(c, "ADD", _binary(c, "MUL", f, cell, one), new, one)
             h_new = _binary(c, "MUL", o, _act(c, activation, c_new), one)
-            cell = c.op("SELECT_V2", [m, c_new, cell], dtype=np.float32, shape=one)
+            cell = c_new if m is None else c.op("SELECT_V2", [m, c_new, cell], dtype=np.float32, shape=one)
         else:
             h_new = _act(c, activation, pre)
-        h = c.op("SELECT_V2", [m, h_new, h], dtype=np.float32, shape=one)
-        prev_out = c.op("SELECT_V2", [m, h_new, zeros if zero_output else prev_out], dtype=np.float32, shape=one)
+        if m is None:
+            h = prev_out = h_new
+        else:
+            h = c.op("SELECT_V2", [m, h_new, h], dtype=np.float32, shape=one)
+            prev_out = c.op("SELECT_V2", [m, h_new, zeros if zero_output else prev_out], dtype=np.float32,
+                            shape=one)
         outs.append(prev_out)
     return outs, ([h, cell] if kind == "LSTM" else [h])

@@ -136,7 +136,7 @@ def _check_outputs(c: Composite, outs) -> list[Value]:
 
 def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
                        batch_size: int | None = None, refine_shapes=None, check: bool = True,
-                       dynamic_batch: bool = True) -> tuple[list[dict], dict]:
+                       dynamic_batch: bool = True, rnn_forms: dict | None = None) -> tuple[list[dict], dict]:
     """Fuse composites in place.
 
     After each fused composite, ``refine_shapes(module)`` (default:
@@ -144,7 +144,8 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
     ``refine-shapes`` pass) lets static result shapes reach the composites fed by it.
     Returns one record per composite (for the report) and the variables whose values
     were read as constant arguments ({name: array}). ``dynamic_batch``: whether rules may leave an unknown
-    batch dynamic (False for TFLite Micro, whose kernels need constant shapes). With ``check``, each fusion is run against the
+    batch dynamic (False for TFLite Micro, whose kernels need constant shapes). ``rnn_forms``: the recurrent
+    layers' form per family ({"LSTM": "unrolled", ...}; ``fusion.rnn.rnn_forms``; default: fused). With ``check``, each fusion is run against the
     composite's own body on random arguments first (:mod:`fuselite.fusion.verify`); a mismatch declines it.
     """
     from fuselite.fusion.custom_op import fuse_custom_op
@@ -181,6 +182,8 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
                           [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
             c.batch_size = batch_size
             c.dynamic_batch = dynamic_batch
+            if rnn_forms is not None:
+                c.rnn_forms = dict(rnn_forms)
             try:
                 outs = _check_outputs(c, rule(c))
                 if check:
@@ -198,6 +201,8 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
                 fn.ops, fn.outputs = c.ops, outs
                 fn.attrs["_fused"] = True
                 record.update(status="fused", into=[op.kind for op in c.ops])
+                if c.form is not None:
+                    record["form"] = c.form
                 refine_shapes(module)  # static result shapes reach the composites fed by this one
         if record["status"] != "fused":
             problems.append(f"composite '{iface}' (function {fname}) {record['status']}: {record['reason']}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
+from fuselite.fusion.composite import FusionDeclined
 from fuselite.fusion.gru import bidirectional_gru
 from fuselite.fusion.masked_rnn import masked_bidirectional, masked_layer
 from fuselite.fusion.registry import fusion
@@ -175,11 +176,56 @@ def _layer_results(c, seq, time_major: bool, *carried):
     return out
 
 
+# The form of each family when the conversion does not choose one (rnn_form="default"): the fastest one
+# measured on LiteRT against the official converter's model (benchmarks/rnn_forms.py, docs/rnn.md#forms).
+# Full-integer quantization and TFLite Micro keep the fused LSTM (LiteRT's and TFLM's integer LSTM kernels
+# keep the cell state in int16; step-by-step int8 ops would not).
+DEFAULT_FORMS = {"LSTM": "unrolled", "SimpleRNN": "unrolled"}
+INTEGER_FORMS = {"LSTM": "fused", "SimpleRNN": "unrolled"}
+RNN_FORMS = ("default", "fused", "unrolled", "auto")
+
+
+def rnn_forms(rnn_form: str, integer: bool) -> dict[str, str]:
+    """The form of each family ({"LSTM": ..., "SimpleRNN": ...}) for the option ``rnn_form`` ("default",
+    "fused" or "unrolled"; "auto" is resolved by the converter into the others) and an integer or TFLite
+    Micro conversion (``integer``)."""
+    if rnn_form in ("fused", "unrolled"):
+        return {**dict.fromkeys(DEFAULT_FORMS, rnn_form), "explicit": True}
+    return dict(INTEGER_FORMS if integer else DEFAULT_FORMS)
+
+
+def _unrolled_if_wanted(c, kind: str, unrolled):
+    """``unrolled(c)`` (the unrolled form's results) where it is wanted: always with a mask (the fused ops
+    have none), else where ``rnn_form`` (or the family's default) asks for it. Where the unrolled form cannot
+    be written (a dynamic number of steps, initial states with a dynamic batch, a stateful layer), None: the
+    fused op, with the reason kept in the report."""
+    a = c.attrs
+    form = c.rnn_forms.get(kind, "fused")
+    if a.get("state_variables") and not c.rnn_forms.get("explicit"):
+        form = "fused"  # a stateful layer by default: the fused op's in-place state (not measured unrolled)
+    if a.get("has_mask"):
+        c.form = "unrolled (masked)"
+        return unrolled(c)
+    if form != "unrolled":
+        c.form = "fused"
+        return None
+    first = len(c.ops)
+    try:
+        results = unrolled(c)
+    except (FusionDeclined, NeedsStaticBatch) as e:
+        del c.ops[first:]
+        c.form = f"fused (not unrolled: {e})"
+        return None
+    c.form = "unrolled"
+    return results
+
+
 @fusion("keras.layers.LSTM")
 def fuse_keras_lstm(c):
     a = c.attrs
-    if a.get("has_mask"):  # no mask input on the fused op: unrolled (fusion/masked_rnn.py)
-        return masked_layer(c, "LSTM")
+    results = _unrolled_if_wanted(c, "LSTM", lambda c: masked_layer(c, "LSTM"))
+    if results is not None:  # the unrolled form (fusion/masked_rnn.py): a mask, or rnn_form
+        return results
     x, _, _, weights, (h, cs) = _one_direction(c, "LSTM", 2)
     tm = bool(a.get("time_major"))
     seq = lstm_sequence(c, x, *weights, h, cs, activation=FUSED_ACTIVATIONS[a["activation"]], time_major=tm,
@@ -190,8 +236,9 @@ def fuse_keras_lstm(c):
 @fusion("keras.layers.SimpleRNN")
 def fuse_keras_simple_rnn(c):
     a = c.attrs
-    if a.get("has_mask"):
-        return masked_layer(c, "SimpleRNN")
+    results = _unrolled_if_wanted(c, "SimpleRNN", lambda c: masked_layer(c, "SimpleRNN"))
+    if results is not None:
+        return results
     x, batch, units, weights, (h,) = _one_direction(c, "SimpleRNN", 1)
     tm = bool(a.get("time_major"))
     opts = {"fused_activation_function": FUSED_ACTIVATIONS[a["activation"]], "time_major": True,
@@ -230,8 +277,12 @@ def fuse_keras_bidirectional(c):
     mode = a.get("merge_mode", "concat")
     if mode not in ("concat", "sum", "mul", "ave", "none"):
         c.decline(f"merge_mode '{mode}' is not supported")
-    if a.get("has_mask") and not a.get("stateful"):  # no mask input on the fused ops: unrolled
+    if a.get("has_mask") and kind == "GRU" and not a.get("stateful"):
         return masked_bidirectional(c, _merge)
+    if kind != "GRU" and not a.get("stateful"):  # a mask (the fused ops have none), or rnn_form
+        results = _unrolled_if_wanted(c, kind, lambda c: masked_bidirectional(c, _merge))
+        if results is not None:
+            return results
     if kind == "GRU":  # no LiteRT GRU op: both directions unrolled (fusion/gru.py)
         _check_common(c, "Bidirectional(GRU)")
         return bidirectional_gru(c, _merge)
