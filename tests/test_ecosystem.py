@@ -150,7 +150,7 @@ def test_the_fused_bidirectional_form_is_the_one_tensorflows_importer_rejects(tm
     crashes TensorFlow's op verifier (and Model Explorer's MLIR adapter with it); merged it has one output,
     where TensorFlow's op definition has two. bidirectional="fused" keeps it for LiteRT-only users."""
     model = _bidirectional("LSTM", "sum", True)
-    fused = fuselite.Converter.from_keras_model(model, bidirectional="fused").convert()
+    fused = fuselite.Converter.from_keras_model(model, bidirectional="fused", rnn_form="fused").convert()
     verdicts = open_in_tools(fused, tmp_path, ("tf_importer", "flatbuffer"))
     assert verdicts["tf_importer"].startswith("crashed") and verdicts["flatbuffer"] == "ok"
 

@@ -85,10 +85,13 @@ def freeze_read_only_variables(module, ctx) -> int:
     return len(frozen)
 
 
+QUANTIZED = ("dynamic", "int8", "int16x8")  # modes whose recurrent layers keep the fused ops by default
+
+
 def _dynamic_batch(ctx) -> bool:
     """Whether fusion rules may leave an unknown batch dynamic: not for TFLite Micro (its FILL needs constant
     dims) nor for integer quantization (the integer LSTM's calibration replays a static state shape). The
-    same conversions keep the fused LSTM by default (fusion/rnn.py, INTEGER_FORMS)."""
+    same conversions keep the fused LSTM by default (fusion/rnn.py, QUANTIZED_FORMS)."""
     return ctx.target != "micro" and ctx.quantization not in ("int8", "int16x8")
 
 
@@ -96,7 +99,8 @@ def fuse_composites(module, ctx) -> int:
     ctx.report.composites, read = prepare_composites(module, ctx.rules, ctx.strict_fusion, ctx.batch_size,
                                                      refine_shapes=lambda m: run_pass(REFINE, m, ctx),
                                                      check=ctx.check_fusions, dynamic_batch=_dynamic_batch(ctx),
-                                                     rnn_forms=rnn_forms(ctx.rnn_form, not _dynamic_batch(ctx)))
+                                                     rnn_forms=rnn_forms(ctx.rnn_form, ctx.target == "micro" or
+                                                                         ctx.quantization in QUANTIZED))
     ctx.read_variables.update(read)
     ctx.record_frozen_variables()
     return sum(r["status"] == "fused" for r in ctx.report.composites)

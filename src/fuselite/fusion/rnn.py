@@ -178,20 +178,21 @@ def _layer_results(c, seq, time_major: bool, *carried):
 
 # The form of each family when the conversion does not choose one (rnn_form="default"): the fastest one
 # measured on LiteRT against the official converter's model (benchmarks/rnn_forms.py, docs/rnn.md#forms).
-# Full-integer quantization and TFLite Micro keep the fused LSTM (LiteRT's and TFLM's integer LSTM kernels
-# keep the cell state in int16; step-by-step int8 ops would not).
+# Quantized conversions and TFLite Micro keep the fused ops: LiteRT's hybrid sequence kernels (dynamic
+# range), the integer LSTM kernels (int16 cell state; step-by-step int8 ops would not keep it), and the
+# quantizer's own unrolled SimpleRNN (passes/unroll_rnn.py), as measured in docs/quantization-benchmarks.md.
 DEFAULT_FORMS = {"LSTM": "unrolled", "SimpleRNN": "unrolled"}
-INTEGER_FORMS = {"LSTM": "fused", "SimpleRNN": "unrolled"}
+QUANTIZED_FORMS = {"LSTM": "fused", "SimpleRNN": "fused"}
 RNN_FORMS = ("default", "fused", "unrolled", "auto")
 
 
-def rnn_forms(rnn_form: str, integer: bool) -> dict[str, str]:
+def rnn_forms(rnn_form: str, quantized: bool) -> dict[str, str]:
     """The form of each family ({"LSTM": ..., "SimpleRNN": ...}) for the option ``rnn_form`` ("default",
-    "fused" or "unrolled"; "auto" is resolved by the converter into the others) and an integer or TFLite
-    Micro conversion (``integer``)."""
+    "fused" or "unrolled"; "auto" is resolved by the converter into the others) and a quantized (dynamic
+    range, int8, 16x8) or TFLite Micro conversion (``quantized``)."""
     if rnn_form in ("fused", "unrolled"):
         return {**dict.fromkeys(DEFAULT_FORMS, rnn_form), "explicit": True}
-    return dict(INTEGER_FORMS if integer else DEFAULT_FORMS)
+    return dict(QUANTIZED_FORMS if quantized else DEFAULT_FORMS)
 
 
 def _unrolled_if_wanted(c, kind: str, unrolled):
