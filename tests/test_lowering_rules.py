@@ -463,6 +463,10 @@ CASES = [
     C("top_k", lambda x: tf.math.top_k(x, k=3), F(2, 6)),
     C("broadcast_to", lambda x: tf.broadcast_to(x, [2, 3, 4]), F(3, 1)),
     C("gather_nd", lambda x, i: tf.gather_nd(x, i), F(3, 4), I(5, 2, lo=0, hi=3)),
+    # duplicate indices are summed, by both
+    C("scatter_nd", lambda u, i: tf.scatter_nd(i, u, [4, 3]), F(6, 3), I(6, 1, lo=0, hi=4), expect=["SCATTER_ND"]),
+    C("scatter_nd_int64_indices", lambda u, i: tf.scatter_nd(tf.cast(i, tf.int64), u, tf.constant([2, 5], tf.int64)),
+      F(4), I(4, 2, lo=0, hi=2), expect=["SCATTER_ND"]),
     # -- Einsum -----------------------------------------------------------------------------
     C("einsum_abc_cd_const", lambda a: tf.einsum("abc,cd->abd", a, W(4, 5)), F(2, 3, 4)),
     C("einsum_abc_cd", lambda a, b: tf.einsum("abc,cd->abd", a, b), F(2, 3, 4), F(4, 5)),

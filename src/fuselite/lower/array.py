@@ -123,6 +123,14 @@ def lower_gather_nd(ctx):
     return [ctx.emit("GATHER_ND", [ctx.input(0), ctx.input(1)])]
 
 
+@lowering("ScatterNd")
+def lower_scatter_nd(ctx):
+    # zeros of ``shape`` with ``updates`` added at ``indices`` (duplicates summed, as TensorFlow's): LiteRT's
+    # SCATTER_ND takes int32 indices and shape only (scatter_nd.cc)
+    indices, updates, shape = ctx.input(0), ctx.input(1), ctx.input(2)
+    return [ctx.emit("SCATTER_ND", [ctx.cast(indices, np.int32), updates, ctx.cast(shape, np.int32)])]
+
+
 @lowering("Cast")
 def lower_cast(ctx):
     x = ctx.input(0)
