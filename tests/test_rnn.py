@@ -379,3 +379,15 @@ def test_fused_rnn_keeps_the_batch_dynamic(flavour, name, bidirectional):
         assert len(got) == len(want)
         for g, w in match_outputs(list(got.values()), want):
             np.testing.assert_allclose(g, w, atol=TOL, err_msg=f"batch {batch}")
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_fused_lstm_given_initial_states_gets_a_fixed_batch(flavour):
+    """An initial state copied into a state tensor of a run-time batch came out wrong beyond the first row on
+    LiteRT 2.3: a fused layer given initial states keeps the fixed batch, and the report says why."""
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(0)
+    x, h, c = k.Input((5, 3)), k.Input((4,)), k.Input((4,))
+    model = k.Model([x, h, c], k.layers.LSTM(4, return_sequences=True)(x, initial_state=[h, c]))
+    conv, _ = check(model, "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    assert any("batch size of 1" in w and "initial state" in w for w in conv.report.warnings), conv.report.warnings

@@ -93,16 +93,16 @@ def test_saved_model_lstm_fused(tmp_path, variant):
     build, n = VARIANTS[variant]
     model = _model(build)
     path = _save(model, tmp_path)
-    conv = fuselite.Converter.from_saved_model(path)  # the unknown batch becomes 1
+    conv = fuselite.Converter.from_saved_model(path, rnn_form="fused")  # the unknown batch becomes 1
     _, ops = check_converted(conv, model, _inputs(model, 1), n_fused=n)
     assert any("batch size of 1" in w for w in conv.report.warnings)
     if variant == "bidirectional":  # the pair is split again by default (the form every tool opens) ...
         assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 2, ops
-        conv = fuselite.Converter.from_saved_model(path, bidirectional="fused")  # ... or kept as LiteRT's one op
+        conv = fuselite.Converter.from_saved_model(path, bidirectional="fused", rnn_form="fused")  # ... or kept as LiteRT's one op
         _, ops = check_converted(conv, model, _inputs(model, 1), n_fused=n)
         assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1, ops
     if variant in ALSO_BATCH_2:
-        conv = fuselite.Converter.from_saved_model(path, batch_size=2)
+        conv = fuselite.Converter.from_saved_model(path, batch_size=2, rnn_form="fused")
         check_converted(conv, model, _inputs(model, 2, seed=1), n_fused=n)
         assert not any("batch size of 1" in w for w in conv.report.warnings)
 
@@ -116,7 +116,7 @@ def test_saved_model_text_classifier(tmp_path):
     model = k.Model(i, k.layers.Dense(3, activation="softmax")(x))
     path = _save(model, tmp_path)
     for batch_size, batch in ((None, 1), (2, 2)):
-        conv = fuselite.Converter.from_saved_model(path, batch_size=batch_size)
+        conv = fuselite.Converter.from_saved_model(path, batch_size=batch_size, rnn_form="fused")
         ids = np.random.default_rng(batch).integers(0, 100, (batch, 12)).astype(np.int32)
         check_converted(conv, model, [ids])
 
@@ -127,7 +127,7 @@ def test_saved_model_initial_states_as_inputs(tmp_path):
     k.utils.set_random_seed(0)
     x, h, c = k.Input((5, 3), name="seq"), k.Input((4,), name="h0"), k.Input((4,), name="c0")
     model = k.Model([x, h, c], k.layers.LSTM(4, return_sequences=True)(x, initial_state=[h, c]))
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path))
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), rnn_form="fused")
     data = conv.convert()
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data)
     rng = np.random.default_rng(3)
@@ -147,7 +147,7 @@ def test_concrete_function_lstm_fused():
     model = _model(lambda L, i: L.LSTM(6, go_backwards=True)(i))
     fn = tf.function(lambda x: model(x, training=False))
     cf = fn.get_concrete_function(tf.TensorSpec([2, 7, 3], tf.float32))
-    conv = fuselite.Converter.from_concrete_functions([cf], model)
+    conv = fuselite.Converter.from_concrete_functions([cf], model, rnn_form="fused")
     check_converted(conv, model, _inputs(model, 2, seed=2))
 
 
@@ -156,7 +156,7 @@ def test_masked_lstm_is_declined_and_correct(tmp_path):
     k.utils.set_random_seed(0)
     i = k.Input((6,), dtype="int32")
     model = k.Model(i, k.layers.LSTM(4)(k.layers.Embedding(20, 3, mask_zero=True)(i)))
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path))
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), rnn_form="fused")
     data = conv.convert()
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in litert_op_names(data)
     lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
@@ -229,7 +229,7 @@ def _hand_made_composite(time_major, go_backwards, return_sequences, attrs=None,
 @pytest.mark.parametrize("flags", [(False, False, True), (True, True, False), (True, False, True), (False, True, False)])
 def test_flags_are_determined_by_evaluation(flags):
     model, x = _hand_made_composite(*flags)
-    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()], rnn_form="fused")
     data = conv.convert()
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data) and "WHILE" not in litert_op_names(data)
     assert conv.report.composites[0]["status"] == "fused", conv.report.composites
@@ -246,7 +246,7 @@ def test_weights_passed_as_variables_are_frozen_and_fused(flags):
     """Resource arguments (tf.Variables passed to the composite, read only inside its loop) are read as
     constants; the body is evaluated with variables holding them (was: declined, 'only float32 LSTMs')."""
     model, x = _hand_made_composite(*flags, variables=True)
-    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()], rnn_form="fused")
     data = conv.convert()
     assert [(r["interface"], r["status"]) for r in conv.report.composites] == [("lstm_hand_made", "fused")], \
         conv.report.composites
@@ -268,7 +268,7 @@ def _declined_composite(conv):
 
 def test_contradicting_attribute_is_declined():
     model, x = _hand_made_composite(True, False, True, attrs={"time_major": False})
-    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()], rnn_form="fused")
     data = conv.convert()
     assert "contradicts" in _declined_composite(conv)["reason"], str(conv.report)
     got = next(v for key, v in fuselite.runtime.run(data, [x]).items() if "outputs" in key)
@@ -277,7 +277,7 @@ def test_contradicting_attribute_is_declined():
 
 def test_body_that_is_not_a_standard_lstm_is_declined():
     model, x = _hand_made_composite(False, False, True, body_scale=1.01)
-    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()], rnn_form="fused")
     data = conv.convert()
     assert "did not reproduce" in _declined_composite(conv)["reason"], str(conv.report)
     got = next(v for key, v in fuselite.runtime.run(data, [x]).items() if "last" in key)
@@ -291,7 +291,7 @@ def test_weights_that_hide_the_step_order_fall_back_to_random_weights():
     model = _model(lambda L, i: L.LSTM(4, kernel_initializer="zeros", recurrent_initializer="zeros",
                                        go_backwards=True)(i))
     fn = tf.function(lambda x: model(x, training=False))
-    conv = fuselite.Converter.from_concrete_functions([fn.get_concrete_function(tf.TensorSpec([1, 7, 3]))], model)
+    conv = fuselite.Converter.from_concrete_functions([fn.get_concrete_function(tf.TensorSpec([1, 7, 3]))], model, rnn_form="fused")
     check_converted(conv, model, _inputs(model, 1))
 
 

@@ -96,6 +96,11 @@ def _state(c, batch: int | None, units: int, initial=None, like=None, axis: int 
         dims = np.array([batch, units], np.int32)
     if initial is None:
         v = c.op("FILL", [dims, np.array(0.0, np.float32)], dtype=np.float32, shape=(batch, units))
+    elif batch is None:
+        # an initial state copied into a state tensor of a run-time batch came out wrong beyond the first row
+        # on LiteRT 2.3 (with a CAST or a BROADCAST_TO writing it): such a layer gets a fixed batch
+        raise NeedsStaticBatch("a fused RNN given an initial state keeps it in tensors that need a static batch "
+                               "size")
     else:
         # copied into the variable tensor by a CAST (float32 -> float32): LiteRT's builtin RESHAPE shares
         # its input's buffer, which would leave the variable tensor without data ("Input tensor lacks data"
