@@ -62,33 +62,17 @@ def _resolve_const(v: Value, reader_dtype, read_variable) -> np.ndarray | None:
     return None
 
 
-def _reader_dtype(module: Module, fn: Function, inp: Value, depth: int = 0):
-    """The dtype a resource argument is read as: by a ``ReadVariableOp`` in ``fn`` or in a function it passes
-    the argument on to (tf-keras' LSTM reads its recurrent kernel inside the loop's body), or None."""
-    from fuselite.passes.variables import _CALLEE_KEYS
-
-    for op in fn.ops:
-        if op.kind == "ReadVariableOp" and op.inputs and op.inputs[0] is inp:
-            return op.outputs[0].dtype
-    if depth >= 8:
-        return None
-    for op in fn.ops:
-        for key in _CALLEE_KEYS:
-            callee = module.functions.get(op.attrs.get(key)) if isinstance(op.attrs.get(key), str) else None
-            if callee is None:
-                continue
-            operands = op.inputs[1:] if key in ("then_branch", "else_branch") else op.inputs
-            for operand, param in zip(operands, callee.inputs):
-                dtype = _reader_dtype(module, callee, param, depth + 1) if operand is inp else None
-                if dtype is not None:
-                    return dtype
-    return None
+def _reader_dtype(fn: Function, inp: Value):
+    """The dtype a resource argument is read as in ``fn`` (None where the body reads it elsewhere, or its reads
+    were frozen already: the variable's own dtype is used then)."""
+    return next((op.outputs[0].dtype for op in fn.ops
+                 if op.kind == "ReadVariableOp" and op.inputs and op.inputs[0] is inp), None)
 
 
-def _args(module: Module, fn: Function, sites, read_variable) -> list[Arg]:
+def _args(fn: Function, sites, read_variable) -> list[Arg]:
     args = []
     for i, inp in enumerate(fn.inputs):
-        reader = _reader_dtype(module, fn, inp) if inp.dtype == "resource" else None
+        reader = _reader_dtype(fn, inp) if inp.dtype == "resource" else None
         consts = [_resolve_const(op.inputs[i], reader, read_variable) for _, op in sites]
         const = consts[0] if consts and all(
             c is not None and c.dtype == consts[0].dtype and np.array_equal(c, consts[0]) for c in consts) else None
@@ -178,7 +162,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
             record.update(status="not fused", reason=f"no fusion rule for interface '{iface}'")
         else:
             record["rule"] = getattr(rule, "__qualname__", getattr(rule, "__name__", repr(rule)))
-            c = Composite(fn, iface, attrs, _args(module, fn, sites[fname], read_variable),
+            c = Composite(fn, iface, attrs, _args(fn, sites[fname], read_variable),
                           [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
             c.batch_size = batch_size
             c.dynamic_batch = dynamic_batch

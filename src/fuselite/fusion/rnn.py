@@ -192,12 +192,13 @@ RNN_FORMS = ("default", "fused", "unrolled", "auto")
 
 
 def rnn_forms(rnn_form: str, quantized: bool) -> dict[str, str]:
-    """The form of each family ({"LSTM": ..., "SimpleRNN": ...}) for the option ``rnn_form`` ("default",
+    """The form of each family ({"LSTM": ..., "SimpleRNN": ..., "stateful": ...}) for the option ``rnn_form`` ("default",
     "fused" or "unrolled"; "auto" is resolved by the converter into the others) and a quantized (dynamic
     range, int8, 16x8) or TFLite Micro conversion (``quantized``)."""
     if rnn_form in ("fused", "unrolled"):
-        return {**dict.fromkeys(DEFAULT_FORMS, rnn_form), "explicit": True}
-    return dict(QUANTIZED_FORMS if quantized else DEFAULT_FORMS)
+        return dict.fromkeys((*DEFAULT_FORMS, "stateful"), rnn_form)
+    # a stateful layer by default: the fused op's in-place state (its unrolled form was not measured)
+    return {**(QUANTIZED_FORMS if quantized else DEFAULT_FORMS), "stateful": "fused"}
 
 
 def _unrolled_if_wanted(c, kind: str, unrolled):
@@ -206,9 +207,7 @@ def _unrolled_if_wanted(c, kind: str, unrolled):
     be written (a dynamic number of steps, initial states with a dynamic batch, a stateful layer), None: the
     fused op, with the reason kept in the report."""
     a = c.attrs
-    form = c.rnn_forms.get(kind, "fused")
-    if a.get("state_variables") and not c.rnn_forms.get("explicit"):
-        form = "fused"  # a stateful layer by default: the fused op's in-place state (not measured unrolled)
+    form = c.rnn_forms.get("stateful" if a.get("state_variables") else kind, "fused")
     if a.get("has_mask"):
         c.form = "unrolled (masked)"
         return unrolled(c)
