@@ -63,6 +63,8 @@ class Composite:
         self.form: str | None = None  # the form a rule chose (the report's record says it)
         self.batch_size: int | None = None  # the conversion's fixed batch size, if any
         self.ops: list = []
+        self.taken_names: set[str] = set()  # the module's function names (set by prepare_composites)
+        self.subgraphs: list[Function] = []  # functions the rule made (loop bodies), added to the module with it
 
     # -- checks ------------------------------------------------------------------
     def decline(self, reason: str):
@@ -114,6 +116,21 @@ class Composite:
                                    dict(options or {}), name=f"{self.function.name}/{kind.lower()}")
         self.ops.append(op)
         return op.outputs[0] if len(op.outputs) == 1 else op.outputs
+
+    def subgraph(self, suffix: str) -> Composite:
+        """A builder for a new function (a ``WHILE``'s body or condition), named after this composite with
+        ``suffix`` and unique in the module: emit its ops with the builder's :meth:`op`, then set its
+        ``function.inputs``/``outputs`` and ``function.ops = builder.ops``. Refer to it as
+        ``"@" + builder.function.name`` in the options of the op that calls it. It joins the module only if the
+        fusion is kept."""
+        base = f"{self.function.name}_{suffix}"
+        taken = self.taken_names | {f.name for f in self.subgraphs}
+        name, i = base, 1
+        while name in taken:
+            name, i = f"{base}_{i}", i + 1
+        fn = Function(name)
+        self.subgraphs.append(fn)
+        return Composite(fn, self.interface, {}, [], [])
 
     def custom_op(self, code: str, inputs: Sequence, options: dict | None = None, *,
                   outs: Sequence[tuple] | None = None) -> Value | list[Value]:

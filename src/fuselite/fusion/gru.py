@@ -92,34 +92,14 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
     step_in = c.op("UNPACK", [proj], {"num": steps, "axis": 0 if time_major else 1},
                    outs=[(_F32, (batch, 3 * units))] * steps)
     step_in = step_in if isinstance(step_in, list) else [step_in]
-    gate2, gate1 = (batch, 2 * units), (batch, units)
+    gate1 = (batch, units)
     h = h0
     outs = []
     step_mask = _step_masks(c, mask, steps, batch, time_major, go_backwards) if mask is not None else None
     prev_out = None
     for t, xt in enumerate(step_in):
-        x_zr, x_h = _split_v(c, xt, units)
-        if reset_after:
-            if h is None:  # zero state: the recurrent projection is just its bias
-                hp = np.broadcast_to(w.recurrent_bias, (batch, 3 * units)).copy()
-                h_zr, h_h = gate_block(hp, slice(0, 2), units), gate_block(hp, slice(2, None), units)
-            else:
-                h_zr, h_h = _split_v(c, _fc(c, h, w.recurrent, w.recurrent_bias, (batch, 3 * units)), units)
-            zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, h_zr, gate2)], dtype=np.float32, shape=gate2)
-            z, r = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
-            pre = _binary(c, "ADD", x_h, _binary(c, "MUL", r, h_h, gate1), gate1)
-        elif h is None:  # zero state: no recurrent contribution at all
-            zr = c.op("LOGISTIC", [x_zr], dtype=np.float32, shape=gate2)
-            z, _ = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
-            pre = x_h
-        else:
-            zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, _fc(c, h, w.recurrent_zr, None, gate2), gate2)],
-                      dtype=np.float32, shape=gate2)
-            z, r = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
-            pre = _binary(c, "ADD", x_h, _fc(c, _binary(c, "MUL", r, h, gate1), w.recurrent_h, None, gate1), gate1)
-        cand = _act(c, activation, pre)
+        h_new = gru_cell(c, xt, h, w, activation, reset_after)
         prev = h if h is not None else np.zeros(gate1, np.float32)
-        h_new = _binary(c, "ADD", cand, _binary(c, "MUL", z, _binary(c, "SUB", prev, cand, gate1), gate1), gate1)
         if step_mask is None:
             h = h_new
             outs.append(h)
@@ -135,6 +115,37 @@ def unrolled_gru(c, x, kernel, recurrent_kernel, bias_in, bias_rec, h0, *, activ
     if final is not None:
         final.append(h)
     return outs
+
+
+def gru_cell(c, xt, h, w, activation: str, reset_after: bool):
+    """h after one GRU step from the step's input projection ``xt`` ([batch, 3u], gates z, r, h, with the
+    input bias), the state ``h`` (None: zeros; the recurrent projection folds to its bias) and the
+    :func:`~fuselite.fusion.rnn_kit.gru_fully_connected_weights` ``w``."""
+    batch, width = xt.shape
+    units = width // 3
+    gate2, gate1 = (batch, 2 * units), (batch, units)
+    x_zr, x_h = _split_v(c, xt, units)
+    if reset_after:
+        if h is None:  # zero state: the recurrent projection is just its bias
+            hp = np.broadcast_to(w.recurrent_bias, (batch, 3 * units)).copy()
+            h_zr, h_h = gate_block(hp, slice(0, 2), units), gate_block(hp, slice(2, None), units)
+        else:
+            h_zr, h_h = _split_v(c, _fc(c, h, w.recurrent, w.recurrent_bias, (batch, 3 * units)), units)
+        zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, h_zr, gate2)], dtype=np.float32, shape=gate2)
+        z, r = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
+        pre = _binary(c, "ADD", x_h, _binary(c, "MUL", r, h_h, gate1), gate1)
+    elif h is None:  # zero state: no recurrent contribution at all
+        zr = c.op("LOGISTIC", [x_zr], dtype=np.float32, shape=gate2)
+        z, _ = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
+        pre = x_h
+    else:
+        zr = c.op("LOGISTIC", [_binary(c, "ADD", x_zr, _fc(c, h, w.recurrent_zr, None, gate2), gate2)],
+                  dtype=np.float32, shape=gate2)
+        z, r = c.op("SPLIT", [np.array(-1, np.int32), zr], {"num_splits": 2}, outs=[(_F32, gate1)] * 2)
+        pre = _binary(c, "ADD", x_h, _fc(c, _binary(c, "MUL", r, h, gate1), w.recurrent_h, None, gate1), gate1)
+    cand = _act(c, activation, pre)
+    prev = h if h is not None else np.zeros(gate1, np.float32)
+    return _binary(c, "ADD", cand, _binary(c, "MUL", z, _binary(c, "SUB", prev, cand, gate1), gate1), gate1)
 
 
 def _step_masks(c, mask, steps: int, batch: int, time_major: bool, go_backwards: bool) -> list:

@@ -92,6 +92,21 @@ def _ifoc(w: np.ndarray, units: int) -> np.ndarray:
     return np.concatenate([w[..., g * units:(g + 1) * units] for g in (0, 1, 3, 2)], axis=-1)
 
 
+def lstm_cell(c, pre, cell, activation: str):
+    """(h, c) after one LSTM step from the gates' pre-activations ``pre`` ([batch, 4u], gates i, f, o, c as
+    :func:`_ifoc` orders them) and the cell state ``cell`` (None: zeros)."""
+    batch, width = pre.shape
+    units = width // 4
+    one, three = (batch, units), (batch, 3 * units)
+    ifo, g = c.op("SPLIT_V", [pre, np.array([3 * units, units], np.int32), np.array(-1, np.int32)],
+                  {"num_splits": 2}, outs=[(_F32, three), (_F32, one)])
+    ifo = c.op("LOGISTIC", [ifo], dtype=np.float32, shape=three)
+    i, f, o = c.op("SPLIT", [np.array(-1, np.int32), ifo], {"num_splits": 3}, outs=[(_F32, one)] * 3)
+    new = _binary(c, "MUL", i, _act(c, activation, g), one)
+    c_new = new if cell is None else _binary(c, "ADD", _binary(c, "MUL", f, cell, one), new, one)
+    return _binary(c, "MUL", o, _act(c, activation, c_new), one), c_new
+
+
 def _unroll(c, kind, x, kernel, recurrent, bias, states, mask, activation, tm, backwards, batch, steps):
     """(outputs per step in processing order, final states) of an LSTM or SimpleRNN unrolled: one
     FULLY_CONNECTED for every step's input projection, then per step the recurrent product and the cell.
@@ -109,7 +124,7 @@ def _unroll(c, kind, x, kernel, recurrent, bias, states, mask, activation, tm, b
     step_in = step_in if isinstance(step_in, list) else [step_in]
     masks = _step_masks(c, mask, steps, batch, tm, backwards) if mask is not None else [None] * steps
     rec_w = np.ascontiguousarray(recurrent.T, np.float32)
-    one, three = (batch, units), (batch, 3 * units)
+    one = (batch, units)
     zeros = np.zeros((batch or 1, units), np.float32)  # the zero state (a marker only, unmasked: batch may be None)
     h = states[0] if states[0] is not None else zeros
     cell = (states[1] if states[1] is not None else zeros) if kind == "LSTM" else None
@@ -117,13 +132,7 @@ def _unroll(c, kind, x, kernel, recurrent, bias, states, mask, activation, tm, b
     for xt, m in zip(step_in, masks):
         pre = xt if h is zeros else _binary(c, "ADD", xt, _fc(c, h, rec_w, None, (batch, width)), (batch, width))
         if kind == "LSTM":
-            ifo, g = c.op("SPLIT_V", [pre, np.array([3 * units, units], np.int32), np.array(-1, np.int32)],
-                          {"num_splits": 2}, outs=[(_F32, three), (_F32, one)])
-            ifo = c.op("LOGISTIC", [ifo], dtype=np.float32, shape=three)
-            i, f, o = c.op("SPLIT", [np.array(-1, np.int32), ifo], {"num_splits": 3}, outs=[(_F32, one)] * 3)
-            new = _binary(c, "MUL", i, _act(c, activation, g), one)
-            c_new = new if cell is zeros else _binary(c, "ADD", _binary(c, "MUL", f, cell, one), new, one)
-            h_new = _binary(c, "MUL", o, _act(c, activation, c_new), one)
+            h_new, c_new = lstm_cell(c, pre, None if cell is zeros else cell, activation)
             cell = c_new if m is None else c.op("SELECT_V2", [m, c_new, cell], dtype=np.float32, shape=one)
         else:
             h_new = _act(c, activation, pre)

@@ -166,6 +166,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
                           [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
             c.batch_size = batch_size
             c.dynamic_batch = dynamic_batch
+            c.taken_names = set(module.functions)
             if rnn_forms is not None:
                 c.rnn_forms = dict(rnn_forms)
             try:
@@ -184,6 +185,8 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
             else:
                 fn.ops, fn.outputs = c.ops, outs
                 fn.attrs["_fused"] = True
+                for sub in c.subgraphs:  # loop bodies and conditions the rule made
+                    module.add(sub)
                 record.update(status="fused", into=[op.kind for op in c.ops])
                 if c.form is not None:
                     record["form"] = c.form

@@ -71,6 +71,8 @@ def check_fusion(c, outs: list, seed: int = 0) -> dict:
     probe.output_names = [f"out{i}" for i in range(len(outs))]
     module = Module()
     module.add(probe)
+    for sub in c.subgraphs:  # loop bodies and conditions
+        module.add(sub)
     module.signatures = {"serving_default": probe.name}
     try:
         from fuselite.export.flatbuffer import write_flatbuffer
