@@ -2,12 +2,13 @@
 """The recurrent forms (``rnn_form``) side by side with the official converter's model, on LiteRT (issue 18).
 
 For each recurrent model of the benchmark (both Keras flavours): fuselite's ``rnn_form="fused"``
-(LiteRT's sequence op) and ``"unrolled"`` (builtins step by step, the input projection hoisted),
+(LiteRT's sequence op; a GRU, which has none, unrolled), ``"unrolled"`` (builtins step by step, the input
+projection hoisted) and ``"loop"`` (the input projection hoisted, the steps in a WHILE without TensorLists),
 and the official converter's model of the same Keras model (``from_concrete_functions`` on a batch-1
 ``tf.function``: its ``from_keras_model`` fails on Keras 3 RNNs), plus a second instance of the official
-model (*A/A*: its distance from 1 is the noise floor). LiteRT ``num_threads=1``, batch 1, all four
+model (*A/A*: its distance from 1 is the noise floor). LiteRT ``num_threads=1``, batch 1, all five
 interleaved in fresh interpreters per block; ratios per block, the median (range in brackets). The
-default form of each family (``fusion/rnn.py``, ``DEFAULT_FORMS``) is marked. Example::
+default form of each family (``fusion/forms.py``, ``DEFAULT_FORMS``) is marked. Example::
 
     .venv/bin/python benchmarks/rnn_forms.py --out docs/rnn-forms-benchmarks.md
 
@@ -33,9 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-SIDES = ("fused", "unrolled", "tf", "tf_twin")
-MODELS = ("lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm", "simple_rnn", "text_lstm")
-FAMILY = {"simple_rnn": "SimpleRNN"}  # the others are LSTMs
+FORMS = ("fused", "unrolled", "loop")
+SIDES = (*FORMS, "tf", "tf_twin")
+TF = SIDES.index("tf")
+MODELS = ("lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm", "simple_rnn", "gru", "text_lstm")
+FAMILY = {"simple_rnn": "SimpleRNN", "gru": "GRU"}  # the others are LSTMs
 
 
 def convert(flavour: str, name: str, silence: bool):
@@ -53,14 +56,14 @@ def convert(flavour: str, name: str, silence: bool):
         reference = [np.asarray(o) for o in __import__("tensorflow").nest.flatten(model(
             inputs[0] if len(inputs) == 1 else inputs, training=False))]
         datas = {form: fuselite.Converter.from_keras_model(model, rnn_form=form).convert()
-                 for form in ("fused", "unrolled")}
+                 for form in FORMS}
         datas["tf"] = convert_tf(model, route="concrete")[0]
     datas["tf_twin"] = bytes(bytearray(datas["tf"]))
     return datas, inputs, [t.name for t in model.inputs], reference
 
 
 def measure(datas: dict, inputs, names, reference, settings) -> dict:
-    """Latency blocks, errors and sizes of the four sides of one model (LiteRT only)."""
+    """Latency blocks, errors and sizes of the five sides of one model (LiteRT only)."""
     from measure import blockwise_latency, max_abs_error, prepared_interpreter, quiet
     from results import Side
 
@@ -74,7 +77,7 @@ def measure(datas: dict, inputs, names, reference, settings) -> dict:
             errors[s] = max_abs_error(interp, reference)
     blocks = blockwise_latency(sides, inputs, names, settings)
     return {"us": {s: statistics.median(b[n] for b in blocks) for n, s in enumerate(SIDES)},
-            "ratios": {s: [b[n] / b[2] for b in blocks] for n, s in enumerate(SIDES)},
+            "ratios": {s: [b[n] / b[TF] for b in blocks] for n, s in enumerate(SIDES)},
             "sizes": {s: len(datas[s]) for s in SIDES}, "errors": errors}
 
 
@@ -84,11 +87,12 @@ def _ratio(r: list[float]) -> str:
 
 def row(flavour: str, name: str, m: dict, default: str) -> str:
     us, ratios, sizes = m["us"], m["ratios"], m["sizes"]
-    mark = {f: " **(default)**" if f == default else "" for f in ("fused", "unrolled")}
-    errs = " / ".join(f"{m['errors'][s]:.1e}" for s in ("fused", "unrolled")) if m["errors"] else "—"
-    return (f"| {flavour} | {name} | {us['fused']:.1f} / {us['unrolled']:.1f} / {us['tf']:.1f} | "
-            f"{_ratio(ratios['fused'])}{mark['fused']} | {_ratio(ratios['unrolled'])}{mark['unrolled']} | "
-            f"{_ratio(ratios['tf_twin'])} | {sizes['fused'] / sizes['tf']:.2f} / {sizes['unrolled'] / sizes['tf']:.2f} | "
+    mark = {f: " **(default)**" if f == default else "" for f in FORMS}
+    errs = " / ".join(f"{m['errors'][s]:.1e}" for s in FORMS) if m["errors"] else "—"
+    size = " / ".join(f"{sizes[f] / sizes['tf']:.2f}" for f in FORMS)
+    return (f"| {flavour} | {name} | {' / '.join(f'{us[s]:.1f}' for s in SIDES[:TF + 1])} | "
+            + " | ".join(f"{_ratio(ratios[f])}{mark[f]}" for f in FORMS)
+            + f" | {_ratio(ratios['tf_twin'])} | {size} | "
             f"{errs} |")
 
 
@@ -102,15 +106,17 @@ def report(rows: list[str], started, seconds: float, settings, how: str, machine
         f"- Versions: {versions}",
         "- Models: the benchmark's recurrent models (64 units over 50×32, batch 1; text_lstm: Embedding → "
         "LSTM → Dense over 20 tokens; bidirectional_lstm in the default split form). *fused*: "
-        "`rnn_form=\"fused\"` (LiteRT's sequence op); *unrolled*: `rnn_form=\"unrolled\"` (one FULLY_CONNECTED "
-        "for every step's input, then the recurrent product and the cell per step); *TF*: the official "
-        "converter's model (a batch-1 concrete function; WHILE loops). LiteRT `num_threads=1`, the four models "
-        f"(with a second instance of TF's, *A/A*) interleaved in fresh interpreters, {settings.latency_blocks} "
-        "blocks; ratios to TF per block, median (range). **(default)** marks each family's default form.",
+        "`rnn_form=\"fused\"` (LiteRT's sequence op; a GRU has none and is unrolled); *unrolled*: "
+        "`rnn_form=\"unrolled\"` (one FULLY_CONNECTED for every step's input, then the recurrent product and the "
+        "cell per step); *loop*: `rnn_form=\"loop\"` (the same input projection, then a WHILE whose body does the "
+        "recurrent product and the cell, no TensorLists); *TF*: the official converter's model (a batch-1 "
+        "concrete function; WHILE loops). LiteRT `num_threads=1`, the five models (with a second instance of "
+        f"TF's, *A/A*) interleaved in fresh interpreters, {settings.latency_blocks} blocks; ratios to TF per "
+        "block, median (range). **(default)** marks each family's default form.",
         "",
-        "| flavour | model | µs fused / unrolled / TF | × fused/TF | × unrolled/TF | A/A | size × TF "
-        "(fused / unrolled) | max abs err vs Keras (fused / unrolled) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| flavour | model | µs fused / unrolled / loop / TF | × fused/TF | × unrolled/TF | × loop/TF | A/A | "
+        "size × TF (fused / unrolled / loop) | max abs err vs Keras (fused / unrolled / loop) |",
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]) + "\n"
 
@@ -150,7 +156,7 @@ def main(argv=None) -> int:
 
     from report import command_line, emit, fuselite_revision, machine_description, versions
 
-    from fuselite.fusion.rnn import DEFAULT_FORMS
+    from fuselite.fusion.forms import DEFAULT_FORMS
 
     cases = []
     for flavour in args.flavours:

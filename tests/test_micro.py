@@ -85,9 +85,10 @@ def _by_shape(got: list[np.ndarray], want: list[np.ndarray]) -> list[tuple[np.nd
     return pairs
 
 
-def check_micro(model, tmp_path, runs: list[list[np.ndarray]], want: list[list[np.ndarray]]) -> fuselite.Converter:
-    """Convert for the micro target; TFLM and LiteRT each within TOLERANCE of Keras on every run."""
-    conv = fuselite.Converter.from_keras_model(model, target="micro")
+def check_micro(model, tmp_path, runs: list[list[np.ndarray]], want: list[list[np.ndarray]],
+                **options) -> fuselite.Converter:
+    """Convert for the micro target (and ``options``); TFLM and LiteRT each within TOLERANCE of Keras on every run."""
+    conv = fuselite.Converter.from_keras_model(model, target="micro", **options)
     data = conv.convert()
     assert conv.report.micro["runs"] and conv.report.micro["ran"] and not conv.report.micro["problems"]
     n_outputs = len(want[0])

@@ -356,6 +356,7 @@ def cmd_demo(args) -> int:
 
 def main(argv=None) -> int:
     from fuselite import __version__
+    from fuselite.fusion.forms import RNN_FORMS
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="print only errors (and what --json asks for)")
@@ -412,10 +413,11 @@ def main(argv=None) -> int:
     c.add_argument("--bidirectional", choices=["split", "fused"], default="split",
                    help="Bidirectional LSTM / SimpleRNN: split (two unidirectional ops; opens in Model Explorer and "
                         "TensorFlow's importer) or fused (LiteRT's bidirectional op, LiteRT only; as fast); default split")
-    c.add_argument("--rnn-form", choices=["default", "fused", "unrolled", "auto"], default="default",
-                   help="LSTM / SimpleRNN: fused (LiteRT's sequence op), unrolled (builtins step by step), auto (both "
-                        "timed on this machine, the faster kept); default: per family, the faster measured "
-                        "(docs/rnn.md#forms)")
+    c.add_argument("--rnn-form", choices=list(RNN_FORMS), default="default",
+                   help="LSTM / SimpleRNN / GRU: fused (LiteRT's sequence op), unrolled (builtins step by step), loop "
+                        "(a WHILE over the steps, no TensorLists), auto (each timed on this machine, the fastest "
+                        "kept); default: the loop for float models, the fused ops for integer quantization and "
+                        "TFLite Micro (docs/rnn.md#forms)")
     c.add_argument("--verify", action="store_true",
                    help="after writing, run the source and the model on the same inputs and compare (as 'fuselite "
                         "verify'); exit 1 if they differ")

@@ -19,7 +19,7 @@ from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
 from fuselite.export.flatbuffer import Provenance
 from fuselite.export.micro import micro_sources
 from fuselite.fusion import RuleSet
-from fuselite.fusion.rnn import RNN_FORMS
+from fuselite.fusion.forms import RNN_FORMS
 from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
@@ -89,7 +89,7 @@ class Converter:
         self.target = target  # "litert" or "micro" (TFLite Micro: only ops and types its kernels take)
         self.micro_sources = micro_sources  # a directory: write the op resolver, C array and arena size there
         self.bidirectional = bidirectional  # "split" (opens in every tool) or "fused" (LiteRT's bidirectional ops)
-        self.rnn_form = rnn_form  # LSTM / SimpleRNN: "default", "fused", "unrolled" or "auto" (timed here)
+        self.rnn_form = rnn_form  # LSTM / SimpleRNN / GRU: "default", "fused", "unrolled", "loop" or "auto" (timed)
         self.progress = None  # a callable given each pass's name as it starts (the CLI shows it on a terminal)
 
     def __setattr__(self, key, value):
@@ -114,9 +114,10 @@ class Converter:
         the measured tensor-arena size there), ``bidirectional="fused"`` (keep LiteRT's
         bidirectional LSTM / RNN ops, no faster on LiteRT, and TensorFlow's flatbuffer importer
         and Model Explorer reject them; default "split": two unidirectional ops, docs/rnn.md),
-        ``rnn_form="fused" | "unrolled" | "auto"`` (the form of LSTM and SimpleRNN layers: LiteRT's
-        sequence op, or builtins step by step; "auto" converts both, times them on this machine's
-        LiteRT and keeps the faster; default: the faster per family as measured, docs/rnn.md#forms).
+        ``rnn_form="fused" | "unrolled" | "loop" | "auto"`` (the form of LSTM, SimpleRNN and GRU layers:
+        LiteRT's sequence op, builtins step by step, or a WHILE loop over the steps without TensorLists;
+        "auto" converts each, times them on this machine's LiteRT and keeps the fastest; default: the loop
+        for float models, the fused ops for integer quantization and TFLite Micro, docs/rnn.md#forms).
         """
         require_tensorflow()
         if not callable(model) or not hasattr(model, "layers"):  # functional, sequential or subclassed
@@ -186,6 +187,10 @@ class Converter:
             raise QuantizationOptionError(f"target='micro': TFLite Micro has no kernels for {mode} quantization "
                                           "(float16 weights or int8 weights with float activations); quantize to "
                                           "int8 or int16x8 with a representative_dataset, or not at all")
+        if self.rnn_form == "loop" and mode in ("int8", "int16x8"):
+            raise QuantizationOptionError("rnn_form='loop' cannot be quantized to integers: the calibration and the "
+                                          "integer rules do not enter a WHILE loop's body; leave rnn_form at its "
+                                          "default (the fused ops for int8 and 16x8) or pass 'fused' or 'unrolled'")
         budget = self.max_quantization_error
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
                                    or not 0 < budget < 1):
@@ -198,25 +203,30 @@ class Converter:
         return self._run_with_batch(mode, keep_float, self.rnn_form)
 
     def _fastest_form(self, mode, keep_float) -> bytes:
-        """rnn_form="auto": each form converted, timed on this machine's LiteRT (interleaved), the faster kept;
-        the report gives the times."""
+        """rnn_form="auto": each form converted, timed on this machine's LiteRT (interleaved), the fastest kept;
+        the report gives the times. Forms that come out as the same model are timed once."""
         from fuselite.verify import bench
 
         report, models = self.report, {}
-        for form in ("fused", "unrolled"):
+        forms = ("fused", "unrolled") if mode in ("int8", "int16x8") else ("fused", "unrolled", "loop")
+        for form in forms:
             self.report = Report(source=self.source)
-            models[form] = (self._run_with_batch(mode, keep_float, form), self.report, self.module)
-        if models["fused"][0] == models["unrolled"][0]:
-            chosen, times = "fused", None  # no layer has two forms
+            data = self._run_with_batch(mode, keep_float, form)
+            if all(data != other[0] for other in models.values()):
+                models[form] = (data, self.report, self.module)
+        times = None
+        if len(models) == 1:
+            chosen = "fused"  # no layer has another form
         else:
-            fused, unrolled = bench([models["fused"][0], models["unrolled"][0]], seconds=AUTO_SECONDS)
-            times = {"fused": fused["median_us"], "unrolled": unrolled["median_us"]}
+            timed = bench([m[0] for m in models.values()], seconds=AUTO_SECONDS)
+            times = {form: t["median_us"] for form, t in zip(models, timed)}
             chosen = min(times, key=times.get)
         data, self.report, self.module = models[chosen]
         self.report.warnings[:0] = report.warnings
         if times is not None:
-            self.report.warn(f"rnn_form='auto': the {chosen} form is faster here (fused {times['fused']:.1f} us, "
-                             f"unrolled {times['unrolled']:.1f} us per invoke, median, LiteRT, 1 thread)")
+            measured = ", ".join(f"{form} {us:.1f} us" for form, us in times.items())
+            self.report.warn(f"rnn_form='auto': the {chosen} form is the fastest here ({measured} per invoke, "
+                             "median, LiteRT, 1 thread)")
         return data
 
     def _run_with_batch(self, mode, keep_float, rnn_form: str) -> bytes:

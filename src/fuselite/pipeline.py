@@ -21,8 +21,8 @@ from fuselite.errors import ConversionError
 from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.export.micro import micro_problems
 from fuselite.fusion import is_composite, prepare_composites
+from fuselite.fusion.forms import rnn_forms
 from fuselite.fusion.loops import fuse_lstm_loops
-from fuselite.fusion.rnn import rnn_forms
 from fuselite.lower import lower_module
 from fuselite.passes.bidirectional import split_bidirectional
 from fuselite.passes.clone import snapshot_module
@@ -91,7 +91,7 @@ QUANTIZED = ("dynamic", "int8", "int16x8")  # modes whose recurrent layers keep 
 def _dynamic_batch(ctx) -> bool:
     """Whether fusion rules may leave an unknown batch dynamic: not for TFLite Micro (its FILL needs constant
     dims) nor for integer quantization (the integer LSTM's calibration replays a static state shape). The
-    same conversions keep the fused LSTM by default (fusion/rnn.py, QUANTIZED_FORMS)."""
+    same conversions keep the fused LSTM by default (fusion/forms.py, QUANTIZED_FORMS)."""
     return ctx.target != "micro" and ctx.quantization not in ("int8", "int16x8")
 
 

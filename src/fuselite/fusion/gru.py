@@ -172,9 +172,19 @@ def pack_steps(c, outs: list, time_major: bool):
 
 @fusion("keras.layers.GRU")
 def fuse_keras_gru(c):
+    from fuselite.fusion.forms import chosen_form
+    from fuselite.fusion.rnn_loop import loop_layer
+
     a = c.attrs
     if a.get("stateful"):
         c.decline("GRU has stateful=True but its state is not passed as arguments")
+    results = chosen_form(c, "GRU", {"unrolled": _unrolled_layer, "loop": lambda c: loop_layer(c, "GRU")},
+                          fallback="unrolled")
+    return _unrolled_layer(c) if results is None else results
+
+
+def _unrolled_layer(c):
+    a = c.attrs
     x, tm, batch, _ = _unrollable(c)
     n_states = int(a.get("n_initial_states", 0))
     h0 = c.args[4].value if n_states else None
@@ -196,10 +206,12 @@ def _mask(c, index: int, x, tm: bool):
     return m.value if m.const is None else c.const(m.const)
 
 
-def _unrollable(c, kind: str = "GRU", dynamic_batch: bool = False):
+def _unrollable(c, kind: str = "GRU", dynamic_batch: bool = False, max_steps: int | None = MAX_UNROLL,
+                form: str = "unrolled"):
     """The sequence input, whether it is time-major, the static batch and number of steps of an RNN the
     unrolled forms can write (``kind``: GRU, LSTM or SimpleRNN), or a decline saying why not. With
-    ``dynamic_batch`` (a form whose ops take any batch), an unknown batch stays None."""
+    ``dynamic_batch`` (a form whose ops take any batch), an unknown batch stays None; ``max_steps``: the most
+    steps the form writes (None: any static number, the loop form)."""
     a = c.attrs
     what = f"masked {kind}" if a.get("has_mask") else kind
     gated = kind in ("GRU", "LSTM")
@@ -212,10 +224,11 @@ def _unrollable(c, kind: str = "GRU", dynamic_batch: bool = False):
         c.decline(f"the sequence input must be float32 [batch, time, features], got {x.dtype} {x.shape}")
     steps = x.shape[0 if tm else 1]
     batch = x.shape[1 if tm else 0] or c.batch_size
-    if steps is None or steps > MAX_UNROLL:
-        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
+    if steps is None or max_steps is not None and steps > max_steps:
+        c.decline(f"unrolling needs a static number of time steps <= {max_steps}, got {steps}" if max_steps else
+                  "the loop form needs a static number of time steps")
     if batch is None and not dynamic_batch:
-        raise NeedsStaticBatch(f"the unrolled {what} needs a static batch size")
+        raise NeedsStaticBatch(f"the {form} {what} needs a static batch size here")
     return x, tm, batch, steps
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
-from fuselite.fusion.composite import FusionDeclined
+from fuselite.fusion.forms import chosen_form
 from fuselite.fusion.gru import bidirectional_gru
 from fuselite.fusion.masked_rnn import masked_bidirectional, masked_layer
 from fuselite.fusion.registry import fusion
@@ -36,6 +36,7 @@ from fuselite.fusion.rnn_kit import (
     lstm_weight_operands,
     rnn_operands,
 )
+from fuselite.fusion.rnn_loop import loop_bidirectional, loop_layer
 
 ACTIVATIONS = FUSED_ACTIVATIONS  # the name rules written against this module know (docs/byo-rnn.md)
 
@@ -181,54 +182,11 @@ def _layer_results(c, seq, time_major: bool, *carried):
     return out
 
 
-# The form of each family when the conversion does not choose one (rnn_form="default"): the fastest one
-# measured on LiteRT against the official converter's model (benchmarks/rnn_forms.py, docs/rnn.md#forms).
-# Quantized conversions and TFLite Micro keep the fused ops: LiteRT's hybrid sequence kernels (dynamic
-# range), the integer LSTM kernels (int16 cell state; step-by-step int8 ops would not keep it), and the
-# quantizer's own unrolled SimpleRNN (passes/unroll_rnn.py), as measured in docs/quantization-benchmarks.md.
-DEFAULT_FORMS = {"LSTM": "unrolled", "SimpleRNN": "unrolled"}
-QUANTIZED_FORMS = {"LSTM": "fused", "SimpleRNN": "fused"}
-RNN_FORMS = ("default", "fused", "unrolled", "auto")
-
-
-def rnn_forms(rnn_form: str, quantized: bool) -> dict[str, str]:
-    """The form of each family ({"LSTM": ..., "SimpleRNN": ..., "stateful": ...}) for the option ``rnn_form`` ("default",
-    "fused" or "unrolled"; "auto" is resolved by the converter into the others) and a quantized (dynamic
-    range, int8, 16x8) or TFLite Micro conversion (``quantized``)."""
-    if rnn_form in ("fused", "unrolled"):
-        return dict.fromkeys((*DEFAULT_FORMS, "stateful"), rnn_form)
-    # a stateful layer by default: the fused op's in-place state (its unrolled form was not measured)
-    return {**(QUANTIZED_FORMS if quantized else DEFAULT_FORMS), "stateful": "fused"}
-
-
-def _unrolled_if_wanted(c, kind: str, unrolled):
-    """``unrolled(c)`` (the unrolled form's results) where it is wanted: always with a mask (the fused ops
-    have none), else where ``rnn_form`` (or the family's default) asks for it. Where the unrolled form cannot
-    be written (a dynamic number of steps, initial states with a dynamic batch, a stateful layer), None: the
-    fused op, with the reason kept in the report."""
-    a = c.attrs
-    form = c.rnn_forms.get("stateful" if a.get("state_variables") else kind, "fused")
-    if a.get("has_mask"):
-        c.form = "unrolled (masked)"
-        return unrolled(c)
-    if form != "unrolled":
-        c.form = "fused"
-        return None
-    first = len(c.ops)
-    try:
-        results = unrolled(c)
-    except (FusionDeclined, NeedsStaticBatch) as e:
-        del c.ops[first:]
-        c.form = f"fused (not unrolled: {e})"
-        return None
-    c.form = "unrolled"
-    return results
-
-
 @fusion("keras.layers.LSTM")
 def fuse_keras_lstm(c):
     a = c.attrs
-    results = _unrolled_if_wanted(c, "LSTM", lambda c: masked_layer(c, "LSTM"))
+    results = chosen_form(c, "LSTM", {"unrolled": lambda c: masked_layer(c, "LSTM"),
+                                      "loop": lambda c: loop_layer(c, "LSTM")})
     if results is not None:  # the unrolled form (fusion/masked_rnn.py): a mask, or rnn_form
         return results
     x, _, _, weights, (h, cs) = _one_direction(c, "LSTM", 2)
@@ -241,7 +199,8 @@ def fuse_keras_lstm(c):
 @fusion("keras.layers.SimpleRNN")
 def fuse_keras_simple_rnn(c):
     a = c.attrs
-    results = _unrolled_if_wanted(c, "SimpleRNN", lambda c: masked_layer(c, "SimpleRNN"))
+    results = chosen_form(c, "SimpleRNN", {"unrolled": lambda c: masked_layer(c, "SimpleRNN"),
+                                           "loop": lambda c: loop_layer(c, "SimpleRNN")})
     if results is not None:
         return results
     x, batch, units, weights, (h,) = _one_direction(c, "SimpleRNN", 1)
@@ -282,10 +241,10 @@ def fuse_keras_bidirectional(c):
     mode = a.get("merge_mode", "concat")
     if mode not in ("concat", "sum", "mul", "ave", "none"):
         c.decline(f"merge_mode '{mode}' is not supported")
-    if a.get("has_mask") and kind == "GRU" and not a.get("stateful"):
-        return masked_bidirectional(c, _merge)
-    if kind != "GRU" and not a.get("stateful"):  # a mask (the fused ops have none), or rnn_form
-        results = _unrolled_if_wanted(c, kind, lambda c: masked_bidirectional(c, _merge))
+    if not a.get("stateful"):  # a mask (the fused ops have none), or rnn_form
+        fallback = "unrolled" if kind == "GRU" else "fused"
+        results = chosen_form(c, kind, {"unrolled": lambda c: masked_bidirectional(c, _merge),
+                                        "loop": lambda c: loop_bidirectional(c, _merge)}, fallback)
         if results is not None:
             return results
     if kind == "GRU":  # no LiteRT GRU op: both directions unrolled (fusion/gru.py)

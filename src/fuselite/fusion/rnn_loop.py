@@ -1,0 +1,176 @@
+"""The loop form of Keras LSTM, SimpleRNN and GRU layers (``rnn_form="loop"``): a ``WHILE`` without TensorLists.
+
+One ``FULLY_CONNECTED`` projects every step's input at once, outside the loop (as the unrolled form
+does); a ``WHILE`` then runs the steps. Its body takes the step's projection (``GATHER`` at the loop
+counter), adds the recurrent product, applies the cell and, when the layer returns its sequence,
+writes the step's output into it (``DYNAMIC_UPDATE_SLICE``). The states (h, and c for an LSTM) are
+loop carries: zeros, or the layer's initial states. The weights are stored once and the ops once, so
+the file is about as large as the official converter's (the unrolled form grows with the steps).
+
+The projections are a loop-invariant carry: the body returns its input unchanged and nothing reads the
+``WHILE``'s result for it, so LiteRT's ``WHILE`` kernel lends the body that buffer instead of copying
+it on every step (``tflite/kernels/while.cc``: a read-only input), and the condition, which reads only
+the counter, gets only the counter (``RemoveUnusedInputs``).
+
+Example (the LSTM rule, for ``rnn_form="loop"``)::
+
+    return loop_layer(c, "LSTM")
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.fusion.gru import _act, _binary, _fc, _unrollable, gru_cell
+from fuselite.fusion.masked_rnn import _constant_weights, _ifoc, lstm_cell
+from fuselite.fusion.rnn_kit import gru_fully_connected_weights, split_gru_bias
+
+_F32 = np.dtype(np.float32)
+_I32 = np.dtype(np.int32)
+
+
+def _zeros(c, shape: tuple, like, batch_axis: int):
+    """A float32 zero tensor of ``shape``; an unknown (None) batch read from ``like``'s dimension ``batch_axis``
+    at run time."""
+    if None not in shape:
+        return c.const(np.zeros(shape, np.float32), name="zeros")
+    dims = c.op("SHAPE", [like], {"out_type": _I32}, dtype=np.int32, shape=(like.rank,))
+    batch = c.op("STRIDED_SLICE", [dims, np.array([batch_axis], np.int32), np.array([batch_axis + 1], np.int32),
+                                   np.array([1], np.int32)],
+                 {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0,
+                  "offset": False}, dtype=np.int32, shape=(1,))
+    parts = [batch if d is None else np.array([d], np.int32) for d in shape]
+    dims = c.op("CONCATENATION", parts, {"axis": 0, "fused_activation_function": "NONE"}, dtype=np.int32,
+                shape=(len(shape),))
+    return c.op("FILL", [dims, np.array(0.0, np.float32)], dtype=np.float32, shape=shape)
+
+
+class _Weights:
+    """A layer's weights as the loop uses them: the input projection ([width, in] and bias, for
+    FULLY_CONNECTED) and ``step(b, xt, states) -> (new states, output)``, one step's ops on builder ``b``."""
+
+    def __init__(self, c, kind: str, start: int):
+        a = c.attrs
+        activation = a["activation"]
+        if kind == "GRU":
+            kernel, recurrent, bias = _constant_weights(c, start)
+            reset_after = bool(a.get("reset_after", True))
+            if not reset_after and bias.ndim != 1:
+                c.decline(f"a reset_after=False GRU has one bias of [3 * units], got {bias.shape}")
+            w = gru_fully_connected_weights(kernel, recurrent, *split_gru_bias(bias))
+            self.input, self.bias, self.units, self.n_states = w.input, w.input_bias, recurrent.shape[0], 1
+
+            def gru_step(b, xt, states):
+                h = gru_cell(b, xt, states[0], w, activation, reset_after)
+                return [h], h
+
+            self.step = gru_step
+            return
+        kernel, recurrent, bias = _constant_weights(c, start)
+        self.units = units = recurrent.shape[0]
+        if kind == "LSTM":  # gates i, f, o, c: one LOGISTIC over the first three
+            kernel, recurrent, bias = (_ifoc(w, units) for w in (kernel, recurrent, bias))
+        self.input = np.ascontiguousarray(kernel.T, np.float32)
+        self.bias = np.asarray(bias, np.float32)
+        rec = np.ascontiguousarray(recurrent.T, np.float32)
+        self.n_states = 2 if kind == "LSTM" else 1
+
+        def step(b, xt, states):
+            pre = _binary(b, "ADD", xt, _fc(b, states[0], rec, None, xt.shape), xt.shape)
+            if kind == "LSTM":
+                h, cell = lstm_cell(b, pre, states[1], activation)
+                return [h, cell], h
+            h = _act(b, activation, pre)
+            return [h], h
+
+        self.step = step
+
+
+def _loop(c, w: _Weights, x, states: list, *, tm: bool, backwards: bool, batch, steps: int, sequence: bool):
+    """(the outputs as a sequence in processing order, or None without ``sequence``; the final states) of one
+    direction of a layer over ``x``, its steps in a WHILE. ``states``: initial values, or None (zeros)."""
+    t_axis, b_axis = (0, 1) if tm else (1, 0)
+    if backwards:
+        x = c.op("REVERSE_V2", [x, np.array([t_axis], np.int32)], dtype=np.float32, shape=x.shape)
+    width, units = w.input.shape[0], w.units
+    proj_shape = (steps, batch, width) if tm else (batch, steps, width)
+    proj = _fc(c, x, w.input, w.bias, proj_shape, keep=True)
+    carries = [c.const(np.array(0, np.int32), name="step")]
+    carries += [s if s is not None else _zeros(c, (batch, units), x, b_axis) for s in states]
+    carries.append(proj)
+    if sequence:
+        carries.append(_zeros(c, (steps, batch, units) if tm else (batch, steps, units), x, b_axis))
+    specs = [(v.dtype, v.shape) for v in carries]
+
+    cond = c.subgraph("loop_cond")
+    ins = [cond.function.add_input(f"carry{k}", *spec) for k, spec in enumerate(specs)]
+    going = cond.op("LESS", [ins[0], np.array(steps, np.int32)], dtype=np.bool_, shape=())
+    cond.function.inputs, cond.function.outputs, cond.function.ops = ins, [going], cond.ops
+
+    body = c.subgraph("loop_body")
+    ins = [body.function.add_input(f"carry{k}", *spec) for k, spec in enumerate(specs)]
+    i, old, p = ins[0], ins[1:1 + len(states)], ins[1 + len(states)]
+    xt = body.op("GATHER", [p, i], {"axis": t_axis, "batch_dims": 0}, dtype=np.float32, shape=(batch, width))
+    new, out = w.step(body, xt, old)
+    outs = [body.op("ADD", [i, np.array(1, np.int32)], {"fused_activation_function": "NONE"}, dtype=np.int32,
+                    shape=()), *new, p]  # the projections pass through unchanged: a read-only carry
+    if sequence:
+        seq = ins[-1]
+        one_step = (1, batch, units) if tm else (batch, 1, units)
+        update = body.op("EXPAND_DIMS", [out, np.array(t_axis, np.int32)], dtype=np.float32, shape=one_step)
+        start = body.op("MUL", [i, np.eye(3, dtype=np.int32)[t_axis]], {"fused_activation_function": "NONE"},
+                        dtype=np.int32, shape=(3,))
+        outs.append(body.op("DYNAMIC_UPDATE_SLICE", [seq, update, start], dtype=np.float32, shape=seq.shape))
+    body.function.inputs, body.function.outputs, body.function.ops = ins, outs, body.ops
+
+    results = c.op("WHILE", carries, {"cond_subgraph_index": "@" + cond.function.name,
+                                      "body_subgraph_index": "@" + body.function.name}, outs=specs)
+    finals = results[1:1 + len(states)]
+    return (results[-1] if sequence else None), finals
+
+
+def _loopable(c, kind: str):
+    a = c.attrs
+    if a.get("stateful"):
+        c.decline(f"a stateful {kind} keeps the fused op (the loop form was not built for it)")
+    if a.get("has_mask"):
+        c.decline(f"a masked {kind} has no loop form (it is unrolled)")
+    return _unrollable(c, kind, dynamic_batch=c.dynamic_batch, max_steps=None, form="loop form of")
+
+
+def loop_layer(c, kind: str) -> list:
+    """The results of a Keras ``kind`` ("LSTM", "SimpleRNN" or "GRU") composite in the loop form (or a decline)."""
+    a = c.attrs
+    x, tm, batch, steps = _loopable(c, kind)
+    w = _Weights(c, kind, 1)
+    n_states = int(a.get("n_initial_states", 0))
+    states = [c.args[4 + k].value for k in range(n_states)] or [None] * w.n_states
+    seq, finals = _loop(c, w, x, states, tm=tm, backwards=bool(a.get("go_backwards")), batch=batch, steps=steps,
+                        sequence=bool(a.get("return_sequences")))
+    out = seq if seq is not None else finals[0]
+    return [out, *finals] if a.get("return_state") else out
+
+
+def loop_bidirectional(c, merge) -> list:
+    """A ``Bidirectional`` of LSTM, SimpleRNN or GRU, each direction in the loop form (the backward one over the
+    reversed sequence, its outputs put back in time order), merged by ``merge(c, mode, fw, bw, shape)``; in
+    Keras' order (the merged output(s), then the forward and the backward final states with ``return_state``)."""
+    a = c.attrs
+    kind = a.get("layer")
+    x, tm, batch, steps = _loopable(c, kind)
+    sequence = bool(a.get("return_sequences"))
+    dirs = []
+    for start, backwards in ((1, False), (4, True)):
+        w = _Weights(c, kind, start)
+        dirs.append(_loop(c, w, x, [None] * w.n_states, tm=tm, backwards=backwards, batch=batch, steps=steps,
+                          sequence=sequence))
+    (fw_seq, fw_final), (bw_seq, bw_final) = dirs
+    mode = a.get("merge_mode", "concat")
+    if sequence:
+        bw_seq = c.op("REVERSE_V2", [bw_seq, np.array([0 if tm else 1], np.int32)], dtype=np.float32,
+                      shape=bw_seq.shape)
+        y = merge(c, mode, fw_seq, bw_seq, fw_seq.shape)
+    else:
+        y = merge(c, mode, fw_final[0], bw_final[0], fw_final[0].shape)
+    y = y if isinstance(y, list) else [y]
+    return y + list(fw_final) + list(bw_final) if a.get("return_state") else y
