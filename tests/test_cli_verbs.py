@@ -63,10 +63,10 @@ def test_convert_verify_quiet_and_report(models):
     report = json.loads((models / "report.json").read_text())
     assert report["ops_after"]["UNIDIRECTIONAL_SEQUENCE_LSTM"] == 1
     assert [r["form"] for r in report["composites"]] == ["fused"]
-    unrolled = _run("convert", models / "lstm.keras", "-o", models / "unrolled.tflite", "-q", "--verify", "--report",
-                    models / "unrolled.json")
-    assert unrolled.returncode == 0, unrolled.stderr
-    assert [r["form"] for r in json.loads((models / "unrolled.json").read_text())["composites"]] == ["unrolled"]
+    default = _run("convert", models / "lstm.keras", "-o", models / "default.tflite", "-q", "--verify", "--report",
+                   models / "default.json")
+    assert default.returncode == 0, default.stderr
+    assert [r["form"] for r in json.loads((models / "default.json").read_text())["composites"]] == ["loop"]
     quiet = _run("convert", models / "saved", "-o", models / "saved.tflite", "-q", "--verify")
     assert quiet.returncode == 0 and quiet.stdout == "", (quiet.stdout, quiet.stderr)
 
@@ -142,8 +142,8 @@ def test_compare_side_by_side(models):
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["fuselite", "tf.lite.TFLiteConverter"]
     rows = {ln[:24].strip(): ln[24:].split() for ln in lines[1:7]}
-    # the LSTM unrolled by default (rnn_form): no sequence op, no WHILE loop
-    assert rows["converts"][0] == "yes" and rows["sequence ops / WHILE"][:3] == ["0", "/", "0"], out.stdout
+    # the LSTM in the loop form by default (rnn_form): no sequence op, one WHILE loop (no TensorLists)
+    assert rows["converts"][0] == "yes" and rows["sequence ops / WHILE"][:3] == ["0", "/", "1"], out.stdout
     assert float(rows["max abs error vs TF"][0]) <= 1e-5
     assert lines[-1].startswith("latency fuselite / official: ")
     saved = json.loads(_run("compare", models / "saved", "--seconds", "0.2", "--json").stdout)

@@ -100,7 +100,8 @@ def fuse_composites(module, ctx) -> int:
                                                      refine_shapes=lambda m: run_pass(REFINE, m, ctx),
                                                      check=ctx.check_fusions, dynamic_batch=_dynamic_batch(ctx),
                                                      rnn_forms=rnn_forms(ctx.rnn_form, ctx.target == "micro" or
-                                                                         ctx.quantization in QUANTIZED))
+                                                                         ctx.quantization in QUANTIZED,
+                                                                         ctx.bidirectional))
     ctx.read_variables.update(read)
     ctx.record_frozen_variables()
     return sum(r["status"] == "fused" for r in ctx.report.composites)

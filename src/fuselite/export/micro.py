@@ -67,7 +67,7 @@ def _type_limit(op) -> str | None:
     if op.kind == "FILL" and len(ins) > 1 and ins[1] != _F32:
         return "TFLite Micro's FILL takes a float32 value only"
     if op.kind == "FILL" and op.inputs and op.inputs[0] is not None and not op.inputs[0].is_const:
-        return ("TFLite Micro's FILL takes constant dims only (here computed at run time: a fused RNN's state "
+        return ("TFLite Micro's FILL takes constant dims only (here computed at run time: a recurrent layer's state "
                 "with a dynamic batch; target='micro' fixes it)")
     if op.kind == "DEQUANTIZE" and ins[0] == _F16:
         return "TFLite Micro's DEQUANTIZE takes int8, int16 and uint8 only (no float16 weights)"

@@ -123,7 +123,7 @@ class Composite:
         ``function.inputs``/``outputs`` and ``function.ops = builder.ops``. Refer to it as
         ``"@" + builder.function.name`` in the options of the op that calls it. It joins the module only if the
         fusion is kept."""
-        base = f"{self.function.name}_{suffix}"
+        base = f"{self.function.name}/{suffix}"
         taken = self.taken_names | {f.name for f in self.subgraphs}
         name, i = base, 1
         while name in taken:

@@ -29,29 +29,36 @@ QUANTIZED_FORMS = {"LSTM": "fused", "SimpleRNN": "fused", "GRU": "unrolled"}
 RNN_FORMS = ("default", "fused", "unrolled", "loop", "auto")
 
 
-def rnn_forms(rnn_form: str, quantized: bool) -> dict[str, str]:
+def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split") -> dict[str, str]:
     """The form of each family ({"LSTM": ..., "SimpleRNN": ..., "GRU": ..., "stateful": ...}) for the option
     ``rnn_form`` ("default", "fused", "unrolled" or "loop"; "auto" is resolved by the converter into the
-    others) and a quantized (dynamic range, int8, 16x8) or TFLite Micro conversion (``quantized``)."""
+    others) and a quantized (dynamic range, int8, 16x8) or TFLite Micro conversion (``quantized``). With
+    ``bidirectional="fused"`` (keep LiteRT's bidirectional ops) and the default forms, a ``"Bidirectional"``
+    entry keeps LSTM and SimpleRNN Bidirectional layers fused."""
     if rnn_form in ("fused", "unrolled", "loop"):
         return {**dict.fromkeys((*DEFAULT_FORMS, "stateful"), rnn_form),
                 "GRU": "unrolled" if rnn_form == "fused" else rnn_form}  # no fused GRU op
     # a stateful layer by default: the fused op's in-place state (its unrolled form was not measured)
-    return {**(QUANTIZED_FORMS if quantized else DEFAULT_FORMS), "stateful": "fused"}
+    forms = {**(QUANTIZED_FORMS if quantized else DEFAULT_FORMS), "stateful": "fused"}
+    if bidirectional == "fused":
+        forms["Bidirectional"] = "fused"
+    return forms
 
 
-def chosen_form(c, kind: str, forms: dict, fallback: str = "fused"):
+def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | None = None):
     """The results of the form ``c.rnn_forms`` asks for a ``kind`` layer, built by ``forms[form](c)``
     ("unrolled", "loop"), with the form in ``c.form`` for the report; None where the ``fallback`` form (the
     fused op, built by the caller) is to be written: asked for, or the asked form cannot be written (a dynamic
     number of steps, a stateful layer), with the reason kept. Where the form needs a static batch, the
     conversion is run again at one (``NeedsStaticBatch``), in the same form. A masked
-    layer is always unrolled (the fused ops have no mask)."""
+    layer is always unrolled (the fused ops have no mask). ``key``: the entry of ``c.rnn_forms`` to read where it
+    has one (default: ``kind``)."""
     a = c.attrs
     if a.get("has_mask"):
         c.form = "unrolled (masked)"
         return forms["unrolled"](c)
-    form = c.rnn_forms.get("stateful" if a.get("state_variables") else kind, fallback)
+    key = "stateful" if a.get("state_variables") else key if key in c.rnn_forms else kind
+    form = c.rnn_forms.get(key, fallback)
     if form not in forms:
         c.form = fallback
         return None

@@ -244,7 +244,8 @@ def fuse_keras_bidirectional(c):
     if not a.get("stateful"):  # a mask (the fused ops have none), or rnn_form
         fallback = "unrolled" if kind == "GRU" else "fused"
         results = chosen_form(c, kind, {"unrolled": lambda c: masked_bidirectional(c, _merge),
-                                        "loop": lambda c: loop_bidirectional(c, _merge)}, fallback)
+                                        "loop": lambda c: loop_bidirectional(c, _merge)}, fallback,
+                              key="Bidirectional" if kind != "GRU" else None)
         if results is not None:
             return results
     if kind == "GRU":  # no LiteRT GRU op: both directions unrolled (fusion/gru.py)
