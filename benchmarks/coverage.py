@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Coverage: which models each converter turns into a LiteRT model that runs and gives Keras' numbers.
 
-Each case is a Keras 3 model built in-process with random weights (``weights=None``): common layers,
+Each case is a model built in-process with random weights (``weights=None``): Keras 3 common layers,
 recurrent layers and their wrappers, attention with a dynamic sequence length, an audio front end, dict
-inputs, a subclassed model, and ``keras.applications`` at small input sizes. Each runs in a child process
+inputs, a subclassed model, ``keras.applications`` at small input sizes, tf-keras applications, and
+keras-hub backbones in tiny configs (dict inputs, a dynamic sequence length). Each runs in a child process
 (a converter or a kernel may crash it): converted with fuselite (``from_keras_model``) and with
 ``tf.lite.TFLiteConverter.from_keras_model`` (both with defaults), each model run on stock LiteRT (1
 thread) on the same inputs as Keras, batch 1. A row says, per converter: converts, runs (prepares and
@@ -106,6 +107,18 @@ def _cases() -> dict:
     def app(name, shape, **kw):
         return lambda k: getattr(k.applications, name)(weights=None, input_shape=shape, include_top=False, **kw)
 
+    def tf_keras_app(name, shape, **kw):  # a tf-keras model (the official converter's home ground)
+        return lambda k: app(name, shape, **kw)(__import__("tf_keras"))
+
+    def hub(name, **kw):  # a keras-hub backbone, a tiny config built in-process (dynamic sequence length)
+        def build(k):
+            import keras_hub
+
+            return getattr(keras_hub.models, name)(**kw)
+        return build
+
+    text = dict(vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32)
+
     return {
         "mlp": mlp, "cnn": cnn, "separable_conv_bn": separable,
         "conv_transpose": small(lambda k: k.layers.Conv2DTranspose(8, 3, strides=2), (8, 8, 4)),
@@ -137,6 +150,18 @@ def _cases() -> dict:
         "DenseNet121": app("DenseNet121", (64, 64, 3)),
         "NASNetMobile": app("NASNetMobile", (64, 64, 3)),
         "ConvNeXtTiny": app("ConvNeXtTiny", (64, 64, 3)),
+        "tf_keras.MobileNetV2": tf_keras_app("MobileNetV2", (96, 96, 3), alpha=0.35),
+        "tf_keras.ResNet50": tf_keras_app("ResNet50", (64, 64, 3)),
+        "tf_keras.EfficientNetB0": tf_keras_app("EfficientNetB0", (64, 64, 3)),
+        "tf_keras.InceptionV3": tf_keras_app("InceptionV3", (96, 96, 3)),
+        "keras_hub.BertBackbone": hub("BertBackbone", **text, max_sequence_length=32),
+        "keras_hub.DistilBertBackbone": hub("DistilBertBackbone", **text, max_sequence_length=32),
+        "keras_hub.RobertaBackbone": hub("RobertaBackbone", **text, max_sequence_length=32),
+        "keras_hub.AlbertBackbone": hub("AlbertBackbone", **{**text, "num_groups": 1, "num_inner_repetitions": 1,
+                                                             "embedding_dim": 8}, max_sequence_length=32),
+        "keras_hub.ElectraBackbone": hub("ElectraBackbone", **text, embedding_dim=8, max_sequence_length=32),
+        "keras_hub.GPT2Backbone": hub("GPT2Backbone", **text, max_sequence_length=32),
+        "keras_hub.OPTBackbone": hub("OPTBackbone", **text, max_sequence_length=32),
     }
 
 
@@ -151,12 +176,20 @@ def _input_specs(model) -> list[tuple]:
     return [(shape, "float32")]
 
 
+def _input_names(model) -> list[str]:
+    inputs = getattr(model, "inputs", None) or [None]
+    return [str(getattr(t, "name", "")).split(":")[0] for t in inputs]
+
+
 def _inputs(model, rng) -> list[np.ndarray]:
     xs = []
-    for t_shape, t_dtype in _input_specs(model):
+    for name, (t_shape, t_dtype) in zip(_input_names(model), _input_specs(model)):
         shape = [1] + [d if d is not None else 7 for d in t_shape[1:]]
-        if "int" in t_dtype:
-            xs.append(rng.integers(0, 20, shape).astype(np.int32))
+        if "int" in t_dtype or "bool" in t_dtype:
+            # token ids below every tiny vocabulary; masks on; segment ids 0 or 1 (BERT's two types)
+            high = {"mask": 1, "segment": 2}.get(next((k for k in ("mask", "segment") if k in name), ""), 20)
+            x = np.ones(shape, np.int32) if high == 1 else rng.integers(0, high, shape).astype(np.int32)
+            xs.append(x.astype(bool) if "bool" in t_dtype else x)
         else:
             xs.append(rng.standard_normal(shape).astype(np.float32))
     return xs
@@ -209,8 +242,7 @@ def child(name: str) -> dict:
     rng = np.random.default_rng(0)
     xs = _inputs(model, rng)
     struct = getattr(model, "_inputs_struct", None)
-    names = ([str(getattr(t, "name", "")).split(":")[0] for t in model.inputs] if getattr(model, "inputs", None)
-             else ["input"])
+    names = _input_names(model) if getattr(model, "inputs", None) else ["input"]
     if isinstance(struct, dict):  # Keras 3 dict inputs: by the inputs' names (model.inputs has its own order)
         call = {key: xs[names.index(str(t.name).split(":")[0])] for key, t in struct.items()}
     else:
@@ -265,9 +297,12 @@ def main(argv=None) -> int:
         f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
         f"- Machine: {machine_description()}",
         f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}",
-        "- Keras 3 models with random weights, batch 1 inputs (a dynamic length as 7). Both converters with "
-        "defaults (`from_keras_model`); each model run on stock LiteRT. ✓: max abs error against Keras <= "
-        f"{TOL:g} × max(1, max |output|); ✗ above. In brackets: loops and non-builtin ops left.",
+        "- Keras 3 models (and tf-keras applications, keras-hub backbones in tiny configs) with random weights, "
+        "batch 1 inputs (a dynamic length as 7). Both converters with defaults (`from_keras_model`); each model "
+        f"run on stock LiteRT. ✓: max abs error against Keras <= {TOL:g} × max(1, max |output|); ✗ above. In "
+        "brackets: loops and non-builtin ops left. fuselite's recurrent layers are in its default loop form (a "
+        "WHILE without TensorLists per layer and direction, docs/rnn.md#forms); masked ones and ConvLSTM2D are "
+        "unrolled.",
         f"- Matching Keras: fuselite {counts['fuselite']} of {len(rows)}, tf.lite.TFLiteConverter "
         f"{counts['tf']} of {len(rows)}.",
         "",

@@ -223,7 +223,7 @@ def markdown(rows: list[Row], settings: Settings, started: datetime.datetime, wa
         "- Max abs err: against the Keras model's own output (`training=False`), same inputs.",
         f"- Ratios are fuselite / TF; targets: {targets}; recurrent models (lstm_64 ... text_lstm) are "
         "judged on latency only: Keras 3 ≤ 0.6×, tf-keras ≤ 1.0×, GRU ≤ 1.0×; ✗ marks a miss.",
-        "- The recurrent forms (`rnn_form`: fused, unrolled) against the official converter's model: "
+        "- The recurrent forms (`rnn_form`: fused, unrolled, loop) against the official converter's model: "
         "[rnn-forms-benchmarks.md](rnn-forms-benchmarks.md), from `benchmarks/rnn_forms.py`.",
         "- Peak memory of a conversion against the size of the weights: [memory-benchmark.md]"
         "(memory-benchmark.md), from `benchmarks/memory.py`.",
