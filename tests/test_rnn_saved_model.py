@@ -107,6 +107,24 @@ def test_saved_model_lstm_fused(tmp_path, variant):
         assert not any("batch size of 1" in w for w in conv.report.warnings)
 
 
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_saved_model_lstm_in_the_loop_form(tmp_path, variant):
+    """The default for float models: each tf-keras LSTM composite becomes one WHILE without TensorLists."""
+    build, n = VARIANTS[variant]
+    model = _model(build)
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path))
+    data = conv.convert()
+    ops = litert_op_names(data)
+    assert ops.count("WHILE") == n and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops, ops
+    lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
+    assert [(r["status"], r["form"]) for r in lstm] == [("fused", "loop")] * n, lstm
+    assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
+    if variant == "bidirectional":  # bidirectional="fused" asks for LiteRT's op: the pair stays fused and merges
+        conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), bidirectional="fused")
+        _, ops = check_converted(conv, model, _inputs(model, 1), n_fused=n)
+        assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1, ops
+
+
 def test_saved_model_text_classifier(tmp_path):
     k = _tf_keras()
     k.utils.set_random_seed(0)

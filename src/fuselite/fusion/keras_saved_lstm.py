@@ -25,6 +25,7 @@ from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn import _read_state, _state, _time_step, _weights, lstm_sequence
 from fuselite.fusion.rnn_kit import keras_to_litert, numpy_lstm
+from fuselite.fusion.rnn_loop import loop_over
 
 ARG_NAMES = ("inputs", "init_h", "init_c", "kernel", "recurrent_kernel", "bias")
 TOL = 1e-5
@@ -124,16 +125,30 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
             c.decline(f"initial state '{s.name}' has batch {s.shape[0]}, the sequence has batch {batch}")
         initial.append(None if s.const is not None and not np.any(s.const) else s)  # zeros: FILL
 
+    # the loop form (fusion/rnn_loop.py); with bidirectional="fused" the fused op, so that forward / backward
+    # pairs can become LiteRT's bidirectional op (passes/bidirectional.py)
+    if not indy and c.rnn_forms.get("LSTM") == "loop" and "Bidirectional" not in c.rnn_forms:
+        states = [None if s is None else s.value for s in initial]
+        seq, (h, cs) = loop_over(c, "LSTM", x.value, 3, states, activation="tanh", tm=time_major,
+                                 backwards=go_backwards, sequence=return_sequences)
+        c.form = "loop"
+        return _results(c, h, seq, h, cs, runtime, batch, units, time_major)
+    c.form = "fused"
     h, cs = (_state(c, batch, units, s) for s in initial)
     seq = lstm_sequence(c, x, wi, wr, bias, h, cs, time_major=time_major, go_backwards=go_backwards,
                         diagonal_recurrence=indy)
     last = _time_step(c, seq, -1, time_major)
-    if return_sequences:
-        outputs = seq
-    else:  # tf-keras returns the last output with a time axis of 1
+    return _results(c, last, seq if return_sequences else None, last, _read_state(c, cs, last), runtime, batch,
+                    units, time_major)
+
+
+def _results(c, last, seq, h, cell, runtime, batch, units, time_major) -> list:
+    """standard_lstm's results: (last_output, outputs, new_h, new_c, runtime); ``seq`` None for the last output
+    only, which tf-keras returns with a time axis of 1."""
+    if seq is None:
         shape = (1, batch, units) if time_major else (batch, 1, units)
-        outputs = c.op("RESHAPE", [last, np.array(shape, np.int32)], dtype=np.float32, shape=shape)
-    return [last, outputs, last, _read_state(c, cs, last), c.const(np.asarray(runtime, np.float32), name="runtime")]
+        seq = c.op("RESHAPE", [last, np.array(shape, np.int32)], dtype=np.float32, shape=shape)
+    return [last, seq, h, cell, c.const(np.asarray(runtime, np.float32), name="runtime")]
 
 
 # -- determining the baked-in flags ----------------------------------------------------------

@@ -49,9 +49,9 @@ class _Weights:
     """A layer's weights as the loop uses them: the input projection ([width, in] and bias, for
     FULLY_CONNECTED) and ``step(b, xt, states) -> (new states, output)``, one step's ops on builder ``b``."""
 
-    def __init__(self, c, kind: str, start: int):
+    def __init__(self, c, kind: str, start: int, activation: str | None = None):
         a = c.attrs
-        activation = a["activation"]
+        activation = activation or a["activation"]
         if kind == "GRU":
             kernel, recurrent, bias = _constant_weights(c, start)
             reset_after = bool(a.get("reset_after", True))
@@ -84,6 +84,19 @@ class _Weights:
             return [h], h
 
         self.step = step
+
+
+def loop_over(c, kind: str, x, start: int, states: list, *, activation: str, tm: bool, backwards: bool,
+              sequence: bool):
+    """(sequence or None, final states) of one direction of a ``kind`` layer in the loop form, its weights the
+    constant arguments ``start`` .. ``start + 2`` (Keras' layout), for rules of other composites (tf-keras'
+    ``standard_lstm``). ``states``: initial values or None (zeros)."""
+    steps = x.shape[0 if tm else 1]
+    if steps is None:
+        c.decline("the loop form needs a static number of time steps")
+    batch = x.shape[1 if tm else 0] or c.batch_size
+    return _loop(c, _Weights(c, kind, start, activation), x, states, tm=tm, backwards=backwards, batch=batch,
+                 steps=steps, sequence=sequence)
 
 
 def _loop(c, w: _Weights, x, states: list, *, tm: bool, backwards: bool, batch, steps: int, sequence: bool):
