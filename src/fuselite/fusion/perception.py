@@ -1,4 +1,4 @@
-"""TensorFlow Addons' ``MaxUnpooling2D`` composites -> LiteRT's ``MaxUnpooling2D`` custom op.
+"""TensorFlow Addons' ``MaxUnpooling2D`` and ``DenseImageWarp`` composites -> LiteRT's perception custom ops.
 
 As the official converter's prepare-composites stage does (``ConvertMaxUnpoolingFunc`` in
 ``tflite/converter/utils/perception_ops_utils.cc``): a function with
@@ -14,6 +14,10 @@ resolver: register one, e.g. ``fuselite.runtime.run(model, inputs, kernels={"Max
 A wrong signature or attribute stops the conversion with an error naming it (``Composite.refuse``):
 the op computes what its attributes say, never silently something else. The body (TensorFlow
 Addons' ``scatter_nd``) converts too, to ``SCATTER_ND``, where the rule is not registered.
+
+``addons:DenseImageWarp`` (``ConvertDenseImageWarpFunc``, same file): two arguments, the image and the
+flow, and one result, each a 4-D float32 tensor, become one ``CUSTOM`` op ``DenseImageWarp`` with empty
+options. Another signature is declined (the official stage warns and keeps the body), and the body converts.
 """
 
 from __future__ import annotations
@@ -61,4 +65,22 @@ def fuse_max_unpooling(c):
     (result,) = c.results
     return c.op("CUSTOM", [values, indices], {"custom_code": CODE, "custom_options": pool_params(pool_size, strides,
                                                                                                 padding)},
+                outs=[(result.dtype, result.shape)])
+
+
+WARP_CODE = "DenseImageWarp"
+WARP_INTERFACE = "addons:DenseImageWarp"
+
+
+@fusion(WARP_INTERFACE)
+def fuse_dense_image_warp(c):
+    if len(c.args) != 2:
+        c.decline(f"{WARP_INTERFACE} takes 2 arguments (the image and the flow), got {len(c.args)}")
+    if len(c.results) != 1:
+        c.decline(f"{WARP_INTERFACE} has 1 result, got {len(c.results)}")
+    (result,) = c.results
+    for v, what in ((c.args[0], "image"), (c.args[1], "flow"), (result, "output")):
+        if v.dtype != np.float32 or v.shape is None or len(v.shape) != 4:
+            c.decline(f"{WARP_INTERFACE}: the {what} must be a 4-D float32 tensor, got {v.dtype} {v.shape}")
+    return c.op("CUSTOM", list(c.args), {"custom_code": WARP_CODE, "custom_options": b""},
                 outs=[(result.dtype, result.shape)])
