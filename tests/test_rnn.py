@@ -288,13 +288,21 @@ K3_SAVED = {
 
 
 @pytest.mark.parametrize("variant", sorted(K3_SAVED))
-def test_keras3_saved_model_lstm_is_fused(tmp_path, variant):
+@pytest.mark.parametrize("form", ["fused", "loop"])
+def test_keras3_saved_model_lstm_is_fused(tmp_path, variant, form):
+    """A recognised Keras 3 LSTM loop in the fused op, or in the loop form (the default: a WHILE without
+    TensorLists per layer and direction)."""
     k = keras_flavour("keras3")
     model = _model(k, K3_SAVED[variant])
-    conv, data = _export_and_convert(model, tmp_path)
+    conv, data = _export_and_convert(model, tmp_path, rnn_form=form)
     ops = litert_op_names(data)
-    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in ops and "WHILE" not in ops, ops
-    if variant.startswith("bidirectional"):  # the two loops paired, then split into the form every tool opens
+    loops = [r for r in conv.report.composites if r["interface"] == "Keras LSTM loop (recognised)"]
+    assert loops and all(r["form"] == form for r in loops), loops
+    if form == "loop":
+        assert ops.count("WHILE") == len(loops) and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops, ops
+    else:
+        assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in ops and "WHILE" not in ops, ops
+    if variant.startswith("bidirectional") and form == "fused":  # the loops paired, then split for every tool
         assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 2 and "BIDIRECTIONAL_SEQUENCE_LSTM" not in ops, ops
     x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
     first, second = invoke_twice(data, [x])
@@ -332,14 +340,14 @@ def test_saved_model_simple_rnn_loop_is_fused(tmp_path, flavour, variant):
         model.export(path, verbose=False)
     else:
         tf.saved_model.save(model, path)
-    conv = fuselite.Converter.from_saved_model(path)
-    data = conv.convert()
-    ops = litert_op_names(data)
-    assert "UNIDIRECTIONAL_SEQUENCE_RNN" in ops and "WHILE" not in ops, ops
-    x = np.random.default_rng(3).standard_normal((1, 7, 3)).astype(np.float32)
-    first, second = invoke_twice(data, [x])
-    np.testing.assert_array_equal(first[0], second[0])
-    np.testing.assert_allclose(first[0], model(x), atol=TOL)
+    for form, op in (("fused", "UNIDIRECTIONAL_SEQUENCE_RNN"), ("default", "WHILE")):  # the loop form by default
+        data = fuselite.Converter.from_saved_model(path, rnn_form=form).convert()
+        ops = litert_op_names(data)
+        assert ops.count(op) == 1 and not {"UNIDIRECTIONAL_SEQUENCE_RNN", "WHILE"} - {op} & set(ops), ops
+        x = np.random.default_rng(3).standard_normal((1, 7, 3)).astype(np.float32)
+        first, second = invoke_twice(data, [x])
+        np.testing.assert_array_equal(first[0], second[0])
+        np.testing.assert_allclose(first[0], model(x), atol=TOL)
 
 
 DYNAMIC_BATCH_MODELS = {

@@ -139,15 +139,16 @@ def test_saved_model_text_classifier(tmp_path):
         check_converted(conv, model, [ids])
 
 
-def test_saved_model_initial_states_as_inputs(tmp_path):
-    """Non-constant initial states become the fused op's (re-written) state tensors."""
+@pytest.mark.parametrize("form", ["fused", "loop"])
+def test_saved_model_initial_states_as_inputs(tmp_path, form):
+    """Non-constant initial states become the fused op's (re-written) state tensors, or the loop's first carries."""
     k = _tf_keras()
     k.utils.set_random_seed(0)
     x, h, c = k.Input((5, 3), name="seq"), k.Input((4,), name="h0"), k.Input((4,), name="c0")
     model = k.Model([x, h, c], k.layers.LSTM(4, return_sequences=True)(x, initial_state=[h, c]))
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), rnn_form="fused")
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), rnn_form=form)
     data = conv.convert()
-    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data)
+    assert {"fused": "UNIDIRECTIONAL_SEQUENCE_LSTM", "loop": "WHILE"}[form] in litert_op_names(data)
     rng = np.random.default_rng(3)
     xv, hv, cv = (rng.standard_normal(s).astype(np.float32) for s in ((1, 5, 3), (1, 4), (1, 4)))
     details = interpreter(data).get_input_details()
@@ -376,13 +377,29 @@ def check_unrolled_gru(conv, model, xs, n_layers):
 def test_saved_model_gru_unrolled(tmp_path, flavour, variant):
     build, shape, n = GRU_VARIANTS[variant]
     model, path = _saved(flavour, build, tmp_path, shape)
-    grus = check_unrolled_gru(fuselite.Converter.from_saved_model(path), model, _inputs(model, 1), n)
+    grus = check_unrolled_gru(fuselite.Converter.from_saved_model(path, rnn_form="unrolled"), model,
+                              _inputs(model, 1), n)
     # recognised loops only (tf-keras' fused "gru_*" composites are reset_after=True and tanh by construction)
     assert all(r["attrs"]["reset_after"] == (not variant.startswith("reset_before")) for r in grus), grus
     assert all(r["attrs"]["activation"] == ("relu" if variant == "relu" else "tanh") for r in grus), grus
     if variant in ("sequences", "reset_before"):
-        check_unrolled_gru(fuselite.Converter.from_saved_model(path, batch_size=2), model,
+        check_unrolled_gru(fuselite.Converter.from_saved_model(path, batch_size=2, rnn_form="unrolled"), model,
                            _inputs(model, 2, seed=1), n)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("variant", ["sequences", "reset_before_backwards_last", "stacked", "state"])
+def test_saved_model_recognised_loops_in_the_loop_form(tmp_path, flavour, variant):
+    """By default a recognised GRU loop becomes the loop form: the input projection, then a WHILE without
+    TensorLists (tf-keras' "gru_*" composites stay unrolled)."""
+    build, shape, n = GRU_VARIANTS[variant]
+    model, path = _saved(flavour, build, tmp_path, shape)
+    conv = fuselite.Converter.from_saved_model(path)
+    data = conv.convert()
+    loops = [r for r in conv.report.composites if r["interface"] == "Keras GRU loop (recognised)"]
+    assert all((r["status"], r["form"]) == ("fused", "loop") for r in loops), loops
+    assert litert_op_names(data).count("WHILE") == len(loops), litert_op_names(data)
+    assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
 
 
 def test_saved_model_gru_hard_sigmoid_stays_a_correct_loop(tmp_path):
@@ -435,11 +452,11 @@ def check_fused_gru_composites(conv, model, xs, n):
 def test_saved_model_tf_keras_gru_composite_fused(tmp_path, variant):
     build, shape, n = TF_KERAS_GRU[variant]
     model, path = _saved("tf_keras", build, tmp_path, shape)
-    conv = fuselite.Converter.from_saved_model(path, strict_fusion=True)  # the unknown batch becomes 1
+    conv = fuselite.Converter.from_saved_model(path, strict_fusion=True, rnn_form="unrolled")  # batch 1
     check_fused_gru_composites(conv, model, _inputs(model, 1), n)
     assert any("batch size of 1" in w for w in conv.report.warnings), conv.report.warnings
     if variant in ("sequences", "time_major_backwards_last"):
-        conv = fuselite.Converter.from_saved_model(path, batch_size=2, strict_fusion=True)
+        conv = fuselite.Converter.from_saved_model(path, batch_size=2, strict_fusion=True, rnn_form="unrolled")
         check_fused_gru_composites(conv, model, _inputs(model, 2, seed=1), n)
 
 
@@ -450,7 +467,7 @@ def _stacked_tf_keras_gru(tmp_path):
 def test_stacked_tf_keras_gru_strict_fusion(tmp_path):
     """The second GRU's composite sees the static number of steps the first fused one produces."""
     model, path = _stacked_tf_keras_gru(tmp_path)
-    check_fused_gru_composites(fuselite.Converter.from_saved_model(path, strict_fusion=True), model,
+    check_fused_gru_composites(fuselite.Converter.from_saved_model(path, strict_fusion=True, rnn_form="unrolled"), model,
                                _inputs(model, 1), 2)
 
 
@@ -460,7 +477,7 @@ def test_saved_model_tf_keras_gru_initial_state_as_input(tmp_path):
     k.utils.set_random_seed(0)
     x, h = k.Input((5, 3), name="seq"), k.Input((4,), name="h0")
     model = k.Model([x, h], k.layers.GRU(4, return_sequences=True, go_backwards=True)(x, initial_state=[h]))
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), strict_fusion=True)
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), strict_fusion=True, rnn_form="unrolled")
     data = conv.convert()
     assert "WHILE" not in litert_op_names(data)
     assert [r["status"] for r in conv.report.composites if r["interface"].startswith("gru_")] == ["fused"]
@@ -626,11 +643,12 @@ def test_keras3_lstm_through_tf_saved_model_save_is_fused(tmp_path, batch):
     i = keras.Input((10, 4), batch_size=batch)
     model = keras.Model(i, keras.layers.LSTM(8)(i))
     tf.saved_model.save(model, str(tmp_path))
-    conv = fuselite.Converter.from_saved_model(tmp_path)
-    data = conv.convert()
-    (record,) = [r for r in conv.report.composites if r["interface"] == "Keras LSTM loop (recognised)"]
-    assert record["status"] == "fused", conv.report.composites
-    ops = litert_op_names(data)
-    assert "WHILE" not in ops and ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 1, ops
     x = np.random.default_rng(0).standard_normal((1, 10, 4)).astype(np.float32)
-    np.testing.assert_allclose(next(iter(run(data, [x]).values())), np.asarray(model(x)), atol=TOL)
+    for form, op in (("default", "WHILE"), ("fused", "UNIDIRECTIONAL_SEQUENCE_LSTM")):  # the loop form by default
+        conv = fuselite.Converter.from_saved_model(tmp_path, rnn_form=form)
+        data = conv.convert()
+        (record,) = [r for r in conv.report.composites if r["interface"] == "Keras LSTM loop (recognised)"]
+        assert record["status"] == "fused" and record["form"] == ("loop" if op == "WHILE" else "fused"), record
+        ops = litert_op_names(data)
+        assert ops.count(op) == 1 and not {"WHILE", "UNIDIRECTIONAL_SEQUENCE_LSTM"} - {op} & set(ops), ops
+        np.testing.assert_allclose(next(iter(run(data, [x]).values())), np.asarray(model(x)), atol=TOL)

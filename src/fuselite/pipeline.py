@@ -95,20 +95,24 @@ def _dynamic_batch(ctx) -> bool:
     return ctx.target != "micro" and ctx.quantization not in ("int8", "int16x8")
 
 
+def _forms(ctx) -> dict:
+    """The recurrent layers' forms for this conversion (fusion/forms.py)."""
+    return rnn_forms(ctx.rnn_form, ctx.target == "micro" or ctx.quantization in QUANTIZED, ctx.bidirectional)
+
+
 def fuse_composites(module, ctx) -> int:
     ctx.report.composites, read = prepare_composites(module, ctx.rules, ctx.strict_fusion, ctx.batch_size,
                                                      refine_shapes=lambda m: run_pass(REFINE, m, ctx),
                                                      check=ctx.check_fusions, dynamic_batch=_dynamic_batch(ctx),
-                                                     rnn_forms=rnn_forms(ctx.rnn_form, ctx.target == "micro" or
-                                                                         ctx.quantization in QUANTIZED,
-                                                                         ctx.bidirectional))
+                                                     rnn_forms=_forms(ctx))
     ctx.read_variables.update(read)
     ctx.record_frozen_variables()
     return sum(r["status"] == "fused" for r in ctx.report.composites)
 
 
 def fuse_recognised_loops(module, ctx) -> int:
-    records = fuse_lstm_loops(module, ctx.batch_size, settle=lambda m: run_pipeline([SETTLE], m, ctx))
+    records = fuse_lstm_loops(module, ctx.batch_size, settle=lambda m: run_pipeline([SETTLE], m, ctx),
+                              rnn_forms=_forms(ctx))
     ctx.report.composites += records
     return len(records)
 

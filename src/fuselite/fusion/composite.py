@@ -38,6 +38,7 @@ class Arg(Shaped):
     shape: tuple | None
     const: np.ndarray | None
     value: Value  # what to use as an operand (a constant value when ``const`` is set)
+    variable: bool = False  # read from a (non-frozen) variable at every call site: a stateful layer's state
 
 
 @dataclass

@@ -126,8 +126,10 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
         initial.append(None if s.const is not None and not np.any(s.const) else s)  # zeros: FILL
 
     # the loop form (fusion/rnn_loop.py); with bidirectional="fused" the fused op, so that forward / backward
-    # pairs can become LiteRT's bidirectional op (passes/bidirectional.py)
-    if not indy and c.rnn_forms.get("LSTM") == "loop" and "Bidirectional" not in c.rnn_forms:
+    # pairs can become LiteRT's bidirectional op (passes/bidirectional.py); a stateful layer (its states read
+    # from variables) as the "stateful" entry says (the fused op by default)
+    form = c.rnn_forms.get("stateful" if h0.variable or c0.variable else "LSTM")
+    if not indy and form == "loop" and "Bidirectional" not in c.rnn_forms:
         states = [None if s is None else s.value for s in initial]
         seq, (h, cs) = loop_over(c, "LSTM", x.value, 3, states, activation="tanh", tm=time_major,
                                  backwards=go_backwards, sequence=return_sequences)

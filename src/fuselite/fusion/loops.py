@@ -39,6 +39,7 @@ from fuselite.fusion.rnn_kit import (
     numpy_simple_rnn_cell,
     rnn_operands,
 )
+from fuselite.fusion.rnn_loop import LoopWeights, loop_steps
 from fuselite.ir import Function, Module, Op, Value
 
 _WHILE = ("tf.While", "tf.StatelessWhile")
@@ -266,7 +267,40 @@ def _initial(c, v, batch, units):
     return _state(c, batch, units, v)
 
 
-def _replace(fn: Function, op, m, activation: str, batch_size):
+def _form(op, m, rnn_forms: dict) -> str:
+    """The recognised loop's form: "loop" where ``rnn_forms`` asks for it (a stateful layer's, whose state is read
+    from a variable, under the "stateful" entry), else "fused" (a GRU: "unrolled")."""
+    stateful = any(v.producer is not None and v.producer.kind == "ReadVariableOp"
+                   for v in (op.inputs[m.i_h], op.inputs[m.i_c] if m.cell == "LSTM" else None) if v is not None)
+    # with bidirectional="fused" and the default forms the fused op, so that pairs can merge (passes/bidirectional.py)
+    bidirectional = "Bidirectional" in rnn_forms and m.cell != "GRU"
+    if rnn_forms.get("stateful" if stateful else m.cell) == "loop" and not bidirectional:
+        return "loop"
+    return "unrolled" if m.cell == "GRU" else "fused"
+
+
+def _replace_with_loop(module: Module, fn: Function, op, m, c, activation: str, batch: int):
+    """The loop -> the loop form (``fusion/rnn_loop.py``) over its time-major input: the input projection
+    hoisted, a WHILE without TensorLists for the steps."""
+    inits = [op.inputs[m.i_h]] + ([op.inputs[m.i_c]] if m.cell == "LSTM" else [])
+    states = [None if v.is_const and not v.const.any() else v for v in inits]
+    w = LoopWeights(m.cell, m.kernel, m.rec, m.bias, activation, reset_after=m.reset_after,
+                    recurrent_bias=m.bias_rec)
+    c.taken_names = set(module.functions)
+    seq, finals = loop_steps(c, w, m.xt, states, tm=True, backwards=False, batch=batch, steps=m.steps,
+                             sequence=m.sequences)
+    for sub in c.subgraphs:
+        module.add(sub)
+    if seq is None:  # the loop kept only the last step, as a list of one
+        seq = c.op("RESHAPE", [finals[0], np.array([1, batch, m.units], np.int32)], dtype=np.float32,
+                   shape=(1, batch, m.units))
+    results = [(m.i_out, seq), (m.i_h, finals[0])]
+    if m.cell == "LSTM":
+        results.append((m.i_c, finals[1]))
+    _splice(fn, op, c.ops, results)
+
+
+def _replace(module: Module, fn: Function, op, m, activation: str, batch_size, form: str = "fused"):
     xt, units, steps = m.xt, m.units, m.steps
     batch = xt.shape[1] or batch_size
     if batch is None:
@@ -275,6 +309,9 @@ def _replace(fn: Function, op, m, activation: str, batch_size):
                                f"a recognised {m.cell} loop keeps its state in tensors that need a static batch size",
                                state.shape[0] if state.rank == 2 and not state.is_const else None)
     c = Composite(fn, f"Keras {m.cell} loop", {}, [], [])
+    if form == "loop":
+        _replace_with_loop(module, fn, op, m, c, activation, batch)
+        return c.ops
     if m.cell == "GRU":
         _replace_gru(fn, op, m, c, activation, batch)
         return c.ops
@@ -336,21 +373,23 @@ def _loops(module: Module) -> list:
     return [(fn, op) for fn in list(module.functions.values()) for op in fn.ops if op.type in _WHILE]
 
 
-def fuse_lstm_loops(module: Module, batch_size: int | None = None, *, settle: Callable[[Module], object]
-                    ) -> list[dict]:
+def fuse_lstm_loops(module: Module, batch_size: int | None = None, *, settle: Callable[[Module], object],
+                    rnn_forms: dict | None = None) -> list[dict]:
     """Fuse every recognised Keras LSTM / SimpleRNN / GRU loop; one report record per loop.
 
     ``settle(module)`` folds constants and shapes and binds loop invariants (the
     pipeline's ``settle`` group) before each round of matching: tf-keras' standard_gru
     loop (its composite just inlined) carries its weights as loop variables, the bias
     rows unstacked from a constant; and a loop that reads the output of a loop fused in
-    the round before only gets static shapes (its number of steps) then.
+    the round before only gets static shapes (its number of steps) then. ``rnn_forms``: the form of each
+    family (``fusion.forms.rnn_forms``); a "loop" entry writes the loop form (``fusion/rnn_loop.py``), else the
+    fused op (a GRU unrolled).
     """
     records: list[dict] = []
     declined: dict[str, dict] = {}  # loops that look like a Keras cell but do not compute one: said once each
     while _loops(module):
         settle(module)
-        results = [_fuse(module, fn, op, batch_size) for fn, op in _loops(module)]
+        results = [_fuse(module, fn, op, batch_size, rnn_forms or {}) for fn, op in _loops(module)]
         fused = [r for r in results if r is not None and r["status"] == "fused"]
         declined.update((r["function"], r) for r in results if r is not None and r["status"] != "fused")
         if not fused:
@@ -359,7 +398,7 @@ def fuse_lstm_loops(module: Module, batch_size: int | None = None, *, settle: Ca
     return records + list(declined.values())
 
 
-def _fuse(module: Module, fn: Function, op, batch_size) -> dict | None:
+def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict) -> dict | None:
     try:
         m = _match(module, fn, op)
     except _NoMatch:
@@ -371,11 +410,13 @@ def _fuse(module: Module, fn: Function, op, batch_size) -> dict | None:
                 "attrs": {"units": m.units}, "status": "not fused",
                 "reason": f"the loop has the shape of a Keras {m.cell} but its body does not compute that cell's "
                           "step as matched; it stays a WHILE loop (correct, not fused)"}
-    ops = _replace(fn, op, m, activation, batch_size)
+    form = _form(op, m, rnn_forms)
+    ops = _replace(module, fn, op, m, activation, batch_size, form)
     into = {"LSTM": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "SimpleRNN": ["UNIDIRECTIONAL_SEQUENCE_RNN"]}.get(
-        m.cell) or list(dict.fromkeys(o.kind for o in ops))
+        m.cell) if form == "fused" else None
+    into = into or list(dict.fromkeys(o.kind for o in ops))
     attrs = {"units": m.units, "return_sequences": m.sequences}
     if m.cell == "GRU":
         attrs.update(reset_after=m.reset_after, activation=activation, steps=m.steps)
     return {"function": fn.name, "interface": f"Keras {m.cell} loop (recognised)", "call_sites": 1,
-            "attrs": attrs, "status": "fused", "into": into, "reason": ""}
+            "attrs": attrs, "status": "fused", "into": into, "form": form, "reason": ""}

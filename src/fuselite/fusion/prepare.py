@@ -82,7 +82,9 @@ def _args(fn: Function, sites, read_variable) -> list[Arg]:
         else:
             value, dtype, shape = inp, inp.dtype, inp.shape
         name = fn.input_names[i] if i < len(fn.input_names) else inp.name
-        args.append(Arg(i, name, dtype, shape, const, value))
+        variable = const is None and bool(sites) and all(
+            op.inputs[i].producer is not None and op.inputs[i].producer.kind == "ReadVariableOp" for _, op in sites)
+        args.append(Arg(i, name, dtype, shape, const, value, variable))
     return args
 
 

@@ -45,20 +45,19 @@ def _zeros(c, shape: tuple, like, batch_axis: int):
     return c.op("FILL", [dims, np.array(0.0, np.float32)], dtype=np.float32, shape=shape)
 
 
-class _Weights:
+class LoopWeights:
     """A layer's weights as the loop uses them: the input projection ([width, in] and bias, for
-    FULLY_CONNECTED) and ``step(b, xt, states) -> (new states, output)``, one step's ops on builder ``b``."""
+    FULLY_CONNECTED) and ``step(b, xt, states) -> (new states, output)``, one step's ops on builder ``b``.
+    ``kernel`` [in, gates * units], ``recurrent`` [units, gates * units] and ``bias`` in Keras' layout (a GRU's
+    ``bias`` its input bias, ``recurrent_bias`` the other row, zero or None with ``reset_after=False``)."""
 
-    def __init__(self, c, kind: str, start: int, activation: str | None = None):
-        a = c.attrs
-        activation = activation or a["activation"]
+    def __init__(self, kind: str, kernel, recurrent, bias, activation: str, *, reset_after: bool = True,
+                 recurrent_bias=None):
+        self.units = units = recurrent.shape[0]
         if kind == "GRU":
-            kernel, recurrent, bias = _constant_weights(c, start)
-            reset_after = bool(a.get("reset_after", True))
-            if not reset_after and bias.ndim != 1:
-                c.decline(f"a reset_after=False GRU has one bias of [3 * units], got {bias.shape}")
-            w = gru_fully_connected_weights(kernel, recurrent, *split_gru_bias(bias))
-            self.input, self.bias, self.units, self.n_states = w.input, w.input_bias, recurrent.shape[0], 1
+            rec_bias = np.zeros_like(bias) if recurrent_bias is None else recurrent_bias
+            w = gru_fully_connected_weights(kernel, recurrent, bias, rec_bias)
+            self.input, self.bias, self.n_states = w.input, w.input_bias, 1
 
             def gru_step(b, xt, states):
                 h = gru_cell(b, xt, states[0], w, activation, reset_after)
@@ -66,8 +65,6 @@ class _Weights:
 
             self.step = gru_step
             return
-        kernel, recurrent, bias = _constant_weights(c, start)
-        self.units = units = recurrent.shape[0]
         if kind == "LSTM":  # gates i, f, o, c: one LOGISTIC over the first three
             kernel, recurrent, bias = (_ifoc(w, units) for w in (kernel, recurrent, bias))
         self.input = np.ascontiguousarray(kernel.T, np.float32)
@@ -86,6 +83,20 @@ class _Weights:
         self.step = step
 
 
+def _layer_weights(c, kind: str, start: int, activation: str | None = None) -> LoopWeights:
+    """The weights of a Keras composite: the constant arguments ``start`` .. ``start + 2``."""
+    a = c.attrs
+    kernel, recurrent, bias = _constant_weights(c, start)
+    if kind != "GRU":
+        return LoopWeights(kind, kernel, recurrent, bias, activation or a["activation"])
+    reset_after = bool(a.get("reset_after", True))
+    if not reset_after and bias.ndim != 1:
+        c.decline(f"a reset_after=False GRU has one bias of [3 * units], got {bias.shape}")
+    bias_in, bias_rec = split_gru_bias(bias)
+    return LoopWeights(kind, kernel, recurrent, bias_in, activation or a["activation"], reset_after=reset_after,
+                    recurrent_bias=bias_rec)
+
+
 def loop_over(c, kind: str, x, start: int, states: list, *, activation: str, tm: bool, backwards: bool,
               sequence: bool):
     """(sequence or None, final states) of one direction of a ``kind`` layer in the loop form, its weights the
@@ -95,11 +106,11 @@ def loop_over(c, kind: str, x, start: int, states: list, *, activation: str, tm:
     if steps is None:
         c.decline("the loop form needs a static number of time steps")
     batch = x.shape[1 if tm else 0] or c.batch_size
-    return _loop(c, _Weights(c, kind, start, activation), x, states, tm=tm, backwards=backwards, batch=batch,
+    return loop_steps(c, _layer_weights(c, kind, start, activation), x, states, tm=tm, backwards=backwards, batch=batch,
                  steps=steps, sequence=sequence)
 
 
-def _loop(c, w: _Weights, x, states: list, *, tm: bool, backwards: bool, batch, steps: int, sequence: bool):
+def loop_steps(c, w: LoopWeights, x, states: list, *, tm: bool, backwards: bool, batch, steps: int, sequence: bool):
     """(the outputs as a sequence in processing order, or None without ``sequence``; the final states) of one
     direction of a layer over ``x``, its steps in a WHILE. ``states``: initial values, or None (zeros)."""
     t_axis, b_axis = (0, 1) if tm else (1, 0)
@@ -155,10 +166,10 @@ def loop_layer(c, kind: str) -> list:
     """The results of a Keras ``kind`` ("LSTM", "SimpleRNN" or "GRU") composite in the loop form (or a decline)."""
     a = c.attrs
     x, tm, batch, steps = _loopable(c, kind)
-    w = _Weights(c, kind, 1)
+    w = _layer_weights(c, kind, 1)
     n_states = int(a.get("n_initial_states", 0))
     states = [c.args[4 + k].value for k in range(n_states)] or [None] * w.n_states
-    seq, finals = _loop(c, w, x, states, tm=tm, backwards=bool(a.get("go_backwards")), batch=batch, steps=steps,
+    seq, finals = loop_steps(c, w, x, states, tm=tm, backwards=bool(a.get("go_backwards")), batch=batch, steps=steps,
                         sequence=bool(a.get("return_sequences")))
     out = seq if seq is not None else finals[0]
     return [out, *finals] if a.get("return_state") else out
@@ -174,8 +185,8 @@ def loop_bidirectional(c, merge) -> list:
     sequence = bool(a.get("return_sequences"))
     dirs = []
     for start, backwards in ((1, False), (4, True)):
-        w = _Weights(c, kind, start)
-        dirs.append(_loop(c, w, x, [None] * w.n_states, tm=tm, backwards=backwards, batch=batch, steps=steps,
+        w = _layer_weights(c, kind, start)
+        dirs.append(loop_steps(c, w, x, [None] * w.n_states, tm=tm, backwards=backwards, batch=batch, steps=steps,
                           sequence=sequence))
     (fw_seq, fw_final), (bw_seq, bw_final) = dirs
     mode = a.get("merge_mode", "concat")
