@@ -159,7 +159,9 @@ def _cases() -> dict:
         "keras_hub.RobertaBackbone": hub("RobertaBackbone", **text, max_sequence_length=32),
         "keras_hub.AlbertBackbone": hub("AlbertBackbone", **{**text, "num_groups": 1, "num_inner_repetitions": 1,
                                                              "embedding_dim": 8}, max_sequence_length=32),
-        "keras_hub.ElectraBackbone": hub("ElectraBackbone", **text, embedding_dim=8, max_sequence_length=32),
+        "keras_hub.ElectraBackbone": hub("ElectraBackbone", vocab_size=100, **{k: v for k, v in text.items()
+                                                                             if k != "vocabulary_size"},
+                                         embedding_dim=8, max_sequence_length=32),
         "keras_hub.GPT2Backbone": hub("GPT2Backbone", **text, max_sequence_length=32),
         "keras_hub.OPTBackbone": hub("OPTBackbone", **text, max_sequence_length=32),
     }
