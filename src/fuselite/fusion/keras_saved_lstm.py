@@ -112,12 +112,17 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
     # time_major flag as an attribute; the evaluation below has the last word.
     hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
     what = "IndyLSTM" if indy else "tf-keras LSTM"
-    if c.batch_size is None and x.shape[1 if hint else 0] is None:
+    # the loop form (fusion/rnn_loop.py) takes any batch; with bidirectional="fused" the fused op, so that forward
+    # / backward pairs can become LiteRT's bidirectional op (passes/bidirectional.py); a stateful layer (its
+    # states read from variables) as the "stateful" entry says (the fused op by default)
+    form = c.rnn_forms.get("stateful" if h0.variable or c0.variable else "LSTM")
+    loop = not indy and form == "loop" and "Bidirectional" not in c.rnn_forms
+    if c.batch_size is None and x.shape[1 if hint else 0] is None and not (loop and c.dynamic_batch):
         raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
 
     time_major, go_backwards, return_sequences, runtime = _determine_flags(c, fdef, library, indy=indy)
     batch = x.shape[1 if time_major else 0] or c.batch_size
-    if batch is None:
+    if batch is None and not (loop and c.dynamic_batch):
         raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
     initial = []
     for s in (h0, c0):
@@ -125,11 +130,7 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
             c.decline(f"initial state '{s.name}' has batch {s.shape[0]}, the sequence has batch {batch}")
         initial.append(None if s.const is not None and not np.any(s.const) else s)  # zeros: FILL
 
-    # the loop form (fusion/rnn_loop.py); with bidirectional="fused" the fused op, so that forward / backward
-    # pairs can become LiteRT's bidirectional op (passes/bidirectional.py); a stateful layer (its states read
-    # from variables) as the "stateful" entry says (the fused op by default)
-    form = c.rnn_forms.get("stateful" if h0.variable or c0.variable else "LSTM")
-    if not indy and form == "loop" and "Bidirectional" not in c.rnn_forms:
+    if loop:
         states = [None if s is None else s.value for s in initial]
         seq, (h, cs) = loop_over(c, "LSTM", x.value, 3, states, activation="tanh", tm=time_major,
                                  backwards=go_backwards, sequence=return_sequences)
