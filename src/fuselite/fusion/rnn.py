@@ -36,7 +36,7 @@ from fuselite.fusion.rnn_kit import (
     lstm_weight_operands,
     rnn_operands,
 )
-from fuselite.fusion.rnn_loop import loop_bidirectional, loop_layer
+from fuselite.fusion.rnn_loop import loop_bidirectional, loop_layer, runtime_dims
 
 ACTIVATIONS = FUSED_ACTIVATIONS  # the name rules written against this module know (docs/byo-rnn.md)
 
@@ -77,13 +77,7 @@ def _weights(c, start: int, gates: int, units: int):
 
 def _runtime_batch_dims(c, like, axis: int, units: int):
     """``[batch, units]`` as an int32 tensor, the batch read from ``like``'s shape at run time."""
-    shape = c.op("SHAPE", [like], {"out_type": np.dtype(np.int32)}, dtype=np.int32, shape=(like.rank,))
-    batch = c.op("STRIDED_SLICE", [shape, np.array([axis], np.int32), np.array([axis + 1], np.int32),
-                                   np.array([1], np.int32)],
-                 {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0,
-                  "offset": False}, dtype=np.int32, shape=(1,))
-    return c.op("CONCATENATION", [batch, np.array([units], np.int32)], {"axis": 0, "fused_activation_function": "NONE"},
-                dtype=np.int32, shape=(2,))
+    return runtime_dims(c, like, axis, (None, units))
 
 
 def _state(c, batch: int | None, units: int, initial=None, like=None, axis: int = 0):

@@ -29,19 +29,24 @@ _F32 = np.dtype(np.float32)
 _I32 = np.dtype(np.int32)
 
 
-def _zeros(c, shape: tuple, like, batch_axis: int):
-    """A float32 zero tensor of ``shape``; an unknown (None) batch read from ``like``'s dimension ``batch_axis``
-    at run time."""
-    if None not in shape:
-        return c.const(np.zeros(shape, np.float32), name="zeros")
+def runtime_dims(c, like, batch_axis: int, shape: tuple):
+    """``shape`` as an int32 tensor, its unknown (None) batch read from ``like``'s dimension ``batch_axis`` at run
+    time (SHAPE, STRIDED_SLICE, CONCATENATION)."""
     dims = c.op("SHAPE", [like], {"out_type": _I32}, dtype=np.int32, shape=(like.rank,))
     batch = c.op("STRIDED_SLICE", [dims, np.array([batch_axis], np.int32), np.array([batch_axis + 1], np.int32),
                                    np.array([1], np.int32)],
                  {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0,
                   "offset": False}, dtype=np.int32, shape=(1,))
     parts = [batch if d is None else np.array([d], np.int32) for d in shape]
-    dims = c.op("CONCATENATION", parts, {"axis": 0, "fused_activation_function": "NONE"}, dtype=np.int32,
+    return c.op("CONCATENATION", parts, {"axis": 0, "fused_activation_function": "NONE"}, dtype=np.int32,
                 shape=(len(shape),))
+
+
+def _zeros(c, shape: tuple, like, batch_axis: int):
+    """A float32 zero tensor of ``shape``; an unknown (None) batch read from ``like`` at run time."""
+    if None not in shape:
+        return c.const(np.zeros(shape, np.float32), name="zeros")
+    dims = runtime_dims(c, like, batch_axis, shape)
     return c.op("FILL", [dims, np.array(0.0, np.float32)], dtype=np.float32, shape=shape)
 
 
@@ -94,7 +99,7 @@ def _layer_weights(c, kind: str, start: int, activation: str | None = None) -> L
         c.decline(f"a reset_after=False GRU has one bias of [3 * units], got {bias.shape}")
     bias_in, bias_rec = split_gru_bias(bias)
     return LoopWeights(kind, kernel, recurrent, bias_in, activation or a["activation"], reset_after=reset_after,
-                    recurrent_bias=bias_rec)
+                       recurrent_bias=bias_rec)
 
 
 def loop_over(c, kind: str, x, start: int, states: list, *, activation: str, tm: bool, backwards: bool,
@@ -106,8 +111,8 @@ def loop_over(c, kind: str, x, start: int, states: list, *, activation: str, tm:
     if steps is None:
         c.decline("the loop form needs a static number of time steps")
     batch = x.shape[1 if tm else 0] or c.batch_size
-    return loop_steps(c, _layer_weights(c, kind, start, activation), x, states, tm=tm, backwards=backwards, batch=batch,
-                 steps=steps, sequence=sequence)
+    return loop_steps(c, _layer_weights(c, kind, start, activation), x, states, tm=tm, backwards=backwards,
+                      batch=batch, steps=steps, sequence=sequence)
 
 
 def loop_steps(c, w: LoopWeights, x, states: list, *, tm: bool, backwards: bool, batch, steps: int, sequence: bool):
@@ -169,8 +174,8 @@ def loop_layer(c, kind: str) -> list:
     w = _layer_weights(c, kind, 1)
     n_states = int(a.get("n_initial_states", 0))
     states = [c.args[4 + k].value for k in range(n_states)] or [None] * w.n_states
-    seq, finals = loop_steps(c, w, x, states, tm=tm, backwards=bool(a.get("go_backwards")), batch=batch, steps=steps,
-                        sequence=bool(a.get("return_sequences")))
+    seq, finals = loop_steps(c, w, x, states, tm=tm, backwards=bool(a.get("go_backwards")), batch=batch,
+                             steps=steps, sequence=bool(a.get("return_sequences")))
     out = seq if seq is not None else finals[0]
     return [out, *finals] if a.get("return_state") else out
 
@@ -186,8 +191,8 @@ def loop_bidirectional(c, merge) -> list:
     dirs = []
     for start, backwards in ((1, False), (4, True)):
         w = _layer_weights(c, kind, start)
-        dirs.append(loop_steps(c, w, x, [None] * w.n_states, tm=tm, backwards=backwards, batch=batch, steps=steps,
-                          sequence=sequence))
+        dirs.append(loop_steps(c, w, x, [None] * w.n_states, tm=tm, backwards=backwards, batch=batch,
+                               steps=steps, sequence=sequence))
     (fw_seq, fw_final), (bw_seq, bw_final) = dirs
     mode = a.get("merge_mode", "concat")
     if sequence:
