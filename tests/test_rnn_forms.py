@@ -243,3 +243,25 @@ def test_unknown_form_is_a_clear_error(bad):
     model = _model(keras_flavour("keras3"), LAYERS["simple_rnn"][1])
     with pytest.raises(InputError, match="rnn_form must be one of 'default', 'fused', 'unrolled', 'loop', 'auto'"):
         fuselite.Converter.from_keras_model(model, rnn_form=bad).convert()
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_stateful_layer_in_the_loop_form_carries_its_state_between_invokes(kind):
+    """rnn_form="loop" on a stateful layer: its states are the loop's first carries and written back after it, so
+    three invokes follow Keras' stateful layer (the default keeps the fused op's in-place state for LSTM)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    k = keras_flavour("keras3")
+    k.utils.set_random_seed(0)
+    i = k.Input((5, 3), batch_size=1)
+    model = k.Model(i, getattr(k.layers, kind)(4, stateful=True)(i))
+    conv = fuselite.Converter.from_keras_model(model, rnn_form="loop")
+    data = conv.convert()
+    assert [r["form"] for r in conv.report.composites] == ["loop"], conv.report.composites
+    runner = Interpreter(model_content=data).get_signature_runner("serving_default")
+    (name,) = runner.get_input_details()
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = rng.standard_normal((1, 5, 3)).astype(np.float32)
+        (got,) = runner(**{name: x}).values()
+        np.testing.assert_allclose(got, np.asarray(model(x)), atol=TOL)
