@@ -70,3 +70,26 @@ def test_reverse_pair_through_transpose_keeps_a_returned_transpose():
     want = [np.asarray(t) for t in f(x)]
     for name, w in zip(sorted(got), want):
         np.testing.assert_allclose(got[name], w, atol=1e-6)
+
+
+def test_adding_zero_and_multiplying_by_one_go():
+    """x + 0, 0 + x, x - 0, x * 1 are x (a freshly initialised batch norm's offset); a zero that broadcasts x
+    to a larger shape stays."""
+    zeros, ones = np.zeros(4, np.float32), np.ones((1, 4), np.float32)
+    ops = _convert(lambda x: tf.nn.relu((zeros + (x + zeros) * ones - zeros) * 2.0), [None, 3, 4])
+    assert ops == ["MUL", "RELU"] or ops == ["MUL"], ops
+    ops = _convert(lambda x: x + np.zeros((2, 3, 4), np.float32), [1, 1, 4])  # broadcast: [1, 1, 4] -> [2, 3, 4]
+    assert ops == ["ADD"], ops
+
+
+def test_freshly_initialised_batch_norm_offset_goes():
+    import keras
+
+    keras.utils.set_random_seed(0)
+    i = keras.Input((6, 6, 3))
+    bn = keras.layers.BatchNormalization()(keras.layers.Add()([i, i]))
+    model = keras.Model(i, keras.layers.ReLU()(bn))
+    data = fuselite.Converter.from_keras_model(model).convert()
+    assert litert_op_names(data).count("ADD") == 1, litert_op_names(data)  # beta = mean = 0: no offset
+    x = RNG.standard_normal((2, 6, 6, 3)).astype(np.float32)
+    np.testing.assert_allclose(next(iter(run(data, [x]).values())), np.asarray(model(x)), atol=1e-5)

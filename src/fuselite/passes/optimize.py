@@ -1,7 +1,8 @@
 """TFLite-level optimizations: fold weights transforms, fuse bias/batch-norm/activations.
 
 The peepholes are declared rules (pattern, condition, replacement; see
-``passes/rewrite.py``) in the rule sets ``merge_transposes``, ``drop_noops``,
+``passes/rewrite.py``) in the rule sets ``merge_transposes``, ``drop_noops`` (identity reshapes and
+transposes, x + 0, x * 1),
 ``merge_reshape_fc``, ``pad_into_conv``, ``fold_into_weighted``, ``fuse_activations`` and
 ``drop_zero_fc_bias``. :func:`optimize_function` runs them between the plain passes
 (constant folding, DCE, static reshapes, CSE, bidirectional merging) until nothing changes.
@@ -322,6 +323,50 @@ def drop_noop_reshape(ctx: RewriteCtx, m: Match) -> None:
       condition=lambda ctx, m: _not_output(ctx, m) and list(m.perm.const) == list(range(m.perm.const.size)))
 def drop_identity_transpose(ctx: RewriteCtx, m: Match) -> None:
     """TRANSPOSE by the identity permutation goes."""
+    ctx.replace(m.op, m.x)
+
+
+def _identity_operand(ctx: RewriteCtx, m: Match, neutral: float) -> bool:
+    """``op(x, c)`` is ``x``: ``c`` is all ``neutral`` (0 for ADD and SUB, 1 for MUL), the op has no fused
+    activation, ``x`` is float32, and broadcasting ``c`` against it cannot make the result larger (each of
+    ``c``'s dims is 1 or ``x``'s known size there)."""
+    op, x, c = m.op, m.x, m.c.const
+    if is_pinned(op) or ctx.is_output(op.outputs[0]) or op.attrs.get("fused_activation_function", "NONE") != "NONE":
+        return False
+    if x.dtype != np.float32 or x.quant is not None or x.shape is None or c.ndim > len(x.shape):
+        return False
+    if any(cd != 1 and cd != xd for cd, xd in zip(reversed(c.shape), reversed(x.shape))):
+        return False
+    return c.size > 0 and bool(np.all(c == neutral))
+
+
+@rule("drop_noops", TFL.ADD(Var("x"), Const("c"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 0.0))
+def drop_add_zero(ctx: RewriteCtx, m: Match) -> None:
+    """x + 0 goes (a batch norm's offset with zero beta and mean, as in freshly initialised models)."""
+    ctx.replace(m.op, m.x)
+
+
+@rule("drop_noops", TFL.ADD(Const("c"), Var("x"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 0.0))
+def drop_zero_add(ctx: RewriteCtx, m: Match) -> None:
+    """0 + x goes."""
+    ctx.replace(m.op, m.x)
+
+
+@rule("drop_noops", TFL.SUB(Var("x"), Const("c"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 0.0))
+def drop_sub_zero(ctx: RewriteCtx, m: Match) -> None:
+    """x - 0 goes."""
+    ctx.replace(m.op, m.x)
+
+
+@rule("drop_noops", TFL.MUL(Var("x"), Const("c"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 1.0))
+def drop_mul_one(ctx: RewriteCtx, m: Match) -> None:
+    """x * 1 goes."""
+    ctx.replace(m.op, m.x)
+
+
+@rule("drop_noops", TFL.MUL(Const("c"), Var("x"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 1.0))
+def drop_one_mul(ctx: RewriteCtx, m: Match) -> None:
+    """1 * x goes."""
     ctx.replace(m.op, m.x)
 
 
