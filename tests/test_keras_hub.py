@@ -5,14 +5,13 @@ included (issue 17: every keras-hub text backbone was blocked by einsums with mo
 
 from __future__ import annotations
 
+import keras_hub  # a test dependency (pyproject's test extras)
 import numpy as np
 import pytest
 from conftest import litert_op_names
 
 import fuselite
 from fuselite.runtime import run
-
-keras_hub = pytest.importorskip("keras_hub")
 
 TOL = 1e-4
 TINY = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32)
