@@ -45,6 +45,17 @@ def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split") -> d
     return forms
 
 
+def traced_form(rnn_forms: dict, kind: str, stateful: bool) -> str:
+    """The form of a layer met in a SavedModel or concrete function (a tf-keras composite, a recognised loop),
+    where a Bidirectional is two separate layers: as ``rnn_forms`` says for ``kind`` (a stateful layer's, under
+    "stateful"), except that with a "Bidirectional" entry (``bidirectional="fused"``) an LSTM or SimpleRNN keeps
+    the fused op, so that a forward / backward pair can become LiteRT's bidirectional op
+    (passes/bidirectional.py)."""
+    if kind != "GRU" and "Bidirectional" in rnn_forms:
+        return "fused"
+    return rnn_forms.get("stateful" if stateful else kind, "unrolled" if kind == "GRU" else "fused")
+
+
 def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | None = None):
     """The results of the form ``c.rnn_forms`` asks for a ``kind`` layer, built by ``forms[form](c)``
     ("unrolled", "loop"), with the form in ``c.form`` for the report; None where the ``fallback`` form (the

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
+from fuselite.fusion.forms import traced_form
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn import _read_state, _state, _time_step, _weights, lstm_sequence
 from fuselite.fusion.rnn_kit import keras_to_litert, numpy_lstm
@@ -112,11 +113,8 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
     # time_major flag as an attribute; the evaluation below has the last word.
     hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
     what = "IndyLSTM" if indy else "tf-keras LSTM"
-    # the loop form (fusion/rnn_loop.py) takes any batch; with bidirectional="fused" the fused op, so that forward
-    # / backward pairs can become LiteRT's bidirectional op (passes/bidirectional.py); a stateful layer (its
-    # states read from variables) as the "stateful" entry says (the fused op by default)
-    form = c.rnn_forms.get("stateful" if h0.variable or c0.variable else "LSTM")
-    loop = not indy and form == "loop" and "Bidirectional" not in c.rnn_forms
+    # the loop form (fusion/rnn_loop.py) takes any batch; a stateful layer's states are read from variables
+    loop = not indy and traced_form(c.rnn_forms, "LSTM", h0.variable or c0.variable) == "loop"
     if c.batch_size is None and x.shape[1 if hint else 0] is None and not (loop and c.dynamic_batch):
         raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.composite import Composite
+from fuselite.fusion.forms import traced_form
 from fuselite.fusion.gru import MAX_UNROLL, pack_steps, unrolled_gru
 from fuselite.fusion.rnn import _read_state, _state, _time_step
 from fuselite.fusion.rnn_kit import (
@@ -268,15 +269,12 @@ def _initial(c, v, batch, units):
 
 
 def _form(op, m, rnn_forms: dict) -> str:
-    """The recognised loop's form: "loop" where ``rnn_forms`` asks for it (a stateful layer's, whose state is read
-    from a variable, under the "stateful" entry), else "fused" (a GRU: "unrolled")."""
-    stateful = any(v.producer is not None and v.producer.kind == "ReadVariableOp"
-                   for v in (op.inputs[m.i_h], op.inputs[m.i_c] if m.cell == "LSTM" else None) if v is not None)
-    # with bidirectional="fused" and the default forms the fused op, so that pairs can merge (passes/bidirectional.py)
-    bidirectional = "Bidirectional" in rnn_forms and m.cell != "GRU"
-    if rnn_forms.get("stateful" if stateful else m.cell) == "loop" and not bidirectional:
-        return "loop"
-    return "unrolled" if m.cell == "GRU" else "fused"
+    """The recognised loop's form (``fusion.forms.traced_form``): "loop", "fused" or, for a GRU, "unrolled". A
+    stateful layer's state is read from a variable."""
+    states = (op.inputs[m.i_h], op.inputs[m.i_c] if m.cell == "LSTM" else None)
+    stateful = any(v is not None and v.producer is not None and v.producer.kind == "ReadVariableOp" for v in states)
+    form = traced_form(rnn_forms, m.cell, stateful)
+    return form if form == "loop" else "unrolled" if m.cell == "GRU" else "fused"
 
 
 def _replace_with_loop(module: Module, fn: Function, op, m, c, activation: str, batch: int):

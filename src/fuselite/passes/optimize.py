@@ -326,10 +326,10 @@ def drop_identity_transpose(ctx: RewriteCtx, m: Match) -> None:
     ctx.replace(m.op, m.x)
 
 
-def _identity_operand(ctx: RewriteCtx, m: Match, neutral: float) -> bool:
-    """``op(x, c)`` is ``x``: ``c`` is all ``neutral`` (0 for ADD and SUB, 1 for MUL), the op has no fused
-    activation, ``x`` is float32, and broadcasting ``c`` against it cannot make the result larger (each of
-    ``c``'s dims is 1 or ``x``'s known size there)."""
+def _identity_operand(ctx: RewriteCtx, m: Match) -> bool:
+    """``op(x, c)`` is ``x``: ``c`` is all 0 (ADD, SUB) or all 1 (MUL), the op has no fused activation, ``x`` is
+    float32, and broadcasting ``c`` against it cannot make the result larger (each of ``c``'s dims is 1 or
+    ``x``'s known size there)."""
     op, x, c = m.op, m.x, m.c.const
     if is_pinned(op) or ctx.is_output(op.outputs[0]) or op.attrs.get("fused_activation_function", "NONE") != "NONE":
         return False
@@ -337,36 +337,19 @@ def _identity_operand(ctx: RewriteCtx, m: Match, neutral: float) -> bool:
         return False
     if any(cd != 1 and cd != xd for cd, xd in zip(reversed(c.shape), reversed(x.shape))):
         return False
-    return c.size > 0 and bool(np.all(c == neutral))
+    return c.size > 0 and bool(np.all(c == (1.0 if op.kind == "MUL" else 0.0)))
 
 
-@rule("drop_noops", TFL.ADD(Var("x"), Const("c"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 0.0))
-def drop_add_zero(ctx: RewriteCtx, m: Match) -> None:
-    """x + 0 goes (a batch norm's offset with zero beta and mean, as in freshly initialised models)."""
+@rule("drop_noops", TFL["ADD", "SUB", "MUL"](Var("x"), Const("c"), name="op"), condition=_identity_operand)
+def drop_identity_operand(ctx: RewriteCtx, m: Match) -> None:
+    """x + 0, x - 0 and x * 1 go (a batch norm's offset with zero beta and mean, as in freshly initialised
+    models)."""
     ctx.replace(m.op, m.x)
 
 
-@rule("drop_noops", TFL.ADD(Const("c"), Var("x"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 0.0))
-def drop_zero_add(ctx: RewriteCtx, m: Match) -> None:
-    """0 + x goes."""
-    ctx.replace(m.op, m.x)
-
-
-@rule("drop_noops", TFL.SUB(Var("x"), Const("c"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 0.0))
-def drop_sub_zero(ctx: RewriteCtx, m: Match) -> None:
-    """x - 0 goes."""
-    ctx.replace(m.op, m.x)
-
-
-@rule("drop_noops", TFL.MUL(Var("x"), Const("c"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 1.0))
-def drop_mul_one(ctx: RewriteCtx, m: Match) -> None:
-    """x * 1 goes."""
-    ctx.replace(m.op, m.x)
-
-
-@rule("drop_noops", TFL.MUL(Const("c"), Var("x"), name="op"), condition=lambda ctx, m: _identity_operand(ctx, m, 1.0))
-def drop_one_mul(ctx: RewriteCtx, m: Match) -> None:
-    """1 * x goes."""
+@rule("drop_noops", TFL["ADD", "MUL"](Const("c"), Var("x"), name="op"), condition=_identity_operand)
+def drop_identity_first_operand(ctx: RewriteCtx, m: Match) -> None:
+    """0 + x and 1 * x go."""
     ctx.replace(m.op, m.x)
 
 
