@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """What masking costs: an Embedding -> RNN(64) -> Dense text model over 20 tokens with and without
-``mask_zero=True``, both converted by fuselite (unmasked: the fused sequence op, or the unrolled GRU;
-masked: the unrolled form with a SELECT_V2 per step, fusion/masked_rnn.py), timed on LiteRT with one
-thread, interleaved invoke by invoke (``fuselite.verify.bench``, 3 s), inputs drawn as token ids in
-[0, 10) (about one in ten masked). Example::
+``mask_zero=True``, converted by fuselite (unmasked: the default loop form; masked: the default loop form,
+its body ending in SELECT_V2s, fusion/rnn_loop.py, and the unrolled form, SELECT_V2s per step,
+fusion/masked_rnn.py), timed on LiteRT with one thread, interleaved invoke by invoke
+(``fuselite.verify.bench``, 3 s), inputs drawn as token ids in [0, 10) (about one in ten masked). Example::
 
     .venv/bin/python benchmarks/masking.py --out docs/masking-benchmarks.md
 """
@@ -39,15 +39,17 @@ def main(argv=None) -> int:
         print(f"[masking] {layer} ...", file=sys.stderr, flush=True)
         datas = []
         with quiet():
-            for mask in (False, True):
+            for mask, form in ((False, "default"), (True, "default"), (True, "unrolled")):
                 keras.utils.set_random_seed(0)
                 i = keras.Input((20,), dtype="int32", batch_size=1)
                 y = getattr(keras.layers, layer)(64)(keras.layers.Embedding(1000, 32, mask_zero=mask)(i))
-                datas.append(fuselite.Converter.from_keras_model(keras.Model(i, keras.layers.Dense(2)(y))).convert())
-            plain, masked = bench(datas, seconds=args.seconds)
-        rows.append(f"| {layer}(64) | {plain['median_us']:.1f} ({plain['p10_us']:.1f}–{plain['p90_us']:.1f}) | "
-                    f"{masked['median_us']:.1f} ({masked['p10_us']:.1f}–{masked['p90_us']:.1f}) | "
-                    f"{masked['median_us'] / plain['median_us']:.2f} | {len(datas[0]):,} / {len(datas[1]):,} |")
+                datas.append(fuselite.Converter.from_keras_model(keras.Model(i, keras.layers.Dense(2)(y)),
+                                                                 rnn_form=form).convert())
+            times = bench(datas, seconds=args.seconds)
+        plain = times[0]["median_us"]
+        cells = [f"{t['median_us']:.1f} ({t['p10_us']:.1f}–{t['p90_us']:.1f})" for t in times]
+        rows.append(f"| {layer}(64) | {' | '.join(cells)} | {times[1]['median_us'] / plain:.2f} / "
+                    f"{times[2]['median_us'] / plain:.2f} | {' / '.join(f'{len(d):,}' for d in datas)} |")
     text = "\n".join([
         "# Masked recurrent layers: latency against the unmasked form",
         "",
@@ -55,11 +57,13 @@ def main(argv=None) -> int:
         f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
         f"- Machine: {machine_description()}",
         f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}",
-        "- Embedding(1000, 32) -> layer(64) -> Dense(2) over 20 tokens, batch 1, both models converted by "
-        "fuselite; LiteRT `Interpreter(num_threads=1)`, interleaved invoke by invoke; median µs (p10–p90).",
+        "- Embedding(1000, 32) -> layer(64) -> Dense(2) over 20 tokens, batch 1, all three models converted by "
+        "fuselite (unmasked and masked in the default loop form, masked also with `rnn_form=\"unrolled\"`); "
+        "LiteRT `Interpreter(num_threads=1)`, interleaved invoke by invoke; median µs (p10–p90).",
         "",
-        "| layer | unmasked µs | masked µs | × masked/unmasked | size B (unmasked / masked) |",
-        "|---|---|---|---|---|",
+        "| layer | unmasked µs (loop) | masked µs (loop) | masked µs (unrolled) | × masked/unmasked (loop / "
+        "unrolled) | size B (unmasked / masked loop / masked unrolled) |",
+        "|---|---|---|---|---|---|",
         *rows,
     ]) + "\n"
     emit(text, args.out)

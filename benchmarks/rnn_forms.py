@@ -37,7 +37,8 @@ import numpy as np
 FORMS = ("fused", "unrolled", "loop")
 SIDES = (*FORMS, "tf", "tf_twin")
 TF = SIDES.index("tf")
-MODELS = ("lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm", "simple_rnn", "gru", "text_lstm")
+MODELS = ("lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm", "simple_rnn", "gru", "text_lstm",
+          "masked_text_lstm")
 FAMILY = {"simple_rnn": "SimpleRNN", "gru": "GRU"}  # the others are LSTMs
 
 
@@ -105,8 +106,10 @@ def report(rows: list[str], started, seconds: float, settings, how: str, machine
         f"- Machine: {machine}",
         f"- Versions: {versions}",
         "- Models: the benchmark's recurrent models (64 units over 50×32, batch 1; text_lstm: Embedding → "
-        "LSTM → Dense over 20 tokens; bidirectional_lstm in the default split form). *fused*: "
-        "`rnn_form=\"fused\"` (LiteRT's sequence op; a GRU has none and is unrolled); *unrolled*: "
+        "LSTM → Dense over 40 tokens; masked_text_lstm: the same with `mask_zero=True`, the last quarter of the "
+        "tokens padding; bidirectional_lstm in the default split form). *fused*: "
+        "`rnn_form=\"fused\"` (LiteRT's sequence op; a GRU has none, and a masked layer cannot take it: both "
+        "unrolled); *unrolled*: "
         "`rnn_form=\"unrolled\"` (one FULLY_CONNECTED for every step's input, then the recurrent product and the "
         "cell per step); *loop*: `rnn_form=\"loop\"` (the same input projection, then a WHILE whose body does the "
         "recurrent product and the cell, no TensorLists); *TF*: the official converter's model (a batch-1 "

@@ -195,14 +195,15 @@ def test_hard_sigmoid_gates_are_declined(flavour):
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_masked_lstm_is_unrolled(flavour):
-    """No mask input on the fused op: a masked LSTM becomes unrolled builtins (fusion/masked_rnn.py), fused,
-    no loop; the unknown batch is fixed to 1 and the report says so (tests/test_masked_gru.py has the rest)."""
+def test_masked_lstm_unrolled_needs_a_static_batch(flavour):
+    """No mask input on the fused op: a masked LSTM in the unrolled form (rnn_form="unrolled"; the default is
+    the loop form, tests/test_masked_rnn.py) becomes builtins with SELECT_V2s, no loop; the unknown batch is
+    fixed to 1 and the report says so."""
     k = keras_flavour(flavour)
     k.utils.set_random_seed(0)
     i = k.Input((6,), dtype="int32")
     model = k.Model(i, k.layers.LSTM(4)(k.layers.Embedding(20, 3, mask_zero=True)(i)))
-    conv = fuselite.Converter.from_keras_model(model)
+    conv = fuselite.Converter.from_keras_model(model, rnn_form="unrolled")
     data = conv.convert()
     ops = litert_op_names(data)
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops and "WHILE" not in ops and "SELECT_V2" in ops, ops

@@ -62,14 +62,15 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
     fused op, built by the caller) is to be written: asked for, or the asked form cannot be written (a dynamic
     number of steps, a stateful layer), with the reason kept. Where the form needs a static batch, the
     conversion is run again at one (``NeedsStaticBatch``), in the same form. A masked
-    layer is always unrolled (the fused ops have no mask). ``key``: the entry of ``c.rnn_forms`` to read where it
-    has one (default: ``kind``)."""
+    layer takes the loop form where asked, else the unrolled one (the fused ops have no mask), and falls back to
+    the unrolled form. ``key``: the entry of ``c.rnn_forms`` to read where it has one (default: ``kind``)."""
     a = c.attrs
-    if a.get("has_mask"):
-        c.form = "unrolled (masked)"
-        return forms["unrolled"](c)
     key = "stateful" if a.get("state_variables") else key if key in c.rnn_forms else kind
     form = c.rnn_forms.get(key, fallback)
+    masked = bool(a.get("has_mask"))
+    if masked and form != "loop":
+        c.form = "unrolled (masked)"
+        return forms["unrolled"](c)
     if form not in forms:
         c.form = fallback
         return None
@@ -80,7 +81,10 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
         raise  # converted again at a static batch, in the same form
     except FusionDeclined as e:
         del c.ops[first:], c.subgraphs[subgraphs:]
+        if masked:
+            c.form = f"unrolled (masked; not {form}: {e})"
+            return forms["unrolled"](c)
         c.form = f"{fallback} (not {form}: {e})"
         return None
-    c.form = form
+    c.form = f"{form} (masked)" if masked else form
     return results

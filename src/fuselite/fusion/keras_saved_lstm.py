@@ -130,7 +130,7 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
 
     if loop:
         states = [None if s is None else s.value for s in initial]
-        seq, (h, cs) = loop_over(c, "LSTM", x.value, 3, states, activation="tanh", tm=time_major,
+        seq, (h, cs), _ = loop_over(c, "LSTM", x.value, 3, states, activation="tanh", tm=time_major,
                                  backwards=go_backwards, sequence=return_sequences)
         c.form = "loop"
         return _results(c, h, seq, h, cs, runtime, batch, units, time_major)

@@ -285,7 +285,7 @@ def _replace_with_loop(module: Module, fn: Function, op, m, c, activation: str, 
     w = LoopWeights(m.cell, m.kernel, m.rec, m.bias, activation, reset_after=m.reset_after,
                     recurrent_bias=m.bias_rec)
     c.taken_names = set(module.functions)
-    seq, finals = loop_steps(c, w, m.xt, states, tm=True, backwards=False, batch=batch, steps=m.steps,
+    seq, finals, _ = loop_steps(c, w, m.xt, states, tm=True, backwards=False, batch=batch, steps=m.steps,
                              sequence=m.sequences)
     for sub in c.subgraphs:
         module.add(sub)

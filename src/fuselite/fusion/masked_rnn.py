@@ -1,7 +1,8 @@
 """Masked Keras LSTM and SimpleRNN (``Embedding(mask_zero=True)`` -> LSTM, every padded text model) unrolled.
 
-LiteRT's sequence ops have no per-step mask input, so a masked layer is written as builtins,
-step by step, as the unrolled GRU is (``fusion/gru.py``): one ``FULLY_CONNECTED`` projects every
+LiteRT's sequence ops have no per-step mask input, so a masked layer takes the loop form
+(``fusion/rnn_loop.py``, the default) or this one, written as builtins step by step, as the unrolled GRU
+is (``fusion/gru.py``; ``rnn_form="unrolled"``, and where the fused op would be chosen): one ``FULLY_CONNECTED`` projects every
 step's input at once; each step adds the recurrent projection, applies the cell, and ends in
 ``SELECT_V2``s that keep the state (h, and c for an LSTM) and repeat the previous output (zeros
 before the first) where the mask is off, as Keras' ``rnn()`` does with

@@ -12,6 +12,9 @@ The projections are a loop-invariant carry: the body returns its input unchanged
 it on every step (``tflite/kernels/while.cc``: a read-only input), and the condition, which reads only
 the counter, gets only the counter (``RemoveUnusedInputs``).
 
+A masked layer's mask is another read-only carry (float32 [batch, time, 1]); the body gathers the step's
+flag and ends in ``SELECT_V2``s that keep the states where it is off, as Keras does.
+
 Example (the LSTM rule, for ``rnn_form="loop"``)::
 
     return loop_layer(c, "LSTM")
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuselite.fusion.gru import _act, _binary, _fc, _unrollable, gru_cell
+from fuselite.fusion.gru import _act, _binary, _fc, _mask, _unrollable, gru_cell
 from fuselite.fusion.masked_rnn import _constant_weights, _ifoc, lstm_cell
 from fuselite.fusion.rnn_kit import gru_fully_connected_weights, split_gru_bias
 
@@ -104,7 +107,7 @@ def _layer_weights(c, kind: str, start: int, activation: str | None = None) -> L
 
 def loop_over(c, kind: str, x, start: int, states: list, *, activation: str, tm: bool, backwards: bool,
               sequence: bool):
-    """(sequence or None, final states) of one direction of a ``kind`` layer in the loop form, its weights the
+    """(sequence or None, final states, last output) of one direction of a ``kind`` layer in the loop form, its weights the
     constant arguments ``start`` .. ``start + 2`` (Keras' layout), for rules of other composites (tf-keras'
     ``standard_lstm``). ``states``: initial values or None (zeros)."""
     steps = x.shape[0 if tm else 1]
@@ -115,9 +118,13 @@ def loop_over(c, kind: str, x, start: int, states: list, *, activation: str, tm:
                       batch=batch, steps=steps, sequence=sequence)
 
 
-def loop_steps(c, w: LoopWeights, x, states: list, *, tm: bool, backwards: bool, batch, steps: int, sequence: bool):
-    """(the outputs as a sequence in processing order, or None without ``sequence``; the final states) of one
-    direction of a layer over ``x``, its steps in a WHILE. ``states``: initial values, or None (zeros)."""
+def loop_steps(c, w: LoopWeights, x, states: list, *, tm: bool, backwards: bool, batch, steps: int, sequence: bool,
+               mask=None, zero_output: bool = False):
+    """(the outputs as a sequence in processing order, or None without ``sequence``; the final states; the last
+    output) of one direction of a layer over ``x``, its steps in a WHILE. ``states``: initial values, or None
+    (zeros). ``mask``: Keras' bool [batch, time] mask (in time order), or None: where it is off, the states keep
+    their values and the output repeats the previous one (zeros before the first), or is zeros with
+    ``zero_output`` (Keras' ``zero_output_for_mask``), as in the unrolled form (``fusion/masked_rnn.py``)."""
     t_axis, b_axis = (0, 1) if tm else (1, 0)
     if backwards:
         x = c.op("REVERSE_V2", [x, np.array([t_axis], np.int32)], dtype=np.float32, shape=x.shape)
@@ -127,6 +134,17 @@ def loop_steps(c, w: LoopWeights, x, states: list, *, tm: bool, backwards: bool,
     carries = [c.const(np.array(0, np.int32), name="step")]
     carries += [s if s is not None else _zeros(c, (batch, units), x, b_axis) for s in states]
     carries.append(proj)
+    # the output is a carry of its own where it can differ from h: masked steps after non-zero initial states
+    # (it starts at zeros), or that output zeros
+    tracked = mask is not None and (zero_output or any(s is not None for s in states))
+    if mask is not None:  # a read-only carry, as float32 [batch, time, 1] (TFLite Micro gathers no bool)
+        flags = c.op("CAST", [mask], dtype=np.float32, shape=(batch, steps))
+        if backwards:
+            flags = c.op("REVERSE_V2", [flags, np.array([1], np.int32)], dtype=np.float32, shape=flags.shape)
+        carries.append(c.op("RESHAPE", [flags, np.array([-1, steps, 1], np.int32)], dtype=np.float32,
+                            shape=(batch, steps, 1)))
+    if tracked:
+        carries.append(_zeros(c, (batch, units), x, b_axis))
     if sequence:
         carries.append(_zeros(c, (steps, batch, units) if tm else (batch, steps, units), x, b_axis))
     specs = [(v.dtype, v.shape) for v in carries]
@@ -138,11 +156,26 @@ def loop_steps(c, w: LoopWeights, x, states: list, *, tm: bool, backwards: bool,
 
     body = c.subgraph("loop_body")
     ins = [body.function.add_input(f"carry{k}", *spec) for k, spec in enumerate(specs)]
-    i, old, p = ins[0], ins[1:1 + len(states)], ins[1 + len(states)]
+    n = len(states)
+    i, old, p = ins[0], ins[1:1 + n], ins[1 + n]
     xt = body.op("GATHER", [p, i], {"axis": t_axis, "batch_dims": 0}, dtype=np.float32, shape=(batch, width))
     new, out = w.step(body, xt, old)
     outs = [body.op("ADD", [i, np.array(1, np.int32)], {"fused_activation_function": "NONE"}, dtype=np.int32,
                     shape=()), *new, p]  # the projections pass through unchanged: a read-only carry
+    if mask is not None:
+        flags = ins[2 + n]
+        on = body.op("GREATER", [body.op("GATHER", [flags, i], {"axis": 1, "batch_dims": 0}, dtype=np.float32,
+                                         shape=(batch, 1)), np.array(0.5, np.float32)], dtype=np.bool_,
+                     shape=(batch, 1))
+        keep = [body.op("SELECT_V2", [on, v, was], dtype=np.float32, shape=was.shape) for v, was in zip(new, old)]
+        outs[1:1 + n] = keep
+        outs.append(flags)
+        if tracked:
+            otherwise = np.zeros((1, units), np.float32) if zero_output else ins[3 + n]
+            out = body.op("SELECT_V2", [on, out, otherwise], dtype=np.float32, shape=(batch, units))
+            outs.append(out)
+        else:
+            out = keep[0]
     if sequence:
         seq = ins[-1]
         one_step = (1, batch, units) if tm else (batch, 1, units)
@@ -155,28 +188,31 @@ def loop_steps(c, w: LoopWeights, x, states: list, *, tm: bool, backwards: bool,
     results = c.op("WHILE", carries, {"cond_subgraph_index": "@" + cond.function.name,
                                       "body_subgraph_index": "@" + body.function.name}, outs=specs)
     finals = results[1:1 + len(states)]
-    return (results[-1] if sequence else None), finals
+    last = results[3 + len(states)] if tracked else finals[0]
+    return (results[-1] if sequence else None), finals, last
 
 
-def _loopable(c, kind: str):
+def _loopable(c, kind: str, mask_index: int):
+    """The sequence input, whether it is time-major, the batch (None: dynamic), the number of steps and the mask
+    (the argument ``mask_index`` of a masked layer, else None) of a layer the loop form can write."""
     a = c.attrs
     if a.get("stateful"):
         c.decline(f"a stateful {kind} keeps the fused op (the loop form was not built for it)")
-    if a.get("has_mask"):
-        c.decline(f"a masked {kind} has no loop form (it is unrolled)")
-    return _unrollable(c, kind, dynamic_batch=c.dynamic_batch, max_steps=None, form="loop form of")
+    x, tm, batch, steps = _unrollable(c, kind, dynamic_batch=c.dynamic_batch, max_steps=None, form="loop form of")
+    return x, tm, batch, steps, (_mask(c, mask_index, x, tm) if a.get("has_mask") else None)
 
 
 def loop_layer(c, kind: str) -> list:
     """The results of a Keras ``kind`` ("LSTM", "SimpleRNN" or "GRU") composite in the loop form (or a decline)."""
     a = c.attrs
-    x, tm, batch, steps = _loopable(c, kind)
-    w = _layer_weights(c, kind, 1)
     n_states = int(a.get("n_initial_states", 0))
+    x, tm, batch, steps, mask = _loopable(c, kind, 4 + n_states)
+    w = _layer_weights(c, kind, 1)
     states = [c.args[4 + k].value for k in range(n_states)] or [None] * w.n_states
-    seq, finals = loop_steps(c, w, x, states, tm=tm, backwards=bool(a.get("go_backwards")), batch=batch,
-                             steps=steps, sequence=bool(a.get("return_sequences")))
-    out = seq if seq is not None else finals[0]
+    seq, finals, last = loop_steps(c, w, x, states, tm=tm, backwards=bool(a.get("go_backwards")), batch=batch,
+                                   steps=steps, sequence=bool(a.get("return_sequences")), mask=mask,
+                                   zero_output=bool(a.get("zero_output_for_mask")))
+    out = seq if seq is not None else last
     return [out, *finals] if a.get("return_state") else out
 
 
@@ -186,20 +222,21 @@ def loop_bidirectional(c, merge) -> list:
     Keras' order (the merged output(s), then the forward and the backward final states with ``return_state``)."""
     a = c.attrs
     kind = a.get("layer")
-    x, tm, batch, steps = _loopable(c, kind)
+    x, tm, batch, steps, mask = _loopable(c, kind, 7)
     sequence = bool(a.get("return_sequences"))
     dirs = []
     for start, backwards in ((1, False), (4, True)):
         w = _layer_weights(c, kind, start)
         dirs.append(loop_steps(c, w, x, [None] * w.n_states, tm=tm, backwards=backwards, batch=batch,
-                               steps=steps, sequence=sequence))
-    (fw_seq, fw_final), (bw_seq, bw_final) = dirs
+                               steps=steps, sequence=sequence, mask=mask,
+                               zero_output=bool(a.get("zero_output_for_mask"))))
+    (fw_seq, fw_final, fw_last), (bw_seq, bw_final, bw_last) = dirs
     mode = a.get("merge_mode", "concat")
     if sequence:
         bw_seq = c.op("REVERSE_V2", [bw_seq, np.array([0 if tm else 1], np.int32)], dtype=np.float32,
                       shape=bw_seq.shape)
         y = merge(c, mode, fw_seq, bw_seq, fw_seq.shape)
     else:
-        y = merge(c, mode, fw_final[0], bw_final[0], fw_final[0].shape)
+        y = merge(c, mode, fw_last, bw_last, fw_last.shape)
     y = y if isinstance(y, list) else [y]
     return y + list(fw_final) + list(bw_final) if a.get("return_state") else y

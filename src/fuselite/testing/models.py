@@ -135,6 +135,15 @@ def text_lstm(k):
     return k.Model(i, k.layers.Dense(4, activation="softmax")(x), name="text_lstm")
 
 
+def masked_text_lstm(k):
+    """The text classifier over padded sequences: Embedding(mask_zero=True) -> LSTM -> Dense (token 0 is
+    padding, masked)."""
+    i = k.Input((40,), dtype="int32", name="token_ids")
+    x = k.layers.Embedding(1000, 32, mask_zero=True)(i)
+    x = k.layers.LSTM(64)(x)
+    return k.Model(i, k.layers.Dense(4, activation="softmax")(x), name="masked_text_lstm")
+
+
 def stateful_lstm(k):
     """LSTM(64), stateful (batch 1): its state carries from one invoke to the next."""
     i = k.Input((50, 32), batch_size=1, name="sequence")
@@ -150,6 +159,8 @@ RNN_BUILDERS = {
     "bidirectional_lstm": bidirectional_lstm,
     "simple_rnn": simple_rnn, "gru": gru, "text_lstm": text_lstm,
 }
+# masked: the recurrent forms benchmark's padded model (benchmarks/rnn_forms.py)
+MASKED_BUILDERS = {"masked_text_lstm": masked_text_lstm}
 # stateful: outputs depend on earlier invokes (not in the stateless model sweeps)
 STATEFUL_BUILDERS = {"stateful_lstm": stateful_lstm}
 # max abs error allowed against TF eager (issue acceptance)
@@ -167,7 +178,7 @@ def _has_gelu(k) -> bool:
 def build(name: str, k, seed: int = 0):
     """Build model ``name`` with Keras flavour ``k``, seeded and with non-trivial BN stats."""
     k.utils.set_random_seed(seed)
-    model = {**BUILDERS, **RNN_BUILDERS, **STATEFUL_BUILDERS}[name](k)
+    model = {**BUILDERS, **RNN_BUILDERS, **MASKED_BUILDERS, **STATEFUL_BUILDERS}[name](k)
     _randomize_batchnorm(model, seed)
     return model
 
@@ -192,7 +203,10 @@ def sample_inputs(model, batch: int = 1, seed: int = 0) -> list[np.ndarray]:
         shape = [batch if d is None else d for d in t.shape]
         dtype = np.dtype(str(t.dtype).replace("<dtype: '", "").replace("'>", ""))
         if dtype.kind in "iu":
-            out.append(rng.integers(0, 1000, shape).astype(dtype))
+            ids = rng.integers(0, 1000, shape).astype(dtype)
+            if model.name.startswith("masked"):  # padded at the end, a quarter of the tokens
+                ids[..., -(shape[-1] // 4):] = 0
+            out.append(ids)
         else:
             out.append(rng.standard_normal(shape).astype(dtype))
     return out
