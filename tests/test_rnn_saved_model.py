@@ -401,15 +401,16 @@ def test_saved_model_gru_unrolled(tmp_path, flavour, variant):
 @pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("variant", ["sequences", "reset_before_backwards_last", "stacked", "state"])
 def test_saved_model_recognised_loops_in_the_loop_form(tmp_path, flavour, variant):
-    """By default a recognised GRU loop becomes the loop form: the input projection, then a WHILE without
-    TensorLists (tf-keras' "gru_*" composites stay unrolled)."""
+    """By default a recognised GRU loop, and tf-keras' "gru_*" composite, becomes the loop form: the input
+    projection, then a WHILE without TensorLists, one per layer."""
     build, shape, n = GRU_VARIANTS[variant]
     model, path = _saved(flavour, build, tmp_path, shape)
     conv = fuselite.Converter.from_saved_model(path)
     data = conv.convert()
-    loops = [r for r in conv.report.composites if r["interface"] == "Keras GRU loop (recognised)"]
-    assert all((r["status"], r["form"]) == ("fused", "loop") for r in loops), loops
-    assert litert_op_names(data).count("WHILE") == len(loops), litert_op_names(data)
+    loops = [r for r in conv.report.composites if r["interface"] == "Keras GRU loop (recognised)"
+             or r["interface"].startswith("gru_")]
+    assert len(loops) == n and all((r["status"], r["form"]) == ("fused", "loop") for r in loops), loops
+    assert litert_op_names(data).count("WHILE") == n, litert_op_names(data)
     assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
 
 
@@ -426,7 +427,7 @@ def test_saved_model_gru_hard_sigmoid_stays_a_correct_loop(tmp_path):
     assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
 
 
-# -- tf-keras' "gru_*" composite (standard_gru) -> the unrolled GRU, also with strict_fusion ----------
+# -- tf-keras' "gru_*" composite (standard_gru) -> the loop form or the unrolled GRU, also with strict_fusion --
 
 # tf-keras calls standard_gru for tanh / sigmoid, reset_after=True, use_bias, no recurrent dropout
 TF_KERAS_GRU = {  # name: (build, input shape, number of "gru_*" composites)
@@ -441,16 +442,19 @@ TF_KERAS_GRU = {  # name: (build, input shape, number of "gru_*" composites)
 }
 
 
-def check_fused_gru_composites(conv, model, xs, n):
-    """Every "gru_*" composite is fused into the unrolled builtins (no WHILE); stateless, within 1e-5."""
+def check_fused_gru_composites(conv, model, xs, n, form="unrolled"):
+    """Every "gru_*" composite is fused into the unrolled builtins (no WHILE) or the loop form (a WHILE each,
+    no TensorLists: its body's ops are another subgraph's); stateless, within 1e-5."""
     data = conv.convert()
     ops = litert_op_names(data)
-    assert "WHILE" not in ops and "FULLY_CONNECTED" in ops, ops
+    assert ops.count("WHILE") == (n if form == "loop" else 0) and "FULLY_CONNECTED" in ops, ops
+    assert not any(op.startswith("TENSOR_LIST") for op in ops), ops
     grus = [r for r in conv.report.composites if r["interface"].startswith("gru_")]
     assert len(grus) == n, conv.report.composites
     for r in grus:
-        assert r["status"] == "fused", r
-        assert {"FULLY_CONNECTED", "UNPACK", "LOGISTIC"} <= set(r["into"]), r
+        assert (r["status"], r["form"]) == ("fused", form), r
+        assert ({"FULLY_CONNECTED", "WHILE"} if form == "loop" else {"FULLY_CONNECTED", "UNPACK", "LOGISTIC"}) <= set(
+            r["into"]), r
     assert not [r for r in conv.report.composites if r["status"] != "fused"], conv.report.composites
     if n:
         assert "fused into" in str(conv.report) and "no fusion rule" not in str(conv.report)
@@ -471,6 +475,24 @@ def test_saved_model_tf_keras_gru_composite_fused(tmp_path, variant):
         check_fused_gru_composites(conv, model, _inputs(model, 2, seed=1), n)
 
 
+@pytest.mark.parametrize("variant", sorted(v for v in TF_KERAS_GRU if TF_KERAS_GRU[v][2]))
+def test_saved_model_tf_keras_gru_composite_in_the_loop_form(tmp_path, variant):
+    """By default the composite becomes the loop form; where tf-keras leaves the batch unknown at the
+    composite (a layer returning its sequence), it stays dynamic."""
+    build, shape, n = TF_KERAS_GRU[variant]
+    model, path = _saved("tf_keras", build, tmp_path, shape)
+    conv = fuselite.Converter.from_saved_model(path, strict_fusion=True)
+    data = check_fused_gru_composites(conv, model, _inputs(model, 1), n, form="loop")
+    if variant in ("sequences", "long", "dropout"):
+        assert not any("batch size" in w for w in conv.report.warnings), conv.report.warnings
+        runner = interpreter(data).get_signature_runner("serving_default")
+        (name,) = fuselite.runtime.signature_inputs(data, "serving_default")
+        for batch in (2, 3):
+            xs = _inputs(model, batch, seed=batch)
+            (got,) = runner(**{name: xs[0]}).values()
+            np.testing.assert_allclose(got, np.asarray(model(xs[0])), atol=TOL)
+
+
 def _stacked_tf_keras_gru(tmp_path):
     return _saved("tf_keras", GRU_VARIANTS["stacked"][0], tmp_path)
 
@@ -478,20 +500,23 @@ def _stacked_tf_keras_gru(tmp_path):
 def test_stacked_tf_keras_gru_strict_fusion(tmp_path):
     """The second GRU's composite sees the static number of steps the first fused one produces."""
     model, path = _stacked_tf_keras_gru(tmp_path)
-    check_fused_gru_composites(fuselite.Converter.from_saved_model(path, strict_fusion=True, rnn_form="unrolled"), model,
-                               _inputs(model, 1), 2)
+    for form in ("unrolled", "loop"):
+        check_fused_gru_composites(fuselite.Converter.from_saved_model(path, strict_fusion=True, rnn_form=form), model,
+                                   _inputs(model, 1), 2, form)
 
 
-def test_saved_model_tf_keras_gru_initial_state_as_input(tmp_path):
-    """A non-constant initial state feeds the first step's recurrent projection."""
+@pytest.mark.parametrize("form", ["unrolled", "loop"])
+def test_saved_model_tf_keras_gru_initial_state_as_input(tmp_path, form):
+    """A non-constant initial state feeds the first step's recurrent projection (the loop's first carry)."""
     k = _tf_keras()
     k.utils.set_random_seed(0)
     x, h = k.Input((5, 3), name="seq"), k.Input((4,), name="h0")
     model = k.Model([x, h], k.layers.GRU(4, return_sequences=True, go_backwards=True)(x, initial_state=[h]))
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), strict_fusion=True, rnn_form="unrolled")
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), strict_fusion=True, rnn_form=form)
     data = conv.convert()
-    assert "WHILE" not in litert_op_names(data)
-    assert [r["status"] for r in conv.report.composites if r["interface"].startswith("gru_")] == ["fused"]
+    assert litert_op_names(data).count("WHILE") == (form == "loop")
+    assert [(r["status"], r["form"]) for r in conv.report.composites if r["interface"].startswith("gru_")] == [
+        ("fused", form)]
     rng = np.random.default_rng(3)
     xv, hv = (rng.standard_normal(s).astype(np.float32) for s in ((1, 5, 3), (1, 4)))
     names = [d["name"] for d in interpreter(data).get_input_details()]
@@ -501,14 +526,15 @@ def test_saved_model_tf_keras_gru_initial_state_as_input(tmp_path):
     np.testing.assert_allclose(first[0], model([xv, hv]), atol=TOL)
 
 
-def test_concrete_function_tf_keras_gru_fused():
+@pytest.mark.parametrize("form", ["unrolled", "loop"])
+def test_concrete_function_tf_keras_gru_fused(form):
     import tensorflow as tf
 
     model = _model(lambda L, i: L.GRU(6, go_backwards=True)(i))
     fn = tf.function(lambda x: model(x, training=False))
     cf = fn.get_concrete_function(tf.TensorSpec([2, 7, 3], tf.float32))
-    conv = fuselite.Converter.from_concrete_functions([cf], model, strict_fusion=True)
-    check_fused_gru_composites(conv, model, _inputs(model, 2, seed=2), 1)
+    conv = fuselite.Converter.from_concrete_functions([cf], model, strict_fusion=True, rnn_form=form)
+    check_fused_gru_composites(conv, model, _inputs(model, 2, seed=2), 1, form)
 
 
 def test_masked_tf_keras_gru_is_declined_and_correct(tmp_path):
@@ -581,13 +607,16 @@ def _hand_made_gru_composite(time_major, go_backwards, return_sequences, attrs=N
     return model, rng.standard_normal(shape).astype(np.float32)
 
 
+@pytest.mark.parametrize("form", ["unrolled", "loop"])
 @pytest.mark.parametrize("flags", [(False, False, True), (True, True, False), (True, False, True), (False, True, False)])
-def test_gru_flags_are_determined_by_evaluation(flags):
+def test_gru_flags_are_determined_by_evaluation(flags, form):
     model, x = _hand_made_gru_composite(*flags)
-    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()], strict_fusion=True)
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()], strict_fusion=True,
+                                                      rnn_form=form)
     data = conv.convert()
-    assert "WHILE" not in litert_op_names(data)
-    assert conv.report.composites[0]["status"] == "fused", conv.report.composites
+    assert litert_op_names(data).count("WHILE") == (form == "loop")
+    assert (conv.report.composites[0]["status"], conv.report.composites[0]["form"]) == ("fused", form), \
+        conv.report.composites
     got = fuselite.runtime.run(data, [x])
     want = {k: np.asarray(v) for k, v in model(x).items()}
     assert len(got) == len(want)

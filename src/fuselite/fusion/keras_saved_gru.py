@@ -11,8 +11,10 @@ or, without ``return_sequences``, the last output with a time axis of 1. Every o
 (``reset_after=False``, another activation, no bias) is a plain ``while`` loop, which
 ``fusion/loops.py`` recognises.
 
-LiteRT has no GRU op, so the composite becomes the unrolled builtins of an in-memory
-GRU (at most ``MAX_UNROLL`` steps). As for tf-keras' LSTM (``keras_saved_lstm.py``), the
+LiteRT has no GRU op, so the composite becomes the form ``rnn_form`` asks (``fusion/forms.py``,
+``traced_form``): the loop form (``fusion/rnn_loop.py``, the default for float models; any number of
+steps, an unknown batch kept dynamic) or the unrolled builtins of an in-memory GRU (at most
+``MAX_UNROLL`` steps; ``rnn_form="unrolled"`` or ``"fused"``, quantized conversions). As for tf-keras' LSTM (``keras_saved_lstm.py``), the
 baked-in ``time_major``, ``go_backwards`` and ``return_sequences`` are found by running
 the function once with TensorFlow and matching a NumPy GRU (gates z, r, h;
 ``reset_after=True``) for every hypothesis; the rule fuses only when exactly one
@@ -25,10 +27,12 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
+from fuselite.fusion.forms import traced_form
 from fuselite.fusion.gru import MAX_UNROLL, pack_steps, unrolled_gru
 from fuselite.fusion.keras_saved_lstm import determine_flags, tf_keras_composite
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn_kit import numpy_gru, split_gru_bias
+from fuselite.fusion.rnn_loop import loop_over
 
 ARG_NAMES = ("inputs", "init_h", "kernel", "recurrent_kernel", "bias")
 
@@ -51,23 +55,28 @@ def fuse_tf_keras_saved_gru(c):
     # tf-keras records its (unchecked) time_major flag as an attribute; the evaluation below
     # has the last word. Checked first, so that an unknown batch is not evaluated twice.
     hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
+    # the loop form takes any batch; a stateful layer's state is read from a variable
+    loop = traced_form(c.rnn_forms, "GRU", h0.variable) == "loop"
+    dynamic = loop and c.dynamic_batch
+    need = f"the {'loop form of the' if loop else 'unrolled'} GRU needs a static batch size"
     if x.shape[0] is None and x.shape[1] is None:
         # e.g. the second of two stacked GRUs: tf-keras' loop output has no static length, and
         # the composite's signature is not refined from its call site after the first is fused
         c.decline(f"unrolling needs a static number of time steps, the input has shape {x.shape} at the "
                   "composite's boundary")
-    if c.batch_size is None and x.shape[1 if hint else 0] is None:
-        raise NeedsStaticBatch("the unrolled GRU needs a static batch size", h0.shape[0] if h0.const is None else None)
+    if c.batch_size is None and x.shape[1 if hint else 0] is None and not dynamic:
+        raise NeedsStaticBatch(need, h0.shape[0] if h0.const is None else None)
 
     time_major, go_backwards, return_sequences, runtime = determine_flags(
         c, fdef, library, n_states=1, what="GRU", cell="a standard GRU (reset_after=True, tanh/sigmoid, gates z, r, h)",
         reference=_reference)
     steps = x.shape[0 if time_major else 1]
-    if steps is None or steps > MAX_UNROLL:
-        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
+    if steps is None or steps > MAX_UNROLL and not loop:
+        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}" if not loop else
+                  "the loop form needs a static number of time steps")
     batch = x.shape[1 if time_major else 0] or c.batch_size
-    if batch is None:
-        raise NeedsStaticBatch("the unrolled GRU needs a static batch size", h0.shape[0] if h0.const is None else None)
+    if batch is None and not dynamic:
+        raise NeedsStaticBatch(need, h0.shape[0] if h0.const is None else None)
     if h0.shape[0] not in (None, batch):
         c.decline(f"initial state 'init_h' has batch {h0.shape[0]}, the sequence has batch {batch}")
 
@@ -76,15 +85,21 @@ def fuse_tf_keras_saved_gru(c):
     elif h0.shape == (batch, units):
         h = h0.value
     else:
-        h = c.op("RESHAPE", [h0, np.array([batch, units], np.int32)], dtype=np.float32, shape=(batch, units))
-    outs = unrolled_gru(c, x, k.const, rk.const, *split_gru_bias(b.const), h, time_major=time_major,
-                        go_backwards=go_backwards, batch=batch)
-    last = outs[-1]
-    if return_sequences:
-        outputs = pack_steps(c, outs, time_major)
-    else:  # tf-keras returns the last output with a time axis of 1
+        h = c.op("RESHAPE", [h0, np.array([-1, units], np.int32)], dtype=np.float32, shape=(batch, units))
+    if loop:
+        seq, (last,), _ = loop_over(c, "GRU", x.value, 2, [h], activation="tanh", tm=time_major,
+                                    backwards=go_backwards, sequence=return_sequences)
+        outputs = seq
+    else:
+        outs = unrolled_gru(c, x, k.const, rk.const, *split_gru_bias(b.const), h, time_major=time_major,
+                            go_backwards=go_backwards, batch=batch)
+        last = outs[-1]
+        outputs = pack_steps(c, outs, time_major) if return_sequences else None
+    c.form = "loop" if loop else "unrolled"
+    if outputs is None:  # tf-keras returns the last output with a time axis of 1
         shape = (1, batch, units) if time_major else (batch, 1, units)
-        outputs = c.op("RESHAPE", [last, np.array(shape, np.int32)], dtype=np.float32, shape=shape)
+        outputs = c.op("RESHAPE", [last, np.array([-1 if d is None else d for d in shape], np.int32)],
+                       dtype=np.float32, shape=shape)
     return [last, outputs, last, c.const(np.asarray(runtime, np.float32), name="runtime")]
 
 
