@@ -311,7 +311,7 @@ def main(argv=None) -> int:
         "batch 1 inputs (a dynamic length as 7). Both converters with defaults (`from_keras_model`); each model "
         f"run on stock LiteRT. ✓: max abs error against Keras <= {TOL:g} × max(1, max |output|); ✗ above. In "
         "brackets: loops and non-builtin ops left. fuselite's recurrent layers are in its default loop form (a "
-        "WHILE without TensorLists per layer and direction, docs/rnn.md#forms); masked ones and ConvLSTM2D are "
+        "WHILE without TensorLists per layer and direction, docs/rnn.md#forms), masked ones too; ConvLSTM2D is "
         "unrolled.",
         f"- Matching Keras: fuselite {counts['fuselite']} of {len(rows)}, tf.lite.TFLiteConverter "
         f"{counts['tf']} of {len(rows)}.",
