@@ -13,8 +13,14 @@ with TensorFlow on random inputs (and the real, frozen weights), computes the LS
 NumPy for every hypothesis (``time_major`` x ``go_backwards``; ``return_sequences``
 follows from the shape of ``outputs``) with tanh / sigmoid and Keras' gate order
 ``i, f, c, o``, and fuses only when exactly one hypothesis reproduces all four float
-results within 1e-5. Anything else (another activation, a mask, a changed tf-keras
+results within 1e-5. Anything else (another activation, ragged lengths, a changed tf-keras
 implementation) is declined with a reason and converted from the body.
+
+A masked layer's composite has a seventh argument, ``mask`` (bool ``[batch, time]``), and one more flag
+baked in, ``zero_output_for_mask`` (what ``Bidirectional`` sets when it returns sequences); it is found
+the same way, with a mask that is off at the first and the last step. Only the loop form takes a mask
+(``fusion/rnn_loop.py``): in the fused form (``rnn_form="fused"``, quantized conversions) the composite is
+declined and converted from its body.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.forms import traced_form
+from fuselite.fusion.gru import _mask
 from fuselite.fusion.registry import fusion
 from fuselite.fusion.rnn import _read_state, _state, _time_step, _weights, lstm_sequence
 from fuselite.fusion.rnn_kit import keras_to_litert, numpy_lstm
@@ -33,33 +40,43 @@ TOL = 1e-5
 _FILL = 3  # evaluation size of an unknown dimension (> 1, so go_backwards is observable)
 
 
-def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_form: str):
-    """``(function_def, library)`` of a tf-keras ``standard_<what>`` composite whose signature fits.
+def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_form: str, loop: bool):
+    """``(function_def, library, mask)`` of a tf-keras ``standard_<what>`` composite whose signature fits:
+    ``mask`` the index of its mask argument, or None.
 
-    Declines (with the reason) a mask or ragged lengths among the arguments, other
-    argument names, another number of results and anything but float32.
+    Declines (with the reason) ragged lengths among the arguments, a mask unless the layer takes the ``loop``
+    form, other argument names, another number of results and anything but float32 (a bool mask).
     """
     fdef = c.function.attrs.get("_function_def")
     library = c.function.attrs.get("_library") or {}
     if fdef is None:
         c.decline(f"the original TensorFlow function is not available to check the {what}'s flags")
     names, n = tuple(a.name for a in c.args), len(arg_names)
-    if len(c.args) > n and names[:n] == arg_names:
-        c.decline(f"the tf-keras {what} receives {', '.join(names[n:])} (a mask, e.g. from "
-                  f"Embedding(mask_zero=True), or ragged sequence lengths); {fused_form} has no mask input")
-    if names != arg_names:
+    mask = n if names == (*arg_names, "mask") else None
+    if mask is not None and not loop:
+        c.decline(f"the tf-keras {what} receives a mask (e.g. from Embedding(mask_zero=True)); {fused_form} has "
+                  "no mask input (the loop form, rnn_form='loop', takes it)")
+    if mask is None and len(c.args) > n and names[:n] == arg_names:
+        c.decline(f"the tf-keras {what} receives {', '.join(names[n:])} (ragged sequence lengths, or a mask "
+                  f"beside them); no form of the {what} takes them")
+    if names[:n] != arg_names or len(names) > n + (mask is not None):
         c.decline(f"not tf-keras' standard_{what.lower()}: arguments ({', '.join(names)}), "
                   f"expected ({', '.join(arg_names)})")
     c.expect_results(n_results)
-    if any(a.dtype != np.float32 for a in c.args) or any(r.dtype != np.float32 for r in c.results):
+    floats = c.args[:n]
+    if any(a.dtype != np.float32 for a in floats) or any(r.dtype != np.float32 for r in c.results):
         c.decline(f"only float32 {what}s are fused (arguments: {', '.join(str(a.dtype) for a in c.args)})")
-    return fdef, library
+    if mask is not None and (c.args[mask].dtype != np.bool_ or c.args[mask].rank != 2):
+        c.decline(f"the mask must be bool [batch, time], got {c.args[mask].dtype} {c.args[mask].shape}")
+    return fdef, library, mask
 
 
 @fusion("lstm_*")
 def fuse_tf_keras_saved_lstm(c):
-    fdef, library = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, "the fused op")
-    return _fuse_keras_lstm(c, fdef, library, indy=False)
+    h0, c0 = c.args[1:3] if len(c.args) >= 3 else (None, None)
+    loop = h0 is not None and traced_form(c.rnn_forms, "LSTM", h0.variable or c0.variable) == "loop"
+    fdef, library, mask = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, "the fused op", loop)
+    return _fuse_keras_lstm(c, fdef, library, indy=False, mask=mask)
 
 
 @fusion("indy_lstm_*")
@@ -78,7 +95,7 @@ def fuse_indy_lstm(c):
     c.expect_results(5)
     if any(a.dtype != np.float32 for a in c.args) or any(r.dtype != np.float32 for r in c.results):
         c.decline(f"only float32 IndyLSTMs are fused (arguments: {', '.join(str(a.dtype) for a in c.args)})")
-    return _fuse_keras_lstm(c, fdef, c.function.attrs.get("_library") or {}, indy=True)
+    return _fuse_keras_lstm(c, fdef, c.function.attrs.get("_library") or {}, indy=True, mask=None)
 
 
 def _diagonal_kernel(rk: np.ndarray) -> np.ndarray:
@@ -87,8 +104,8 @@ def _diagonal_kernel(rk: np.ndarray) -> np.ndarray:
     return np.concatenate([np.diag(rk[:, g]) for g in range(4)], axis=1).reshape(units, 4 * units)
 
 
-def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
-    x, h0, c0, k, rk, b = c.args
+def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None):
+    x, h0, c0, k, rk, b = c.args[:6]
     if x.rank != 3 or x.shape[2] is None:
         c.decline(f"the sequence input must have rank 3 and static features, got shape {x.shape}")
     if rk.const is None or rk.rank != 2 or k.const is None or b.const is None:
@@ -118,7 +135,8 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
     if c.batch_size is None and x.shape[1 if hint else 0] is None and not (loop and c.dynamic_batch):
         raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
 
-    time_major, go_backwards, return_sequences, runtime = _determine_flags(c, fdef, library, indy=indy)
+    time_major, go_backwards, return_sequences, zero_output, runtime = _determine_flags(c, fdef, library, indy=indy,
+                                                                                         mask=mask)
     batch = x.shape[1 if time_major else 0] or c.batch_size
     if batch is None and not (loop and c.dynamic_batch):
         raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
@@ -130,10 +148,12 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool):
 
     if loop:
         states = [None if s is None else s.value for s in initial]
-        seq, (h, cs), _ = loop_over(c, "LSTM", x.value, 3, states, activation="tanh", tm=time_major,
-                                 backwards=go_backwards, sequence=return_sequences)
-        c.form = "loop"
-        return _results(c, h, seq, h, cs, runtime, batch, units, time_major)
+        flags = None if mask is None else _mask(c, mask, x, time_major)
+        seq, (h, cs), last = loop_over(c, "LSTM", x.value, 3, states, activation="tanh", tm=time_major,
+                                       backwards=go_backwards, sequence=return_sequences, mask=flags,
+                                       zero_output=zero_output)
+        c.form = "loop" if mask is None else "loop (masked)"
+        return _results(c, last, seq, h, cs, runtime, batch, units, time_major)
     c.form = "fused"
     h, cs = (_state(c, batch, units, s) for s in initial)
     seq = lstm_sequence(c, x, wi, wr, bias, h, cs, time_major=time_major, go_backwards=go_backwards,
@@ -155,30 +175,34 @@ def _results(c, last, seq, h, cell, runtime, batch, units, time_major) -> list:
 # -- determining the baked-in flags ----------------------------------------------------------
 
 
-def _determine_flags(c, fdef, library, indy: bool = False):
-    """(time_major, go_backwards, return_sequences, runtime) of the body, or decline."""
+def _determine_flags(c, fdef, library, indy: bool = False, mask: int | None = None):
+    """(time_major, go_backwards, return_sequences, zero_output_for_mask, runtime) of the body, or decline."""
 
-    def reference(x, states, weights, time_major, go_backwards):
+    def reference(x, states, weights, time_major, go_backwards, **masking):
         k, rk, b = weights
         seq, h, cell = numpy_lstm(x, *states, k, _diagonal_kernel(rk) if indy else rk, b, time_major=time_major,
-                                  go_backwards=go_backwards)
+                                  go_backwards=go_backwards, **masking)
         return seq, [h, cell]
 
     cell = "a standard LSTM (tanh/sigmoid, gates i, f, c, o)"
     return determine_flags(c, fdef, library, n_states=2, what="IndyLSTM" if indy else "LSTM",
-                           cell=cell.replace("standard", "diagonal-recurrence") if indy else cell, reference=reference)
+                           cell=cell.replace("standard", "diagonal-recurrence") if indy else cell, reference=reference,
+                           mask=mask)
 
 
-def determine_flags(c, fdef, library, *, n_states: int, what: str, cell: str, reference):
-    """(time_major, go_backwards, return_sequences, runtime) baked into a tf-keras RNN composite, or decline.
+def determine_flags(c, fdef, library, *, n_states: int, what: str, cell: str, reference, mask: int | None = None):
+    """(time_major, go_backwards, return_sequences, zero_output_for_mask, runtime) baked into a tf-keras RNN
+    composite, or decline.
 
     For tf-keras' ``standard_lstm`` / ``standard_gru``: the arguments of ``c`` are the input
     sequence, ``n_states`` initial states, then the constant weights; the results are
     ``(last_output, outputs, *final states, runtime)``. The function is run once with
     TensorFlow on random inputs and compared with ``reference(x, states, weights,
-    time_major, go_backwards) -> (outputs [time, batch, units] in processing order, [final
-    states])`` for every hypothesis; exactly one must reproduce every float result within
-    1e-5. ``what`` ("LSTM") and ``cell`` (what the reference computes) go into the reasons.
+    time_major, go_backwards, mask=..., zero_output=...) -> (outputs [time, batch, units] in processing
+    order, [final states])`` for every hypothesis; exactly one must reproduce every float result within
+    1e-5. ``what`` ("LSTM") and ``cell`` (what the reference computes) go into the reasons. ``mask``: the
+    index of the composite's mask argument (bool [batch, time]; a batch-major layer's), or None; it is fed
+    off at the first and the last step and at random between, so that ``zero_output_for_mask`` shows.
     """
     x = c.args[0]
     states = c.args[1:1 + n_states]
@@ -191,8 +215,13 @@ def determine_flags(c, fdef, library, *, n_states: int, what: str, cell: str, re
         else:
             feeds.append((0.5 * rng.standard_normal(tuple(_FILL if d is None else d for d in s.shape)))
                          .astype(np.float32))
-    weights = [a.const for a in c.args[1 + n_states:]]
-    check = (c, fdef, library, feeds, what, reference)
+    weights = [a.const for a in c.args[1 + n_states:mask]]
+    if mask is not None:
+        flags = rng.random(tuple(_FILL if d is None else d for d in c.args[mask].shape)) < 0.6
+        flags[:, 0] = flags[:, -1] = False
+        flags[:, flags.shape[1] // 2] = True
+        feeds.append(flags)
+    check = (c, fdef, library, feeds, what, reference, mask is not None)
     matches, got = _matching_hypotheses(*check, weights)
     if len(matches) > 1:
         # Weights that hide the order of the steps (e.g. zero kernels): the flags are part of
@@ -205,20 +234,22 @@ def determine_flags(c, fdef, library, *, n_states: int, what: str, cell: str, re
     if len(matches) > 1:
         c.decline(f"evaluating the tf-keras {what} function is ambiguous: {len(matches)} flag combinations "
                   f"reproduce it ({matches})")
-    (tm, gb, rs), = matches
+    (tm, gb, rs, zo), = matches
     for flag, value in (("time_major", tm), ("go_backwards", gb)):
         if flag in fdef.attr and fdef.attr[flag].b != value:
             c.decline(f"the function's attribute {flag}={fdef.attr[flag].b} contradicts its body ({value})")
     runtime = got[-1]
     if runtime.shape != () or not np.isfinite(runtime):
         c.decline(f"unexpected runtime result {runtime!r}")
-    return tm, gb, rs, float(runtime)
+    return tm, gb, rs, zo, float(runtime)
 
 
-def _matching_hypotheses(c, fdef, library, feeds, what, reference, weights):
+def _matching_hypotheses(c, fdef, library, feeds, what, reference, masked, weights):
+    flags = feeds[-1] if masked else None
+    feeds = feeds[:-1] if masked else feeds
     n_results = len(feeds) + 2  # last_output, outputs, the final states, runtime
     try:
-        got = evaluate_function(fdef, library, feeds + weights)
+        got = evaluate_function(fdef, library, feeds + weights + ([flags] if masked else []))
     except Exception as e:  # noqa: BLE001 - a body TensorFlow cannot run is not fused
         c.decline(f"could not evaluate the tf-keras {what} function with TensorFlow: {type(e).__name__}: "
                   f"{str(e).splitlines()[0] if str(e) else ''}")
@@ -232,17 +263,19 @@ def _matching_hypotheses(c, fdef, library, feeds, what, reference, weights):
         for gb in (False, True):
             if gb and real_steps == 1:
                 continue  # one step: reversing changes nothing
-            if any(s.shape[0] != batch for s in states):
-                continue
-            seq, finals = reference(x, states, weights, tm, gb)
-            last = seq[-1]
-            full = seq if tm else seq.transpose(1, 0, 2)
-            one = last[None] if tm else last[:, None]
-            for rs, outputs in ((True, full), (False, one)):
-                if not rs and real_steps == 1:
-                    continue  # one step: all outputs are the last output
-                if all(_close(g, w) for g, w in zip(got[:-1], (last, outputs, *finals))):
-                    matches.append((tm, gb, rs))
+            if any(s.shape[0] != batch for s in states) or masked and (tm or flags.shape != (batch, steps)):
+                continue  # a time-major layer's mask is not batch-major
+            for zo in (False, True) if masked else (False,):
+                masking = {"mask": flags, "zero_output": zo} if masked else {}
+                seq, finals = reference(x, states, weights, tm, gb, **masking)
+                last = seq[-1]
+                full = seq if tm else seq.transpose(1, 0, 2)
+                one = last[None] if tm else last[:, None]
+                for rs, outputs in ((True, full), (False, one)):
+                    if not rs and real_steps == 1:
+                        continue  # one step: all outputs are the last output
+                    if all(_close(g, w) for g, w in zip(got[:-1], (last, outputs, *finals))):
+                        matches.append((tm, gb, rs, zo))
     # time_major with both leading dimensions 1 is the same computation as batch-major
     if c.args[0].shape[0] == 1 and c.args[0].shape[1] == 1:
         matches = [m for m in matches if not m[0]] or matches

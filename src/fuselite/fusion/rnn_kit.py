@@ -382,14 +382,17 @@ def numpy_simple_rnn_cell(x, h, kernel, recurrent_kernel, bias, *, activation: s
 
 
 def run_sequence(step: Callable, x, initial_states: Sequence, *, time_major: bool = False,
-                 go_backwards: bool = False, dtype=np.float64) -> tuple[np.ndarray, list[np.ndarray]]:
+                 go_backwards: bool = False, dtype=np.float64, mask=None,
+                 zero_output: bool = False) -> tuple[np.ndarray, list[np.ndarray]]:
     """Run a cell over a sequence: ``(outputs [time, batch, units] in processing order, final states)``.
 
     ``step(x_t, *states)`` returns the new states, the output first. ``x`` is ``[batch,
     time, features]`` (``[time, batch, features]`` if ``time_major``); with
     ``go_backwards`` the steps run from the last to the first, and the outputs stay in
     processing order (``outputs[0]`` is the last time step's). ``x`` and the states are
-    cast to ``dtype``. Example::
+    cast to ``dtype``. ``mask`` (bool ``[batch, time]``, in time order, or None): where it is off, the states
+    keep their values and the output repeats the previous one (zeros before the first), or is zeros with
+    ``zero_output``, as Keras' ``rnn()`` does. Example::
 
         >>> step = lambda xt, h: (numpy_simple_rnn_cell(xt, h, kernel, recurrent_kernel, bias),)
         >>> seq, (h,) = run_sequence(step, x, [np.zeros((batch, units))], go_backwards=True)
@@ -399,26 +402,35 @@ def run_sequence(step: Callable, x, initial_states: Sequence, *, time_major: boo
     if go_backwards:
         steps = steps[::-1]
     states = [np.asarray(s, dtype) for s in initial_states]
-    outs = []
-    for xt in steps:
-        states = list(step(xt, *states))
-        outs.append(states[0])
+    flags = [None] * len(steps) if mask is None else list(np.asarray(mask, bool).T[:, :, None])
+    if go_backwards:
+        flags = flags[::-1]
+    outs, out = [], np.zeros_like(states[0])
+    for xt, on in zip(steps, flags):
+        new = list(step(xt, *states))
+        if on is None:
+            states, out = new, new[0]
+        else:
+            states = [np.where(on, n, s) for n, s in zip(new, states)]
+            out = np.where(on, new[0], 0.0 if zero_output else out)
+        outs.append(out)
     seq = np.stack(outs) if outs else np.zeros((0,) + states[0].shape)
     return seq, states
 
 
 def numpy_lstm(x, h0, c0, kernel, recurrent_kernel, bias, *, activation: str = "tanh", time_major: bool = False,
-               go_backwards: bool = False):
+               go_backwards: bool = False, **masking):
     """Keras' LSTM (tf-keras' ``standard_lstm``) in float64: ``(outputs [time, batch, units] in
-    processing order, h, c)``. See :func:`run_sequence` and :func:`numpy_lstm_cell`."""
+    processing order, h, c)``. See :func:`run_sequence` (and its ``mask``, ``zero_output``) and
+    :func:`numpy_lstm_cell`."""
     k, rk, b = (np.asarray(w, np.float64) for w in (kernel, recurrent_kernel, bias))
     seq, (h, c) = run_sequence(lambda xt, h, c: numpy_lstm_cell(xt, h, c, k, rk, b, activation=activation),
-                               x, [h0, c0], time_major=time_major, go_backwards=go_backwards)
+                               x, [h0, c0], time_major=time_major, go_backwards=go_backwards, **masking)
     return seq, h, c
 
 
 def numpy_gru(x, h0, kernel, recurrent_kernel, bias, *, activation: str = "tanh", reset_after: bool = True,
-              time_major: bool = False, go_backwards: bool = False):
+              time_major: bool = False, go_backwards: bool = False, **masking):
     """Keras' GRU (tf-keras' ``standard_gru``) in float64: ``(outputs [time, batch, units] in processing
     order, h)``. ``bias`` is Keras' (``[2, 3u]``, or ``[3u]`` without ``reset_after``); see
     :func:`split_gru_bias`, :func:`run_sequence` and :func:`numpy_gru_cell`."""
@@ -426,7 +438,7 @@ def numpy_gru(x, h0, kernel, recurrent_kernel, bias, *, activation: str = "tanh"
     seq, (h,) = run_sequence(
         lambda xt, h: (numpy_gru_cell(xt, h, kernel, recurrent_kernel, b_in, b_rec, activation=activation,
                                       reset_after=reset_after),),
-        x, [h0], time_major=time_major, go_backwards=go_backwards)
+        x, [h0], time_major=time_major, go_backwards=go_backwards, **masking)
     return seq, h
 
 

@@ -106,16 +106,17 @@ def _layer_weights(c, kind: str, start: int, activation: str | None = None) -> L
 
 
 def loop_over(c, kind: str, x, start: int, states: list, *, activation: str, tm: bool, backwards: bool,
-              sequence: bool):
-    """(sequence or None, final states, last output) of one direction of a ``kind`` layer in the loop form, its weights the
-    constant arguments ``start`` .. ``start + 2`` (Keras' layout), for rules of other composites (tf-keras'
-    ``standard_lstm``). ``states``: initial values or None (zeros)."""
+              sequence: bool, mask=None, zero_output: bool = False):
+    """(sequence or None, final states, last output) of one direction of a ``kind`` layer in the loop form, its
+    weights the constant arguments ``start`` .. ``start + 2`` (Keras' layout), for rules of other composites
+    (tf-keras' ``standard_lstm``). ``states``: initial values or None (zeros); ``mask``, ``zero_output``: as for
+    :func:`loop_steps`."""
     steps = x.shape[0 if tm else 1]
     if steps is None:
         c.decline("the loop form needs a static number of time steps")
     batch = x.shape[1 if tm else 0] or c.batch_size
     return loop_steps(c, _layer_weights(c, kind, start, activation), x, states, tm=tm, backwards=backwards,
-                      batch=batch, steps=steps, sequence=sequence)
+                      batch=batch, steps=steps, sequence=sequence, mask=mask, zero_output=zero_output)
 
 
 def loop_steps(c, w: LoopWeights, x, states: list, *, tm: bool, backwards: bool, batch, steps: int, sequence: bool,
