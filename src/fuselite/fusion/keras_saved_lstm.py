@@ -54,8 +54,8 @@ def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_for
     names, n = tuple(a.name for a in c.args), len(arg_names)
     mask = n if names == (*arg_names, "mask") else None
     if mask is not None and not loop:
-        c.decline(f"the tf-keras {what} receives a mask (e.g. from Embedding(mask_zero=True)); {fused_form} has "
-                  "no mask input (the loop form, rnn_form='loop', takes it)")
+        c.decline(f"the tf-keras {what} receives a mask (e.g. from Embedding(mask_zero=True)); only the loop form "
+                  f"takes it here (rnn_form='loop'), not {fused_form}")
     if mask is None and len(c.args) > n and names[:n] == arg_names:
         c.decline(f"the tf-keras {what} receives {', '.join(names[n:])} (ragged sequence lengths, or a mask "
                   f"beside them); no form of the {what} takes them")
@@ -73,10 +73,11 @@ def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_for
 
 @fusion("lstm_*")
 def fuse_tf_keras_saved_lstm(c):
+    # the loop form or the fused op (a stateful layer's states are read from variables)
     h0, c0 = c.args[1:3] if len(c.args) >= 3 else (None, None)
     loop = h0 is not None and traced_form(c.rnn_forms, "LSTM", h0.variable or c0.variable) == "loop"
     fdef, library, mask = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, "the fused op", loop)
-    return _fuse_keras_lstm(c, fdef, library, indy=False, mask=mask)
+    return _fuse_keras_lstm(c, fdef, library, indy=False, mask=mask, loop=loop)
 
 
 @fusion("indy_lstm_*")
@@ -95,7 +96,7 @@ def fuse_indy_lstm(c):
     c.expect_results(5)
     if any(a.dtype != np.float32 for a in c.args) or any(r.dtype != np.float32 for r in c.results):
         c.decline(f"only float32 IndyLSTMs are fused (arguments: {', '.join(str(a.dtype) for a in c.args)})")
-    return _fuse_keras_lstm(c, fdef, c.function.attrs.get("_library") or {}, indy=True, mask=None)
+    return _fuse_keras_lstm(c, fdef, c.function.attrs.get("_library") or {}, indy=True, mask=None, loop=False)
 
 
 def _diagonal_kernel(rk: np.ndarray) -> np.ndarray:
@@ -104,7 +105,7 @@ def _diagonal_kernel(rk: np.ndarray) -> np.ndarray:
     return np.concatenate([np.diag(rk[:, g]) for g in range(4)], axis=1).reshape(units, 4 * units)
 
 
-def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None):
+def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, loop: bool):
     x, h0, c0, k, rk, b = c.args[:6]
     if x.rank != 3 or x.shape[2] is None:
         c.decline(f"the sequence input must have rank 3 and static features, got shape {x.shape}")
@@ -130,8 +131,7 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None):
     # time_major flag as an attribute; the evaluation below has the last word.
     hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
     what = "IndyLSTM" if indy else "tf-keras LSTM"
-    # the loop form (fusion/rnn_loop.py) takes any batch; a stateful layer's states are read from variables
-    loop = not indy and traced_form(c.rnn_forms, "LSTM", h0.variable or c0.variable) == "loop"
+    # the loop form (fusion/rnn_loop.py, chosen by the caller) takes any batch
     if c.batch_size is None and x.shape[1 if hint else 0] is None and not (loop and c.dynamic_batch):
         raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
 
@@ -216,12 +216,12 @@ def determine_flags(c, fdef, library, *, n_states: int, what: str, cell: str, re
             feeds.append((0.5 * rng.standard_normal(tuple(_FILL if d is None else d for d in s.shape)))
                          .astype(np.float32))
     weights = [a.const for a in c.args[1 + n_states:mask]]
+    flags = None
     if mask is not None:
         flags = rng.random(tuple(_FILL if d is None else d for d in c.args[mask].shape)) < 0.6
         flags[:, 0] = flags[:, -1] = False
         flags[:, flags.shape[1] // 2] = True
-        feeds.append(flags)
-    check = (c, fdef, library, feeds, what, reference, mask is not None)
+    check = (c, fdef, library, feeds, flags, what, reference)
     matches, got = _matching_hypotheses(*check, weights)
     if len(matches) > 1:
         # Weights that hide the order of the steps (e.g. zero kernels): the flags are part of
@@ -244,9 +244,10 @@ def determine_flags(c, fdef, library, *, n_states: int, what: str, cell: str, re
     return tm, gb, rs, zo, float(runtime)
 
 
-def _matching_hypotheses(c, fdef, library, feeds, what, reference, masked, weights):
-    flags = feeds[-1] if masked else None
-    feeds = feeds[:-1] if masked else feeds
+def _matching_hypotheses(c, fdef, library, feeds, flags, what, reference, weights):
+    """The (time_major, go_backwards, return_sequences, zero_output_for_mask) hypotheses that reproduce the
+    function on ``feeds`` (the input, the states), ``weights`` and ``flags`` (its mask, or None), and its results."""
+    masked = flags is not None
     n_results = len(feeds) + 2  # last_output, outputs, the final states, runtime
     try:
         got = evaluate_function(fdef, library, feeds + weights + ([flags] if masked else []))
