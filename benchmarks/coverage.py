@@ -104,6 +104,26 @@ def _cases() -> dict:
         m(np.zeros((1, 12, 8), np.float32))
         return m
 
+    def activations(k):  # a row of Keras activations, one Dense each
+        i = k.Input((16,))
+        names = ("relu", "relu6", "elu", "selu", "swish", "hard_swish", "gelu", "leaky_relu", "sigmoid", "tanh",
+                 "softsign", "exponential")
+        return k.Model(i, k.layers.Concatenate()([k.layers.Dense(4, activation=a)(i) for a in names]))
+
+    def tf_op(fn, shape, dtype="float32"):  # a Lambda around TensorFlow ops, between two Dense layers
+        def build(k):
+            import tensorflow as tf
+
+            i = k.Input(shape, dtype=dtype)
+            return k.Model(i, k.layers.Lambda(lambda t: fn(tf, t))(i))
+        return build
+
+    def rescale_normalize(k):
+        i = k.Input((16, 16, 3))
+        norm = k.layers.Normalization(mean=[0.4, 0.5, 0.6], variance=[0.05, 0.06, 0.07])
+        x = norm(k.layers.Rescaling(1 / 255)(i))
+        return k.Model(i, k.layers.Conv2D(8, 3)(x))
+
     def app(name, shape, **kw):
         return lambda k: getattr(k.applications, name)(weights=None, input_shape=shape, include_top=False, **kw)
 
@@ -121,6 +141,24 @@ def _cases() -> dict:
 
     return {
         "mlp": mlp, "cnn": cnn, "separable_conv_bn": separable,
+        "conv1d_dynamic_length": small(lambda k: lambda x: k.layers.Dense(2)(k.layers.Conv1D(8, 3)(x)), (None, 6)),
+        "time_distributed_dense": small(lambda k: k.layers.TimeDistributed(k.layers.Dense(8)), (10, 6)),
+        "layernorm": small(lambda k: k.layers.LayerNormalization(), (10, 16)),
+        "groupnorm": small(lambda k: k.layers.GroupNormalization(groups=4), (8, 8, 8)),
+        "upsampling2d": small(lambda k: lambda x: k.layers.Conv2D(4, 3)(k.layers.UpSampling2D()(x)), (8, 8, 4)),
+        "upsampling2d_bilinear": small(lambda k: k.layers.UpSampling2D(interpolation="bilinear"), (8, 8, 4)),
+        "resizing": small(lambda k: k.layers.Resizing(12, 12), (8, 8, 3)),
+        "rescale_normalize": rescale_normalize,
+        "activations": activations,
+        "prelu": small(lambda k: lambda x: k.layers.PReLU()(k.layers.Dense(8)(x)), (16,)),
+        "image_resize": tf_op(lambda tf, t: tf.image.resize(t, (20, 20)), (10, 10, 3)),
+        "rfft_front_end": tf_op(lambda tf, t: tf.abs(tf.signal.rfft(t)), (64,)),
+        "gather_where_argmax": tf_op(lambda tf, t: tf.where(t > 0, t, tf.gather(t, [3, 2, 1, 0], axis=1))
+                                     + tf.cast(tf.expand_dims(tf.argmax(t, axis=1), 1), tf.float32), (4,)),
+        "top_k": tf_op(lambda tf, t: tf.math.top_k(t, k=3).values, (16,)),
+        "reduce_cumsum": tf_op(lambda tf, t: tf.concat([tf.reduce_max(t, 1, keepdims=True),
+                                                        tf.reduce_mean(t, 1, keepdims=True),
+                                                        tf.math.cumsum(t, axis=1)], axis=1), (16,)),
         "conv_transpose": small(lambda k: k.layers.Conv2DTranspose(8, 3, strides=2), (8, 8, 4)),
         "conv1d_pool": small(lambda k: lambda x: k.layers.GlobalMaxPooling1D()(k.layers.Conv1D(8, 3)(x)), (20, 4)),
         "grouped_conv": small(lambda k: k.layers.Conv2D(16, 3, groups=4), (10, 10, 8)),
@@ -205,7 +243,18 @@ def _inputs(model, rng) -> list[np.ndarray]:
     return xs
 
 
-def _side(convert, model, xs, names, want) -> dict:
+def _errors(got: list, want: list, relative: bool) -> float:
+    """Max abs error over the outputs (paired by shape: signature order may differ); with ``relative``, each
+    output's as a share of its range (max - min of the Keras output)."""
+    errs = []
+    for w in want:
+        cands = [g for g in got if np.shape(g) == np.shape(w)]
+        err = min(float(np.abs(np.asarray(g, np.float64) - w).max()) for g in cands) if cands else np.inf
+        errs.append(err / max(float(w.max() - w.min()), 1e-12) if relative else err)
+    return max(errs) if errs else np.inf
+
+
+def _side(convert, model, xs, names, want, quantize=None) -> dict:
     from fuselite.inspect import describe
     from fuselite.runtime import run
 
@@ -222,26 +271,63 @@ def _side(convert, model, xs, names, want) -> dict:
             ops[kind] = ops.get(kind, 0) + n
     out.update(ops=sum(ops.values()), loops=ops.get("WHILE", 0),
                custom=sorted(k for k in ops if k.startswith("CUSTOM") or k == "FLEX"))
-    try:
-        got = run(data, dict(zip(names, xs)) if len(names) == len(xs) else xs)
-    except Exception as e:
+    if quantize:
+        out["float_ops"] = _float_ops(data)
+    for builtin in ((False, True) if quantize else (False,)):
+        key = "builtin" if builtin else "xnnpack"
         try:
-            got = run(data, xs)
-        except Exception:
-            out.update(runs=False, error=f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}")
+            try:
+                got = run(data, dict(zip(names, xs)) if len(names) == len(xs) else xs, builtin_kernels=builtin)
+            except Exception:
+                got = run(data, xs, builtin_kernels=builtin)
+        except Exception as e:
+            out.update(runs=False, error=f"{key}: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}")
             return out
-    got = list(got.values())
-    errs = []
-    for w in want:  # pair by shape (signature output order may differ)
-        cands = [g for g in got if np.shape(g) == np.shape(w)]
-        errs.append(min(float(np.abs(np.asarray(g, np.float64) - w).max()) for g in cands) if cands else np.inf)
-    err = max(errs) if errs else np.inf
+        out[f"error_{key}"] = _errors(list(got.values()), want, relative=bool(quantize))
+    out["runs"] = True
+    if quantize:  # a share of the output range, the larger of the two kernel sets'
+        out["relative_error"] = max(out["error_xnnpack"], out["error_builtin"])
+        return out
+    err = out.pop("error_xnnpack")
     allowed = TOL * max([1.0] + [float(np.abs(w).max()) for w in want])
-    out.update(runs=True, max_abs_error=err, matches=bool(err <= allowed))
+    out.update(max_abs_error=err, matches=bool(err <= allowed))
     return out
 
 
-def child(name: str) -> dict:
+def _float_ops(data: bytes) -> int:
+    """Ops of the first subgraph that compute in float (QUANTIZE / DEQUANTIZE not counted)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    m = schema.Model.GetRootAs(data, 0)
+    g = m.Subgraphs(0)
+    count = 0
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = m.OperatorCodes(op.OpcodeIndex())
+        kind = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if kind in (schema.BuiltinOperator.QUANTIZE, schema.BuiltinOperator.DEQUANTIZE):
+            continue
+        types = [g.Tensors(op.Outputs(j)).Type() for j in range(op.OutputsLength()) if op.Outputs(j) >= 0]
+        count += schema.TensorType.FLOAT32 in types
+    return count
+
+
+CALIBRATION_DRAWS = 32  # the integer sweep's representative dataset: random draws, as a new user's
+
+
+def _quantized(conv, quantize: str, draws: list):
+    """``conv`` (either converter) set up for full-integer quantization as a new user would: float edges,
+    integer op sets only."""
+    import tensorflow as tf
+
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = lambda: (list(d) for d in draws)
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8] if quantize == "int8" else \
+        [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    return conv
+
+
+def child(name: str, quantize: str | None = None) -> dict:
     import keras
     import tensorflow as tf
 
@@ -259,9 +345,15 @@ def child(name: str) -> dict:
         call = xs if len(xs) > 1 else xs[0]
     out = model(call, training=False)
     want = [np.asarray(o, np.float64) for o in tf.nest.flatten(out)]
+    draws = [_inputs(model, np.random.default_rng(100 + i)) for i in range(CALIBRATION_DRAWS)]
+
+    def convert(make):
+        conv = make(model)
+        return (_quantized(conv, quantize, draws) if quantize else conv).convert()
+
     return {"name": name,
-            "fuselite": _side(lambda: fuselite.Converter.from_keras_model(model).convert(), model, xs, names, want),
-            "tf": _side(lambda: tf.lite.TFLiteConverter.from_keras_model(model).convert(), model, xs, names, want)}
+            "fuselite": _side(lambda: convert(fuselite.Converter.from_keras_model), model, xs, names, want, quantize),
+            "tf": _side(lambda: convert(tf.lite.TFLiteConverter.from_keras_model), model, xs, names, want, quantize)}
 
 
 def _cell(side: dict) -> str:
@@ -271,56 +363,117 @@ def _cell(side: dict) -> str:
         return f"converts; does not run: {side.get('error', '')}".replace("|", "\\|")[:90]
     extra = [f"{side['loops']} WHILE"] if side["loops"] else []
     extra += side["custom"]
+    if "relative_error" in side:  # integer: the error as a share of the output range, on each kernel set
+        if side.get("float_ops"):
+            extra.append(f"{side['float_ops']} float")
+        return (f"{100 * side['error_builtin']:.2f}% / {100 * side['error_xnnpack']:.2f}%, {side['ops']} ops"
+                + (f" ({', '.join(extra)})" if extra else ""))
     mark = "✓" if side["matches"] else "✗"
     return f"{mark} {side['max_abs_error']:.1e}, {side['ops']} ops" + (f" ({', '.join(extra)})" if extra else "")
+
+
+ERROR_FACTOR, ERROR_SLACK = 1.25, 0.005  # the integer bar: at most 1.25x the official error + 0.5% of the range
+
+
+def verdict(res: dict) -> str:
+    """An integer row: ok (fuselite runs on both kernel sets within the bar, or where the official converter
+    fails), worse (runs, error above the bar), fails (the official converter runs it, fuselite does not),
+    neither."""
+    ours, theirs = res["fuselite"], res["tf"]
+    if not ours.get("runs"):
+        return "fails" if theirs.get("runs") else "neither"
+    if not theirs.get("runs"):
+        return "ok (only fuselite)"
+    bar = ERROR_FACTOR * theirs["relative_error"] + ERROR_SLACK
+    return "ok" if ours["relative_error"] <= bar else f"worse (bar {100 * bar:.2f}%)"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", choices=CASES, default=CASES)
+    p.add_argument("--quantize", choices=("int8", "int16x8"),
+                   help="full-integer quantization (32 random calibration draws, integer op sets only, float "
+                        "edges) for both converters; each model run on LiteRT's builtin kernels and with XNNPACK")
     p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
+    p.add_argument("--json", help="also write every row's measurements here")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print("RESULT " + json.dumps(child(args.child)), flush=True)
+        print("RESULT " + json.dumps(child(args.child, args.quantize)), flush=True)
         return 0
     from report import command_line, emit, fuselite_revision, machine_description, versions
 
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
-    rows, counts = [], {"fuselite": 0, "tf": 0}
-    for name in args.cases:
-        print(f"[coverage] {name} ...", file=sys.stderr, flush=True)
-        r = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True, timeout=900)
-        line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
-        if line is None:
+    rows, results, counts = [], [], {"fuselite": 0, "tf": 0}
+    verdicts: dict[str, int] = {}
+    for n, name in enumerate(args.cases, start=1):
+        print(f"[coverage] {n}/{len(args.cases)} {name} ...", file=sys.stderr, flush=True)
+        command = [sys.executable, __file__, "--child", name] + (["--quantize", args.quantize] if args.quantize else [])
+        try:
+            r = subprocess.run(command, capture_output=True, text=True, timeout=900)
+            line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
             why = f"crashed (exit {r.returncode})"
+        except subprocess.TimeoutExpired:
+            line, why = None, "timed out (900 s)"
+        if line is None:
             res = {"name": name, "fuselite": {"converts": False, "error": why}, "tf": {"converts": False, "error": why}}
         else:
             res = json.loads(line[len("RESULT "):])
-        for side in counts:
-            counts[side] += bool(res[side].get("matches"))
-        rows.append(f"| {name} | {_cell(res['fuselite'])} | {_cell(res['tf'])} |")
-    text = "\n".join([
-        "# Coverage: fuselite and tf.lite.TFLiteConverter on many architectures",
-        "",
-        f"- Command: `{command_line()}` (from `{os.getcwd()}`)",
-        f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
-        f"- Machine: {machine_description()}",
-        f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}",
-        "- Keras 3 models (and tf-keras applications, keras-hub backbones in tiny configs) with random weights, "
-        "batch 1 inputs (a dynamic length as 7). Both converters with defaults (`from_keras_model`); each model "
-        f"run on stock LiteRT. ✓: max abs error against Keras <= {TOL:g} × max(1, max |output|); ✗ above. In "
-        "brackets: loops and non-builtin ops left. fuselite's recurrent layers are in its default loop form (a "
-        "WHILE without TensorLists per layer and direction, docs/rnn.md#forms), masked ones too; ConvLSTM2D is "
-        "unrolled.",
-        f"- Matching Keras: fuselite {counts['fuselite']} of {len(rows)}, tf.lite.TFLiteConverter "
-        f"{counts['tf']} of {len(rows)}.",
-        "",
-        "| model | fuselite | tf.lite.TFLiteConverter |",
-        "|---|---|---|",
-        *rows,
-    ]) + "\n"
+        results.append(res)
+        if args.quantize:
+            v = verdict(res)
+            verdicts[v.split(" (")[0]] = verdicts.get(v.split(" (")[0], 0) + 1
+            for side in counts:
+                counts[side] += bool(res[side].get("runs"))
+            rows.append(f"| {name} | {_cell(res['fuselite'])} | {_cell(res['tf'])} | {v} |")
+        else:
+            for side in counts:
+                counts[side] += bool(res[side].get("matches"))
+            rows.append(f"| {name} | {_cell(res['fuselite'])} | {_cell(res['tf'])} |")
+    head = [f"- Command: `{command_line()}` (from `{os.getcwd()}`)",
+            f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
+            f"- Machine: {machine_description()}",
+            f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}"]
+    if args.quantize:
+        mode = "int8" if args.quantize == "int8" else "16x8"
+        opset = "TFLITE_BUILTINS_INT8" if args.quantize == "int8" else \
+            "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8"
+        text = "\n".join([
+            f"# Integer coverage ({mode}): fuselite and tf.lite.TFLiteConverter on many architectures", "", *head,
+            f"- Both converters as a new user sets them: `optimizations=[DEFAULT]`, a representative dataset of "
+            f"{CALIBRATION_DRAWS} random draws, `supported_ops=[{opset}]`, float input and output. Each model runs "
+            "on stock LiteRT on LiteRT's builtin kernels and with XNNPACK (1 thread), batch 1 (a dynamic length "
+            "as 7), on an input that is not one of the draws. A cell: max abs error against the float Keras model "
+            "as a share of the output's range, builtin kernels / XNNPACK; ops; in brackets loops, non-builtin ops "
+            "and ops left computing in float.",
+            f"- Verdict: ok where fuselite runs on both kernel sets with an error at most {ERROR_FACTOR}x the "
+            f"official converter's + {100 * ERROR_SLACK:g}% of the range (or the official converter fails).",
+            f"- Converts and runs: fuselite {counts['fuselite']} of {len(rows)}, tf.lite.TFLiteConverter "
+            f"{counts['tf']} of {len(rows)}. Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+            + ".", "",
+            "| model | fuselite | tf.lite.TFLiteConverter | verdict |",
+            "|---|---|---|---|",
+            *rows]) + "\n"
+    else:
+        text = "\n".join([
+            "# Coverage: fuselite and tf.lite.TFLiteConverter on many architectures", "", *head,
+            "- Keras 3 models (and tf-keras applications, keras-hub backbones in tiny configs) with random weights, "
+            "batch 1 inputs (a dynamic length as 7). Both converters with defaults (`from_keras_model`); each model "
+            f"run on stock LiteRT. ✓: max abs error against Keras <= {TOL:g} × max(1, max |output|); ✗ above. In "
+            "brackets: loops and non-builtin ops left. fuselite's recurrent layers are in its default loop form (a "
+            "WHILE without TensorLists per layer and direction, docs/rnn.md#forms), masked ones too; ConvLSTM2D is "
+            "unrolled.",
+            f"- Matching Keras: fuselite {counts['fuselite']} of {len(rows)}, tf.lite.TFLiteConverter "
+            f"{counts['tf']} of {len(rows)}.",
+            "",
+            "| model | fuselite | tf.lite.TFLiteConverter |",
+            "|---|---|---|",
+            *rows,
+        ]) + "\n"
     emit(text, args.out)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
     return 0
 
 

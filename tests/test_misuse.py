@@ -163,14 +163,14 @@ def test_a_rule_mistake_is_that_rules_decline_and_the_model_converts(mistake, me
 
 @pytest.mark.parametrize("build, message", [
     (lambda: tf.function(lambda x: x * 2.0).get_concrete_function(tf.TensorSpec([2], tf.float64)),
-     r"MUL 'mul' at .*test_misuse.py:\d+ \(inputs float64, float64\): Mul only supports FLOAT32"),
+     r"MUL 'mul' at .*test_misuse.py:\d+ \(inputs float64, float64; outputs float64\): Mul only supports FLOAT32"),
     (lambda: tf.function(lambda a, b: tf.matmul(a, b)).get_concrete_function(
         tf.TensorSpec([2, 3], tf.int64), tf.TensorSpec([3, 2], tf.int64)),
-     r"BATCH_MATMUL .*\(inputs int64, int64\): .*batch_matmul.cc"),
+     r"BATCH_MATMUL .*\(inputs int64, int64; outputs int64\): .*batch_matmul.cc"),
 ])
 def test_a_model_litert_cannot_run_is_an_error_not_a_file(build, message, tmp_path):
     conv = fuselite.Converter.from_concrete_functions([build()])
-    with pytest.raises(fuselite.ConversionError, match="LiteRT cannot run the converted model: " + message):
+    with pytest.raises(fuselite.ConversionError, match=r"LiteRT \(with XNNPACK\) cannot run the converted model: " + message):
         conv.convert_to(tmp_path / "m.tflite")
     assert not list(tmp_path.iterdir())
 

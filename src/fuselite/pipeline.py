@@ -15,6 +15,8 @@ import gc
 import sys
 from collections import Counter
 
+import numpy as np
+
 from fuselite import frontend
 from fuselite.budget import layer_of, plan_layers
 from fuselite.errors import ConversionError
@@ -201,6 +203,8 @@ def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], d
         return bool(op.attrs.get("_recurrent_cell")) or layer_of(op_name(op)) in promoted_
 
     keep = list(ctx.keep_float)
+    if ctx.target == "micro":  # integer in LiteRT, float only in TFLite Micro: float there
+        keep += [op_name(op) for fn in module.functions.values() for op in fn.ops if op.kind in MICRO_FLOAT_ONLY]
     if promoted and not ctx.integer_only:
         keep += [op_name(op) for fn in module.functions.values() for op in fn.ops
                  if op.kind in NO_16X8 and layer_of(op_name(op)) in promoted_]
@@ -211,7 +215,11 @@ def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], d
 
 
 NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # integer, but no 16x8 kernel in LiteRT: wider means float
-MICRO_INT8_ONLY = ("GATHER",)  # int16 in LiteRT, not in TFLite Micro (kernels/gather.cc: float32 and int8 data)
+# int16 in LiteRT, not in TFLite Micro (kernels/gather.cc: float32 and int8 data; resize_bilinear.cc, reduce.cc's
+# max / min, elementwise.cc's rsqrt: int8 only)
+MICRO_INT8_ONLY = ("GATHER", "RESIZE_BILINEAR", "REDUCE_MAX", "REDUCE_MIN", "RSQRT")
+# integer in LiteRT, float only in TFLite Micro (exp.cc, elementwise.cc: float32; no TOPK_V2 kernel at all)
+MICRO_FLOAT_ONLY = ("EXP", "LOG", "SQRT")
 
 
 def _candidate_layers(records: list[dict], integer_only: bool) -> list[str]:
@@ -239,12 +247,19 @@ def quantize_full_int8(module, ctx) -> int:
         _, outs, _ = quantization_error(ctx.float_output, _ordered_flatbuffer(trial), ctx.error_samples or None)
         return max(o["relative_error"] for o in outs)
 
-    plan = plan_layers(_candidate_layers(records, ctx.integer_only), measure, ctx.max_quantization_error)
+    # the shares cost at most what the conversion so far did (a share is a whole quantization and run)
+    spent = sum(ctx.report.stage_seconds.values())
+    plan = plan_layers(_candidate_layers(records, ctx.integer_only), measure, ctx.max_quantization_error,
+                       time_limit=max(spent, MIN_SHARE_SECONDS))
     if plan.promoted:
         module.functions.clear()
         module.functions.update(pristine.functions)
         records, outputs = _integer(module, ctx, tuple(plan.promoted))
     count = _record_quantization(ctx, ctx.quantization, records, outputs)
+    floats = Counter(r["kind"] for r in records if r.get("no_integer_kernel"))
+    if floats:
+        ctx.report.warn(f"{sum(floats.values())} op(s) stay float, between DEQUANTIZE and QUANTIZE, as with "
+                        f"tf.lite.TFLiteConverter: LiteRT has no integer kernel for {', '.join(sorted(floats))}")
     ctx.report.quantization["layers"] = report = plan.report()
     shares = {k["layer"]: k["share"] for k in report["layers"]}
     for r in records:
@@ -253,6 +268,7 @@ def quantize_full_int8(module, ctx) -> int:
     return count
 
 
+MIN_SHARE_SECONDS = 1.0  # the error shares' time limit is the conversion's own time, at least this
 ERROR_SAMPLES = 8  # calibration samples the quantization error is measured on
 COLLECT_ABOVE = 4 << 20  # bytes of constants above which export collects garbage first
 REPLAYED = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # ops whose inputs calibration keeps (their inner ranges)
@@ -283,22 +299,43 @@ def _ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=Non
 
 
 def check_on_litert(module, ctx) -> None:
-    """Prepare (and on zeros, invoke) the written model on stock LiteRT; what it rejects is an error here."""
-    try:
-        problem = litert_problem(ctx.output)
-    except MissingKernelError as e:
-        ctx.report.warn(f"not run on LiteRT before writing: {e}")
-        return
-    if problem is None:
+    """Prepare (and on zeros, invoke) the written model on stock LiteRT, with XNNPACK and on the builtin
+    kernels alone (users run both; XNNPACK takes some ops and checks less): what either rejects is an error."""
+    for builtin in (False, True):
+        try:
+            problem = litert_problem(ctx.output, builtin=builtin, shapes=_sample_shapes(ctx))
+        except MissingKernelError as e:
+            ctx.report.warn(f"not run on LiteRT before writing: {e}")
+            return
+        if problem is not None:
+            break
+    else:
         return
     message, node, kind = problem
     where = ""
     fn = module.functions[next(iter(module.signatures.values()))] if module.signatures else None
     if fn is not None and node is not None and node < len(fn.ops) and fn.ops[node].kind == kind:
         op = fn.ops[node]
-        types = ", ".join(str(v.dtype) for v in op.inputs if v is not None)
-        where = f"{kind} '{op_name(op)}'{' at ' + op.location if op.location else ''} (inputs {types}): "
-    raise ConversionError(f"LiteRT cannot run the converted model: {where}{message}")
+        types = ", ".join(_operand(v) for v in op.inputs if v is not None)
+        outs = ", ".join(_operand(v) for v in op.outputs)
+        where = f"{kind} '{op_name(op)}'{' at ' + op.location if op.location else ''} (inputs {types}; outputs {outs}): "
+    kernels = "LiteRT's builtin kernels (no XNNPACK)" if builtin else "LiteRT (with XNNPACK)"
+    raise ConversionError(f"{kernels} cannot run the converted model: {where}{message}")
+
+
+def _sample_shapes(ctx) -> dict[str, tuple] | None:
+    """The first calibration sample's input shapes (a dynamic dimension at the user's size), if any."""
+    samples = getattr(ctx, "error_samples", None)
+    return {name: np.shape(x) for name, x in samples[0].items()} if samples else None
+
+
+def _operand(v) -> str:
+    """A value's type for an error message, with its scale and zero point when it is quantized."""
+    if v.quant is None:
+        return str(v.dtype)
+    if len(v.quant.scale) > 1:
+        return f"{v.dtype} (scales {min(v.quant.scale):.3g}..{max(v.quant.scale):.3g} per channel)"
+    return f"{v.dtype} (scale {v.quant.scale[0]:.3g}, zero point {v.quant.zero_point[0]})"
 
 
 def check_micro_target(module, ctx) -> None:

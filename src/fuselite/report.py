@@ -132,12 +132,22 @@ def _quantization_lines(q: dict) -> list[str]:
         top = sorted(layers["layers"], key=lambda k: -k["share"])[:_SHARES]
         lines.append("    largest shares of the error (each layer quantized wider, measured): " + ", ".join(
             f"{k['layer']} {100 * k['share']:.0f}%" for k in top))
+    if layers and layers.get("layers_not_measured"):
+        lines.append(f"    {layers['layers_not_measured']} layer(s) not measured one by one (more than 32, or past "
+                     f"the time limit of {layers.get('time_limit_seconds', 0):.3g} s: the conversion's own time)")
+    for trial in (layers or {}).get("trials_not_run", []):
+        lines.append(f"    error share of {trial['layer']} not measured: its trial model did not run ({trial['reason']})")
     if layers and "max_relative_error" in layers:
         how = (f"met with {', '.join(layers['promoted'])} wider" if layers["promoted"] else "met as it is") \
             if layers["met"] else f"not met with every candidate layer wider ({', '.join(layers['promoted'])})"
+        before, after = layers["end_to_end_error"], layers["final_error"]
         lines.append(f"    error budget {100 * layers['max_relative_error']:.3g}%: {how}; "
-                     f"{100 * layers['end_to_end_error']:.3g}% -> {100 * layers['final_error']:.3g}%")
+                     f"{_percent(before)} -> {_percent(after)}")
     return lines
+
+
+def _percent(x: float | None) -> str:
+    return "not measured" if x is None else f"{100 * x:.3g}%"
 
 
 _SHARES = 5

@@ -48,10 +48,31 @@ class NotIntegerError(ConversionError):
     """Ops that cannot be made integer while the options ask for integer only."""
 
 
-def activation_params(lo: float, hi: float) -> Quantization:
-    """Asymmetric int8 parameters for values in [lo, hi] (widened to hold 0, as the spec says)."""
+# The smallest range an activation gets: the official quantizer's ExpandVerySmallRange widens a calibrated
+# range narrower than kNearZeroTolerance (1e-6) to at least [-1e-6, 1e-6] (compiler/mlir/lite/quantization/
+# common/quantization_lib/quantization_utils.cc). A raw range of an almost-constant tensor gives scales down to
+# 1e-13, which overflow the kernels' multipliers and fused-activation limits (kernel_util.cc Quantize:
+# RELU6's 6 / scale must fit an int32).
+NEAR_ZERO = 1e-6
+MIN_SCALE = 2 * NEAR_ZERO / 255  # the int8 scale of that range: no activation scale is smaller, int16 too
+
+
+def _widened(lo: float, hi: float) -> tuple[float, float]:
+    """[lo, hi] widened to hold 0 and to at least [-NEAR_ZERO, NEAR_ZERO] when narrower than that."""
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
-    scale = (hi - lo) / 255 if hi > lo else 1.0
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise _NoRange(f"its calibrated range [{lo}, {hi}] is not finite (the float model gives inf or NaN on "
+                       "the representative dataset)")
+    if hi - lo <= NEAR_ZERO:
+        lo, hi = min(lo, -NEAR_ZERO), max(hi, NEAR_ZERO)
+    return lo, hi
+
+
+def activation_params(lo: float, hi: float) -> Quantization:
+    """Asymmetric int8 parameters for values in [lo, hi] (widened to hold 0, as the spec says, and to the
+    official converter's smallest range)."""
+    lo, hi = _widened(lo, hi)
+    scale = max((hi - lo) / 255, MIN_SCALE)
     zero_point = int(np.clip(round(-128 - lo / scale), -128, 127))
     return Quantization((float(np.float32(scale)),), (zero_point,))
 
@@ -61,7 +82,8 @@ def int16_params(lo: float, hi: float) -> Quantization:
     peak = max(abs(float(lo)), abs(float(hi)))
     # All zeros: the scale of a [-1, 1] range. A large one would break the kernels that rescale to twice
     # the larger input scale (int16 ADD / SUB need that below 2^15 x their output scale).
-    return Quantization((float(np.float32((peak if peak > 0 else 1.0) / 32767)),), (0,))
+    scale = (peak if peak > 0 else 1.0) / 32767
+    return Quantization((float(np.float32(max(scale, MIN_SCALE))),), (0,))
 
 
 INT16_HEADROOM = 2.0  # int16 ranges are calibrated ranges x this: inputs beyond the calibration data do not
@@ -101,25 +123,84 @@ class IntegerKernel:
     bias: int | None = None  # operand of an int32 bias at input scale x weight scale
     needs_bias: bool = False  # the int8 kernel requires a bias operand
     inputs_as_output: bool = False  # every input must have the output's parameters (requantized if not)
+    input: int = 0  # the operand the bias scale multiplies with the weight's (TRANSPOSE_CONV: 2)
 
 
 _SAME = IntegerKernel("same")
 _RANGE = IntegerKernel("range")
+_AS_OUTPUT = IntegerKernel("range", inputs_as_output=True)
+# Read in each kernel's Prepare / Eval (LiteRT tflite/kernels/, docs/kernel-contracts.md §15): "same" where the
+# kernel moves or compares raw integers (the output must have the input's parameters, unchecked), "range" where
+# it rescales from the input's parameters to the output's (a multiplier or a lookup table built from both).
 INTEGER_KERNELS: dict[str, IntegerKernel] = {
     "FULLY_CONNECTED": IntegerKernel("range", weight=(1, 0), bias=2),
     "CONV_2D": IntegerKernel("range", weight=(1, 0), bias=2, needs_bias=True),
     "DEPTHWISE_CONV_2D": IntegerKernel("range", weight=(1, 3), bias=2, needs_bias=True),
+    # transpose_conv.cc: 0 output shape, 1 weights [O, H, W, I] (per channel on 0), 2 input, 3 bias (optional)
+    "TRANSPOSE_CONV": IntegerKernel("range", weight=(1, 0), bias=3, input=2),
     "SOFTMAX": IntegerKernel("fixed", fixed=(1 / 256, -128)),
     "LOGISTIC": IntegerKernel("fixed", fixed=(1 / 256, -128)),
     "TANH": IntegerKernel("fixed", fixed=(1 / 128, 0)),
-    "CONCATENATION": IntegerKernel("range", inputs_as_output=True),  # concatenation.cc: no rescaling for int8
-    "PACK": IntegerKernel("range", inputs_as_output=True),  # pack.cc: inputs and output must share parameters
-    **{k: _RANGE for k in ("ADD", "SUB", "MUL", "MEAN", "SUM", "GELU", "HARD_SWISH", "LEAKY_RELU", "RELU", "RELU6",
-                           "SQUARED_DIFFERENCE", "RSQRT", "MAXIMUM", "MINIMUM")},
+    "LOG_SOFTMAX": IntegerKernel("fixed", fixed=(16 / 256, 127)),  # activations.cc LogSoftmaxPrepare: exactly
+    "L2_NORMALIZATION": IntegerKernel("fixed", fixed=(1 / 128, 0)),  # l2norm.cc: the output is Q0.7
+    "CONCATENATION": _AS_OUTPUT,  # concatenation.cc: no rescaling for int8
+    "PACK": _AS_OUTPUT,  # pack.cc: inputs and output must share parameters
+    # maximum_minimum.cc, select.cc: raw integers compared / copied: the inputs and the output share parameters
+    "MAXIMUM": _AS_OUTPUT, "MINIMUM": _AS_OUTPUT, "SELECT_V2": _AS_OUTPUT, "SELECT": _AS_OUTPUT,
+    # both operands activations (a constant right-hand side quantized as one, per tensor: the kernel reads
+    # params.scale), as operator_property.cc's quantize_input_as_activations
+    "BATCH_MATMUL": _RANGE,
+    **{k: _RANGE for k in ("ADD", "SUB", "MUL", "DIV", "MEAN", "SUM", "GELU", "HARD_SWISH", "LEAKY_RELU", "RELU",
+                           "RELU6", "SQUARED_DIFFERENCE", "RSQRT", "ABS", "ELU", "EXP", "LOG", "PRELU",
+                           # comparisons rescale each side (comparisons.cc); their output is bool
+                           "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL")},
     **{k: _SAME for k in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "MAX_POOL_2D", "AVERAGE_POOL_2D", "TRANSPOSE",
-                          "STRIDED_SLICE", "SLICE", "GATHER", "PAD", "SPLIT", "SPLIT_V", "UNPACK", "TILE",
-                          "BROADCAST_TO", "REVERSE_V2", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR")},
+                          "STRIDED_SLICE", "SLICE", "GATHER", "GATHER_ND", "PAD", "SPLIT", "SPLIT_V", "UNPACK", "TILE",
+                          "BROADCAST_TO", "REVERSE_V2", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR",
+                          "RESIZE_BILINEAR", "REDUCE_MAX", "REDUCE_MIN", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND",
+                          "MIRROR_PAD",
+                          # an int8 input, an integer (index) output; TOPK_V2's values are the input's
+                          "ARG_MAX", "ARG_MIN", "TOPK_V2")},
 }
+
+# Kinds LiteRT has no integer kernel for (docs/kernel-contracts.md §15): they stay float between DEQUANTIZE and
+# QUANTIZE in every mode, as the official quantizer leaves them, integer-only op sets included.
+NO_INTEGER_KERNEL: dict[str, str] = {
+    "CUMSUM": "LiteRT's CUMSUM takes float32, int32 and int64 only (cumsum.cc)",
+    "RFFT2D": "LiteRT's RFFT2D takes float32 only (rfft2d.cc)",
+    "COMPLEX_ABS": "COMPLEX_ABS reads complex values (complex_support.cc)",
+    "CAST": "LiteRT's CAST converts values, not quantized reals (cast.cc)",
+    "POW": "LiteRT's POW takes float32 and int32 only (pow.cc)",
+    "FLOOR": "LiteRT's FLOOR takes float types only (floor.cc)",
+    "SIGN": "LiteRT's SIGN takes float32, float64 and int32 only (sign.cc)",
+    "SQUARE": "LiteRT's SQUARE takes float32 only (elementwise.cc)",
+    "ADD_N": "LiteRT's ADD_N takes float32 and int32 only (add_n.cc)",
+    "LOCAL_RESPONSE_NORMALIZATION": "LiteRT's LOCAL_RESPONSE_NORMALIZATION takes float32 only",
+    "SIN": "LiteRT's SIN takes float32 only", "COS": "LiteRT's COS takes float32 only",
+    "REAL": "REAL reads complex values", "IMAG": "IMAG reads complex values",
+    "RANGE": "RANGE makes indices", "FLOOR_DIV": "no quantized FLOOR_DIV kernel",
+    "FLOOR_MOD": "no quantized FLOOR_MOD kernel", "ROUND": "LiteRT's ROUND takes float32 only",
+    "CEIL": "LiteRT's CEIL takes float32 only", "ATAN2": "LiteRT's ATAN2 takes float types only",
+}
+
+
+def _integer_forms(fn: Function, keep: KeepFloat) -> None:
+    """Ops whose integer kernel would be wrong or missing, in an equal form that has one (float values alike):
+    NEG is a raw integer negation in LiteRT (neg.cc: right only for zero point 0, -(-128) wraps) and has no
+    integer kernel in TFLite Micro: x * -1; a division by a constant (Keras' Normalization) is a multiplication
+    by its reciprocal, as the official converter's rewrites make it."""
+    for op in fn.ops:
+        if keep.match(op) is not None or not op.inputs or op.inputs[0] is None or op.inputs[0].dtype != FLOAT32:
+            continue
+        if op.kind == "NEG":
+            op.type = "tfl.MUL"
+            op.inputs = [op.inputs[0], fn.const(np.float32(-1.0), f"{op.name}_minus_one")]
+            op.attrs = {"fused_activation_function": "NONE"}
+        elif op.kind == "DIV" and op.inputs[1].is_const and op.inputs[1].const.dtype == FLOAT32 \
+                and np.all(op.inputs[1].const != 0):
+            op.type = "tfl.MUL"
+            op.inputs = [op.inputs[0], fn.const((1.0 / op.inputs[1].const.astype(np.float64)).astype(np.float32),
+                                               f"{op.inputs[1].name}_reciprocal")]
 
 
 # Past these inputs the integer output of the function is within half a step of its limit (int8 tanh at
@@ -150,7 +231,10 @@ INT16_KINDS = frozenset({
     "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU",
     "RELU6", "GELU",
     "CONCATENATION", "PACK", "UNPACK", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SPLIT", "SPLIT_V", "STRIDED_SLICE",
-    "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "PAD", "GATHER", "REVERSE_V2", "TRANSPOSE"})
+    "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "PAD", "GATHER", "REVERSE_V2", "TRANSPOSE",
+    # int16 with zero points 0 in LiteRT (kernel-contracts §15); TFLite Micro: MICRO_INT8_ONLY in pipeline.py
+    "TRANSPOSE_CONV", "BATCH_MATMUL", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "REDUCE_MAX", "REDUCE_MIN",
+    "SUM", "ABS", "EXP", "LOG", "RSQRT", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE"})
 FIXED_INT16 = (1 / 32768, 0)
 
 
@@ -227,6 +311,11 @@ class _Int8Function:
         missing = [v.name for v in values if v.quant is None and v.uid not in self.ranges]
         if missing:
             return f"no calibrated range for {', '.join(missing[:3])}"
+        if op.kind in COMPARISONS:  # comparisons.cc: each input's scale must be below 1 (else the process aborts)
+            wide = [v.name for v in op.inputs if _is_activation(v) and v.uid in self.ranges
+                    and self.params(v, INT8).scale[0] >= 1.0]
+            if wide:
+                return f"the range of {wide[0]} needs an int8 scale >= 1, which LiteRT's integer comparison rejects"
         if kernel.weight is not None:
             w = op.inputs[kernel.weight[0]]
             if w is None or not w.is_const or w.const.dtype != FLOAT32:
@@ -342,6 +431,12 @@ class _Int8Function:
                 op.inputs[i] = self.integer_input(v, op, dtype)
         if kernel.bias is not None:
             self.bias(op, kernel)
+        floor = output_scale_floor(op.kind, dtype, [v.quant.scale[0] for v in op.inputs
+                                                     if v is not None and v.dtype == dtype and v.quant is not None])
+        for uid, quant in ranged.items():
+            if quant.scale[0] < floor:  # the kernel's output multiplier would not fit: a wider output range
+                lo, hi = represented(quant, dtype)
+                ranged[uid] = params_for(dtype, lo * floor / quant.scale[0], hi * floor / quant.scale[0])
         if dtype == INT16 and op.kind in ("ADD", "SUB"):
             # general int16 scales, as the official quantizer sets (tools/optimize/quantize_model.cc:846-875)
             op.attrs["pot_scale_int16"] = False
@@ -411,7 +506,7 @@ class _Int8Function:
         op.outputs[0].dtype, op.outputs[0].quant = INT8, out
 
     def bias(self, op: Op, kernel: IntegerKernel) -> None:
-        x, w = op.inputs[0], op.inputs[kernel.weight[0]]
+        x, w = op.inputs[kernel.input], op.inputs[kernel.weight[0]]
         channels = w.const.shape[kernel.weight[1]]
         b = op.inputs[kernel.bias] if kernel.bias < len(op.inputs) else None
         if b is None and not kernel.needs_bias:
@@ -429,6 +524,28 @@ class _Int8Function:
 
 class _NoRange(Exception):
     pass
+
+
+# Kernels whose output multiplier must be below 1 (QuantizeMultiplierSmallerThanOneExp CHECK-fails, aborting the
+# process, otherwise): ADD / SUB rescale both inputs to twice the larger input scale, shifted left by 20 bits
+# (int8) or 15 (int16's general path), and then to the output scale (add.cc, sub.cc Prepare).
+# SQUARED_DIFFERENCE: the same with (twice the larger scale) squared and 2^14 (squared_difference.cc); HARD_SWISH
+# needs its output multiplier's exponent <= 0: input scale / 128 below the output's (activations.cc).
+_LEFT_SHIFT = {("ADD", "int8"): 20, ("SUB", "int8"): 20, ("ADD", "int16"): 15, ("SUB", "int16"): 15}
+COMPARISONS = ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL")
+
+
+def output_scale_floor(kind: str, dtype: np.dtype, input_scales: list[float]) -> float:
+    """The smallest output scale ``kind``'s kernel prepares with, given its inputs' scales (with 1% to spare)."""
+    if not input_scales:
+        return MIN_SCALE
+    top = max(input_scales)
+    if kind == "SQUARED_DIFFERENCE":
+        return max(MIN_SCALE, 1.01 * (2 * top) ** 2 / 2 ** 14)
+    if kind == "HARD_SWISH":
+        return max(MIN_SCALE, 1.01 * top / 128)
+    shift = _LEFT_SHIFT.get((kind, np.dtype(dtype).name))
+    return MIN_SCALE if shift is None else max(MIN_SCALE, 1.01 * 2 * top / 2 ** shift)
 
 
 # -- the integer LSTM (UNIDIRECTIONAL_SEQUENCE_LSTM, 8x8->16) -------------------------------------------------
@@ -548,6 +665,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     variables: dict[str, tuple] = {}  # shared_name -> (dtype, Quantization) of the variables made integer
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
+        _integer_forms(fn, keep)
         fn.topo_sort()
         widened = _wide_values(fn, wide, narrow)
         _saturated_ranges(fn, ranges, widened)
@@ -615,6 +733,11 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
             for i, v in enumerate(op.inputs):
                 if v is not None and not v.is_const and v.quant is not None and v.dtype != FLOAT32:
                     op.inputs[i] = q.float_input(v, op)
+            if op.kind in NO_INTEGER_KERNEL and entry is None:  # float in every mode, as the official quantizer
+                why = f"no integer kernel: {NO_INTEGER_KERNEL[op.kind]}"
+                _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), why,
+                                                  no_integer_kernel=True))
+                continue
             problems.append(f"{op.kind} '{op_name(op)}'{' at ' + op.location if op.location else ''}: {why}")
             _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), why))
         _edges(fn, q, output_type)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def interpreter(model: bytes, num_threads: int = 1, kernels: dict | None = None, **options):
-    """A stock LiteRT interpreter for ``model`` (bytes), tensors allocated.
+def interpreter(model: bytes, num_threads: int = 1, kernels: dict | None = None, allocate: bool = True, **options):
+    """A stock LiteRT interpreter for ``model`` (bytes), tensors allocated (unless ``allocate`` is False: a
+    model with a dynamic dimension may prepare only once its inputs are resized).
 
     ``kernels`` maps custom-op codes to kernels (see ``fuselite.runtime.custom_ops``);
     a model whose custom op has no kernel raises ``MissingKernelError`` naming it.
@@ -16,24 +17,27 @@ def interpreter(model: bytes, num_threads: int = 1, kernels: dict | None = None,
     from fuselite.runtime.kernel_errors import BridgeUnavailableError
 
     try:
-        return custom_ops.interpreter(model, kernels, num_threads, **options)
+        return custom_ops.interpreter(model, kernels, num_threads, allocate=allocate, **options)
     except BridgeUnavailableError:
         if kernels:
             raise
         from ai_edge_litert.interpreter import Interpreter  # plain stock interpreter
 
         interp = Interpreter(model_content=model, num_threads=num_threads, **options)
-        interp.allocate_tensors()
+        if allocate:
+            interp.allocate_tensors()
         return interp
 
 
 def run(model: bytes, inputs: dict | list, signature_key: str | None = None, num_threads: int = 1,
-        kernels: dict | None = None) -> dict:
+        kernels: dict | None = None, builtin_kernels: bool = False) -> dict:
     """Run one signature of ``model``; inputs by name (dict) or in signature order (list).
+    ``builtin_kernels``: LiteRT's builtin kernels alone (no XNNPACK delegate).
 
     Returns ``{output_name: array}``.
     """
-    interp = interpreter(model, num_threads, kernels)
+    # allocated by the signature runner, after it resizes a dynamic dimension to the input's
+    interp = interpreter(model, num_threads, kernels, allocate=False, **kernel_set(builtin_kernels))
     sigs = interp.get_signature_list()
     key = signature_key or next(iter(sigs))
     runner = interp.get_signature_runner(key)
@@ -43,6 +47,15 @@ def run(model: bytes, inputs: dict | list, signature_key: str | None = None, num
             raise ValueError(f"signature '{key}' takes {len(names)} input(s) ({', '.join(names)}), got {len(inputs)}")
         inputs = dict(zip(names, inputs))
     return {k: np.asarray(v) for k, v in runner(**inputs).items()}
+
+
+def kernel_set(builtin: bool) -> dict:
+    """Interpreter options for LiteRT's builtin kernels alone (``builtin``) or with XNNPACK (the default)."""
+    if not builtin:
+        return {}
+    from ai_edge_litert.interpreter import OpResolverType
+
+    return {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
 
 
 def signature_inputs(model: bytes, key: str) -> list[str] | None:

@@ -47,13 +47,20 @@ def _feed(sample, names: list[str], details: dict, index: int) -> dict:
     for name, value in zip(names, values):
         d = details[name]
         arr = np.asarray(value)
-        if arr.shape != tuple(d["shape"]) and arr.size == int(np.prod(d["shape"])):
+        signature = [int(n) for n in d.get("shape_signature", d["shape"])]
+        if not fits(arr.shape, signature) and arr.size == int(np.prod(d["shape"])):
             arr = arr.reshape(d["shape"])
-        if arr.shape != tuple(d["shape"]):
+        if not fits(arr.shape, signature):
+            shown = "[" + ", ".join("?" if n < 0 else str(n) for n in signature) + "]"
             raise CalibrationDataError(f"calibration sample {index}: input '{name}' has shape {list(arr.shape)}, "
-                                       f"the model takes {list(d['shape'])}")
+                                       f"the model takes {shown}")
         fed[name] = arr.astype(d["dtype"], copy=False)
     return fed
+
+
+def fits(shape: tuple, signature: list[int]) -> bool:
+    """``shape`` is one the signature takes (-1: a dynamic dimension, any size)."""
+    return len(shape) == len(signature) and all(n < 0 or n == d for d, n in zip(shape, signature))
 
 
 def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None = None, keep: int = 0,
@@ -66,7 +73,8 @@ def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None
 
     with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
         warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors", category=UserWarning)
-        interp = interpreter(model, experimental_preserve_all_tensors=True)
+        # not allocated here: the signature runner resizes a dynamic dimension to each sample's, then allocates
+        interp = interpreter(model, allocate=False, experimental_preserve_all_tensors=True)
     key = next(iter(interp.get_signature_list()))
     names = signature_inputs(model, key) or interp.get_signature_list()[key]["inputs"]  # the function's order
     runner = interp.get_signature_runner(key)

@@ -60,7 +60,8 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
     keep = {"experimental_preserve_all_tensors": True} if tensors else {}
     with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
         warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors", category=UserWarning)
-        ref_interp, q_interp = interpreter(reference, **keep), interpreter(model, **keep)
+        # not allocated here: each signature runner resizes a dynamic dimension to the sample's, then allocates
+        ref_interp, q_interp = interpreter(reference, allocate=False, **keep), interpreter(model, allocate=False, **keep)
     key = next(iter(ref_interp.get_signature_list()))
     ref_run, q_run = ref_interp.get_signature_runner(key), q_interp.get_signature_runner(key)
     if samples is None:

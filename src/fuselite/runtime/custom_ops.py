@@ -173,8 +173,9 @@ class _SignatureRunner:
 
 
 def interpreter(model: bytes | str | os.PathLike, kernels: Mapping[str, Any] | None = None,
-                num_threads: int = 1, **kwargs) -> CustomOpInterpreter:
-    """A ready LiteRT interpreter (tensors allocated) for ``model`` with the given custom-op kernels.
+                num_threads: int = 1, allocate: bool = True, **kwargs) -> CustomOpInterpreter:
+    """A ready LiteRT interpreter (tensors allocated unless ``allocate`` is False) for ``model`` with the
+    given custom-op kernels.
 
     ``model``: flatbuffer bytes or a path. ``kernels``: see :class:`CustomOpInterpreter`.
     ``kwargs`` go to ``ai_edge_litert.interpreter.Interpreter`` (e.g. ``experimental_delegates``).
@@ -184,7 +185,8 @@ def interpreter(model: bytes | str | os.PathLike, kernels: Mapping[str, Any] | N
         interp = CustomOpInterpreter(model_content=bytes(model), kernels=kernels, num_threads=num_threads, **kwargs)
     else:
         interp = CustomOpInterpreter(model_path=os.fspath(model), kernels=kernels, num_threads=num_threads, **kwargs)
-    interp.allocate_tensors()
+    if allocate:
+        interp.allocate_tensors()
     return interp
 
 

@@ -15,19 +15,30 @@ INVOKE_BELOW = 64 << 20  # bytes: larger models are prepared but not invoked (an
 _NODE = re.compile(r"Node number (\d+) \((\w+)\) failed to (prepare|invoke)")
 
 
-def litert_problem(model: bytes) -> tuple[str, int | None, str | None] | None:
+def litert_problem(model: bytes, builtin: bool = False, shapes: dict[str, tuple] | None = None
+                   ) -> tuple[str, int | None, str | None] | None:
     """None if LiteRT prepares the model and, run once on zeros (when it is small), no kernel says it does not
     support what it got; else (LiteRT's message, the failing node's index in the first subgraph or None,
     its op kind or None). Other failures on zeros (a division by zero) are the data's, not the model's.
+    ``builtin``: on LiteRT's builtin kernels alone (no XNNPACK delegate, which takes some ops and checks less).
+    ``shapes``: the first signature's inputs by name, resized to these shapes first (a dynamic dimension at a
+    size the user's data has: a model may not prepare at the size written in the file).
 
     Custom ops without a kernel here are not a problem of the model (the user registers them):
     ``MissingKernelError`` propagates for the caller to note.
     """
-    from fuselite.runtime import interpreter
+    from fuselite.runtime import interpreter, kernel_set
     from fuselite.runtime.kernel_errors import MissingKernelError
 
     try:
-        interp = interpreter(model)
+        interp = interpreter(model, allocate=False, **kernel_set(builtin))
+        if shapes:
+            sigs = interp.get_signature_list()
+            index = interp.get_signature_runner(next(iter(sigs))).get_input_details() if sigs else {}
+            for name, shape in shapes.items():
+                if name in index and tuple(index[name]["shape"]) != tuple(shape):
+                    interp.resize_tensor_input(index[name]["index"], list(shape))
+        interp.allocate_tensors()
     except MissingKernelError:
         raise
     except (RuntimeError, ValueError) as e:  # an op LiteRT cannot prepare: always the model's problem
