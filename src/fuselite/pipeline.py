@@ -210,7 +210,8 @@ def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], d
                  if op.kind in NO_16X8 and layer_of(op_name(op)) in promoted_]
     records = quantize_int8(module, ctx.ranges, KeepFloat(keep), ctx.integer_only, ctx.inference_input_type,
                             ctx.inference_output_type, outputs, ctx.captured, wide=wide,
-                            narrow=lambda op: ctx.target == "micro" and op.kind in MICRO_INT8_ONLY)
+                            narrow=lambda op: ctx.target == "micro" and op.kind in MICRO_INT8_ONLY,
+                            wide_inputs=ctx.quantization == "int16x8")
     return records, outputs
 
 

@@ -234,7 +234,7 @@ INT16_KINDS = frozenset({
     "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "PAD", "GATHER", "REVERSE_V2", "TRANSPOSE",
     # int16 with zero points 0 in LiteRT (kernel-contracts §15); TFLite Micro: MICRO_INT8_ONLY in pipeline.py
     "TRANSPOSE_CONV", "BATCH_MATMUL", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "REDUCE_MAX", "REDUCE_MIN",
-    "SUM", "ABS", "EXP", "LOG", "RSQRT", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE"})
+    "SUM", "ABS", "EXP", "LOG", "RSQRT", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE", "TOPK_V2"})
 FIXED_INT16 = (1 / 32768, 0)
 
 
@@ -251,16 +251,20 @@ def computes_16x8(kind: str) -> bool:
     return kernel is not None and kind in INT16_KINDS and kernel.output != "same" and not kernel.inputs_as_output
 
 
-def _wide_values(fn: Function, wide: Callable[[Op], bool], narrow: Callable[[Op], bool]) -> set[int]:
+def _wide_values(fn: Function, wide: Callable[[Op], bool], narrow: Callable[[Op], bool],
+                 wide_inputs: bool = False) -> set[int]:
     """The float values to become int16: the outputs of the ``wide`` ops that compute and have a 16x8 kernel;
     of the ops that only move values, those whose inputs are all wide (a wide sequence stays wide up to the
     op that computes with it) or whose readers are all wide (a float input is quantized once, to int16).
-    ``narrow`` ops stay int8 in any case (the target has no int16 kernel for them)."""
+    ``narrow`` ops stay int8 in any case (the target has no int16 kernel for them). ``wide_inputs``: the
+    model's float inputs count as wide (16x8 mode: an op moving an input is int16 too)."""
     out = {o.uid for op in fn.ops if wide(op) and op.kind in INT16_KINDS and not _moves(op) and not narrow(op)
            for o in op.outputs if o.dtype == FLOAT32}
+    inputs = {v.uid for v in fn.inputs if v.dtype == FLOAT32} if wide_inputs else set()
     for op in fn.ops:
         ins = [v for v in op.inputs if _is_activation(v)]
-        if _moves(op) and op.kind in INT16_KINDS and not narrow(op) and ins and all(v.uid in out for v in ins):
+        if _moves(op) and op.kind in INT16_KINDS and not narrow(op) and ins and \
+                all(v.uid in out or v.uid in inputs for v in ins):
             out.update(o.uid for o in op.outputs if o.dtype == FLOAT32)
     for op in reversed(fn.ops):  # (a variable's value too: it is int16 when what reads it is 16x8)
         if not (_moves(op) and op.kind in INT16_KINDS and not narrow(op)) and op.kind != "READ_VARIABLE":
@@ -307,7 +311,10 @@ class _Int8Function:
             # a float sequence op's state, read after the op: a QUANTIZE of the state itself would depend on
             # the state's writer only and could be ordered before the op (reading the initial state)
             return "it reads a float sequence op's state after the op"
-        values = [v for v in (*op.inputs, *op.outputs) if _is_activation(v)]
+        # an output that takes its input's (or a fixed) parameters needs no range of its own (a SPLIT's part the
+        # model never reads has none: LiteRT leaves it without data)
+        ranged = op.outputs if kernel.output == "range" else []
+        values = [v for v in (*op.inputs, *ranged) if _is_activation(v)]
         missing = [v.name for v in values if v.quant is None and v.uid not in self.ranges]
         if missing:
             return f"no calibrated range for {', '.join(missing[:3])}"
@@ -647,7 +654,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                   integer_only: bool = False, input_type: str = "float32", output_type: str = "float32",
                   outputs: dict[int, int] | None = None, captured: dict[int, list] | None = None,
                   wide: Callable[[Op], bool] = lambda op: False,
-                  narrow: Callable[[Op], bool] = lambda op: False) -> list[dict]:
+                  narrow: Callable[[Op], bool] = lambda op: False, wide_inputs: bool = False) -> list[dict]:
     """Make the signature functions integer; one report record per op (how, or why it stays float).
 
     ``ranges``: value uid -> calibrated (min, max). ``integer_only``: an op that stays float
@@ -667,7 +674,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         fn = module.functions[fname]
         _integer_forms(fn, keep)
         fn.topo_sort()
-        widened = _wide_values(fn, wide, narrow)
+        widened = _wide_values(fn, wide, narrow, wide_inputs)
         _saturated_ranges(fn, ranges, widened)
         q = _Int8Function(fn, ranges, widened, variables)
         counter = WeightBytes()

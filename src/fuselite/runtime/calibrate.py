@@ -91,7 +91,10 @@ def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None
             kept.append(fed)
         runner(**fed)
         for name, i in tensors:
-            value = interp.get_tensor(i)
+            try:
+                value = interp.get_tensor(i)
+            except ValueError:  # no data: a tensor the interpreter never filled (an unused or loop-only one)
+                continue
             if value.size:
                 lo[name] = min(lo.get(name, np.inf), float(value.min()))
                 hi[name] = max(hi.get(name, -np.inf), float(value.max()))

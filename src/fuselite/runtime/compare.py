@@ -37,6 +37,11 @@ def _real(details: dict, value: np.ndarray) -> np.ndarray:
     return (value - zero_point) * scale if scale and np.dtype(details["dtype"]).kind in "iu" else value
 
 
+def _flat(values: list[np.ndarray]) -> np.ndarray:
+    """Every sample's values in one array (samples may differ in a dynamic dimension)."""
+    return np.concatenate([np.ravel(v) for v in values]) if values else np.zeros(0)
+
+
 def _error(ref: np.ndarray, got: np.ndarray) -> dict:
     err = float(np.abs(ref - got).max()) if ref.size else 0.0
     span = float(ref.max() - ref.min()) if ref.size else 0.0
@@ -80,9 +85,9 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
         for name, (i, q) in pairs.items():
             refs.setdefault(("tensor", name), []).append(np.asarray(ref_interp.get_tensor(i), np.float64))
             got.setdefault(("tensor", name), []).append(_real(q, q_interp.get_tensor(q["index"])))
-    outputs = [{"name": name, **_error(np.stack(refs[name]), np.stack(got[name]))}
+    outputs = [{"name": name, **_error(_flat(refs[name]), _flat(got[name]))}
                for name in refs if not isinstance(name, tuple)]
-    per_tensor = {name: _error(np.stack(refs[("tensor", name)]), np.stack(got[("tensor", name)])) for name in pairs}
+    per_tensor = {name: _error(_flat(refs[("tensor", name)]), _flat(got[("tensor", name)])) for name in pairs}
     return len(samples), outputs, per_tensor
 
 
