@@ -115,3 +115,31 @@ def _record_fingerprints(request, monkeypatch):
 
     monkeypatch.setattr(fuselite.Converter, "convert", convert)
     yield
+
+
+_TFLM_RUN = """
+import sys
+import numpy as np
+from tflite_micro.python.tflite_micro import runtime
+interp = runtime.Interpreter.from_bytes(open(sys.argv[1], "rb").read())
+outs = []
+for sample in np.load(sys.argv[2])["x"]:
+    interp.set_input(sample, 0)
+    interp.invoke()
+    outs.append(interp.get_output(0).copy())
+np.save(sys.argv[3], np.stack(outs))
+"""
+
+
+def run_on_tflm(data: bytes, xs: np.ndarray, tmp_path) -> tuple:
+    """Run ``data`` on TFLite Micro's interpreter in a subprocess (a native runtime may crash), one invoke per
+    sample of ``xs`` (its first axis), input 0 to output 0, state carried between invokes. Returns
+    (the completed process, the stacked outputs or None when it failed)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "m.tflite").write_bytes(data)
+    np.savez(tmp_path / "x.npz", x=xs)
+    out = subprocess.run([sys.executable, "-c", _TFLM_RUN, str(tmp_path / "m.tflite"), str(tmp_path / "x.npz"),
+                          str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300)
+    return out, (np.load(tmp_path / "y.npy") if out.returncode == 0 else None)

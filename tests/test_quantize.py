@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
-from conftest import keras_flavour, match_outputs
+from conftest import keras_flavour, match_outputs, run_on_tflm
 
 import fuselite
 from fuselite.converter import UnknownOptionError
@@ -597,22 +597,6 @@ def test_int8_calibration_data_must_fit_the_inputs(built_models):
         _int8(model, [])
 
 
-_TFLM_RUN = """
-import sys
-import numpy as np
-from tflite_micro.python.tflite_micro import runtime
-data = open(sys.argv[1], "rb").read()
-x = np.load(sys.argv[2])["x"]
-interp = runtime.Interpreter.from_bytes(data)
-outs = []
-for sample in x:
-    interp.set_input(sample, 0)
-    interp.invoke()
-    outs.append(interp.get_output(0).copy())
-np.save(sys.argv[3], np.stack(outs))
-"""
-
-
 _ON_TFLM = [("keras3", n) for n in INT8_MODELS] + [("keras3", "mobilenet_v2"), ("tf_keras", "text_model"),
                                                    ("tf_keras", "text_lstm")]
 
@@ -642,12 +626,8 @@ def test_integer_models_run_on_tflite_micro_as_on_litert(built_models, tmp_path,
         lit.set_tensor(d["index"], x)
         lit.invoke()
         want.append(lit.get_tensor(lit.get_output_details()[0]["index"]).copy())
-    (tmp_path / "m.tflite").write_bytes(data)
-    np.savez(tmp_path / "x.npz", x=xs)
-    out = subprocess.run([sys.executable, "-c", _TFLM_RUN, str(tmp_path / "m.tflite"), str(tmp_path / "x.npz"),
-                          str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300)
+    out, got = run_on_tflm(data, xs, tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
-    got = np.load(tmp_path / "y.npy")
     diff = np.abs(got.astype(int) - np.stack(want).astype(int))
     # The two runtimes' integer kernels round some products differently (TFLM's LSTM is its own code); a recurrence
     # carries a one-step difference on, so a Bidirectional LSTM's output differs by up to 2 steps (measured).
@@ -676,20 +656,6 @@ def test_int8_bidirectional_simple_rnn_unrolled_both_directions(sequences):
     assert kinds.count(schema.BuiltinOperator.RELU) == 24 and kinds.count(schema.BuiltinOperator.QUANTIZE) >= 1
     held_out = [zoo.sample_inputs(model, seed=100 + i) for i in range(10)]
     assert _int8_error(data, model, held_out) <= INT8_RELATIVE_TOLERANCE
-
-
-_TFLM_STREAM = """
-import sys
-import numpy as np
-from tflite_micro.python.tflite_micro import runtime
-interp = runtime.Interpreter.from_bytes(open(sys.argv[1], "rb").read())
-outs = []
-for chunk in np.load(sys.argv[2])["x"]:
-    interp.set_input(chunk, 0)
-    interp.invoke()
-    outs.append(interp.get_output(0).copy())
-np.save(sys.argv[3], np.stack(outs))
-"""
 
 
 @pytest.mark.parametrize("mode", ["int8", "int16x8"])
@@ -738,13 +704,10 @@ def test_integer_stateful_rnn_state_carried_and_reset(flavour, layer, mode, tmp_
         assert np.array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), got[0])
     assert np.abs(runs[0] - np.stack(want)).max() <= INT8_RELATIVE_TOLERANCE * np.ptp(np.stack(want))
     assert np.abs(runs[0] - runs[1]).max() <= 1e-6  # the same integers (XNNPACK's DEQUANTIZE rounds its own way)
-    (tmp_path / "m.tflite").write_bytes(data)
-    np.savez(tmp_path / "x.npz", x=stream[100:])
-    out = subprocess.run([sys.executable, "-c", _TFLM_STREAM, str(tmp_path / "m.tflite"), str(tmp_path / "x.npz"),
-                          str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300)
+    out, got = run_on_tflm(data, stream[100:], tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     scale = max(np.abs(runs[0]).max(), 1e-6) / 127  # within a few int8 steps of the output (recurrence)
-    assert np.abs(np.load(tmp_path / "y.npy") - runs[0]).max() <= 4 * scale
+    assert np.abs(got - runs[0]).max() <= 4 * scale
 
 
 def test_int8_lstm_with_an_initial_state_computed_in_the_graph():
@@ -779,11 +742,7 @@ def test_report_says_whether_the_float_model_would_run_on_tflite_micro(built_mod
     conv = fuselite.Converter.from_keras_model(model, bidirectional="fused")
     data = conv.convert()
     micro = conv.report.micro
-    (tmp_path / "m.tflite").write_bytes(data)
-    x = np.stack([zoo.sample_inputs(model, seed=0)[0]])
-    np.savez(tmp_path / "x.npz", x=x)
-    out = subprocess.run([sys.executable, "-c", _TFLM_RUN, str(tmp_path / "m.tflite"), str(tmp_path / "x.npz"),
-                          str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=300)
+    out, _ = run_on_tflm(data, np.stack([zoo.sample_inputs(model, seed=0)[0]]), tmp_path)
     assert micro["runs"] == (out.returncode == 0), (micro, out.stderr[-800:])
     if not micro["runs"]:
         kind = {"mlp": "GELU", "bidirectional_lstm": "BIDIRECTIONAL_SEQUENCE_LSTM", "text_model": "SELECT_V2",

@@ -219,7 +219,7 @@ NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # integer, but no 16x8 kernel in Li
 # int16 in LiteRT, not in TFLite Micro (kernels/gather.cc: float32 and int8 data; resize_bilinear.cc, reduce.cc's
 # max / min, elementwise.cc's rsqrt: int8 only)
 MICRO_INT8_ONLY = ("GATHER", "RESIZE_BILINEAR", "REDUCE_MAX", "REDUCE_MIN", "RSQRT")
-# integer in LiteRT, float only in TFLite Micro (exp.cc, elementwise.cc: float32; no TOPK_V2 kernel at all)
+# integer in LiteRT, float only in TFLite Micro (exp.cc, elementwise.cc: float32)
 MICRO_FLOAT_ONLY = ("EXP", "LOG", "SQRT")
 
 

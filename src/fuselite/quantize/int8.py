@@ -319,8 +319,9 @@ class _Int8Function:
         if missing:
             return f"no calibrated range for {', '.join(missing[:3])}"
         if op.kind in COMPARISONS:  # comparisons.cc: each input's scale must be below 1 (else the process aborts)
-            wide = [v.name for v in op.inputs if _is_activation(v) and v.uid in self.ranges
-                    and self.params(v, INT8).scale[0] >= 1.0]
+            wide = [v.name for v in op.inputs if v is not None and v.dtype == FLOAT32 and
+                    (activation_params(v.const.min(), v.const.max()) if v.is_const else
+                     self.params(v, INT8) if v.uid in self.ranges else Quantization((0.0,), (0,))).scale[0] >= 1.0]
             if wide:
                 return f"the range of {wide[0]} needs an int8 scale >= 1, which LiteRT's integer comparison rejects"
         if kernel.weight is not None:
