@@ -65,6 +65,8 @@ class ConversionContext:
     tensor_names: dict[int, str] = field(default_factory=dict)  # value uid -> tensor name in output
     quantized_outputs: dict[int, int] = field(default_factory=dict)  # quantization record -> its op's output uid
     ranges: dict[int, tuple[float, float]] = field(default_factory=dict)  # calibrated (min, max) by value uid
+    fixed_params: dict[int, Any] = field(default_factory=dict)  # value uid -> its FakeQuant's int8 Quantization
+    fake_quants: int = 0  # FakeQuant ops in the imported program (quantization-aware training)
     error_samples: list[dict] = field(default_factory=list)  # calibration samples the error is measured on
     captured: dict[int, list] = field(default_factory=dict)  # value uid -> its values per calibration sample
 

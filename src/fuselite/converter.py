@@ -183,7 +183,7 @@ class Converter:
         if self.max_quantization_error is not None and mode not in ("int8", "int16x8"):
             raise QuantizationOptionError("max_quantization_error is for full-integer quantization (int8 or 16x8, "
                                           "with a representative_dataset)")
-        if self.target == "micro" and mode in ("float16", "dynamic"):
+        if self.target == "micro" and mode == "float16":  # "dynamic": decided after import (a QAT model is int8)
             raise QuantizationOptionError(f"target='micro': TFLite Micro has no kernels for {mode} quantization "
                                           "(float16 weights or int8 weights with float activations); quantize to "
                                           "int8 or int16x8 with a representative_dataset, or not at all")
@@ -243,7 +243,9 @@ class Converter:
 
     def _run(self, batch_size: int | None, mode: str | None, keep_float: tuple[str, ...],
              rnn_form: str = "default") -> bytes:
-        integer = {} if mode not in ("int8", "int16x8") else {
+        # the integer settings are kept for every mode: a quantization-aware-trained model (FakeQuant ops) that
+        # asked for optimizations becomes full integer, which the pipeline decides once it has imported it
+        integer = {} if mode is None else {
             "representative_dataset": self.representative_dataset, "integer_only": integer_only(self.target_spec),
             "inference_input_type": io_type(self.inference_input_type),
             "inference_output_type": io_type(self.inference_output_type),

@@ -14,6 +14,7 @@ import ctypes
 import gc
 import sys
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
@@ -42,7 +43,9 @@ from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.unroll_rnn import unroll_sequence_rnns
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
+from fuselite.quantize.fake_quant import FAKE_QUANT_OPS, absorb_fake_quants
 from fuselite.quantize.int8 import computes_16x8, quantize_int8
+from fuselite.quantize.options import QuantizationOptionError
 from fuselite.quantize.select import op_name
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error
@@ -70,6 +73,32 @@ def import_program(module, ctx) -> bool:
     ctx.report.signatures = list(module.signatures)
     ctx.report.ops_before = count_ops(module)
     return True
+
+
+def settle_quantization_mode(module, ctx) -> int:
+    """A quantization-aware-trained program (FakeQuant ops) asked to be optimized becomes full integer from its
+    trained ranges, as with tf.lite.TFLiteConverter; full integer without a representative_dataset needs one."""
+    ctx.fake_quants = sum(n for kind, n in ctx.report.ops_before.items() if kind in FAKE_QUANT_OPS)
+    mode = ctx.quantization
+    if ctx.fake_quants and mode == "dynamic":
+        ctx.quantization = "int8"
+        if ctx.provenance is not None:
+            ctx.provenance = replace(ctx.provenance, quantization="int8")
+        ctx.report.warn(f"quantization-aware-trained model ({ctx.fake_quants} FakeQuant op(s)): full-integer int8 "
+                        "from the trained ranges, as with tf.lite.TFLiteConverter"
+                        + ("" if ctx.representative_dataset is None else
+                           "; the representative_dataset calibrates the tensors no FakeQuant guards"))
+    elif ctx.fake_quants and mode is None:
+        ctx.report.warn(f"{ctx.fake_quants} FakeQuant op(s) kept as QUANTIZE / DEQUANTIZE pairs in a float model "
+                        "(as with tf.lite.TFLiteConverter); optimizations=[tf.lite.Optimize.DEFAULT] makes it int8")
+    if ctx.quantization in ("int8", "int16x8") and ctx.representative_dataset is None and not ctx.fake_quants:
+        raise QuantizationOptionError(f"{ctx.quantization} quantization needs a representative_dataset (calibration "
+                                      "data), or a quantization-aware-trained model (FakeQuant ops)")
+    if ctx.target == "micro" and ctx.quantization == "dynamic":
+        raise QuantizationOptionError("target='micro': TFLite Micro has no kernels for dynamic quantization "
+                                      "(int8 weights with float activations); quantize to int8 or int16x8 with a "
+                                      "representative_dataset, or not at all")
+    return ctx.fake_quants
 
 
 def inline_plain_calls(module, ctx) -> int:
@@ -176,9 +205,14 @@ def unroll_rnns(module, ctx) -> int:
 
 
 def calibrate(module, ctx) -> int:
-    """Run the float model on the representative dataset; keep every float tensor's range (by value)."""
+    """Run the float model on the representative dataset; keep every float tensor's range (by value). Without
+    one (a quantization-aware-trained model), the ranges are the FakeQuant ops' alone."""
     ctx.float_names = {}
     ctx.float_output = _ordered_flatbuffer(module, ctx.float_names)
+    if ctx.representative_dataset is None:
+        ctx.error_samples, ctx.ranges, ctx.captured = [], {}, {}
+        ctx.report.calibration = {"samples": 0, "tensors": 0}
+        return 0
     replay = {ctx.float_names[op.inputs[0].uid]: op.inputs[0].uid for fn in module.functions.values()
               for op in fn.ops if op.kind in REPLAYED and op.inputs[0].uid in ctx.float_names}
     captured: dict[str, list] = {}
@@ -211,7 +245,7 @@ def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], d
     records = quantize_int8(module, ctx.ranges, KeepFloat(keep), ctx.integer_only, ctx.inference_input_type,
                             ctx.inference_output_type, outputs, ctx.captured, wide=wide,
                             narrow=lambda op: ctx.target == "micro" and op.kind in MICRO_INT8_ONLY,
-                            wide_inputs=ctx.quantization == "int16x8")
+                            wide_inputs=ctx.quantization == "int16x8", fixed=ctx.fixed_params)
     return records, outputs
 
 
@@ -239,6 +273,10 @@ def _candidate_layers(records: list[dict], integer_only: bool) -> list[str]:
 def quantize_full_int8(module, ctx) -> int:
     """Quantize; measure each layer's share of the error (quantizing again with it wider, on LiteRT); with
     ``max_quantization_error``, make the fewest layers wider that meet it."""
+    ctx.ranges = dict(ctx.ranges)
+    absorbed = absorb_fake_quants(module, ctx.ranges, ctx.fixed_params)
+    if absorbed:
+        ctx.report.calibration["fake_quant_ranges"] = absorbed
     pristine = snapshot_module(module)
     records, outputs = _integer(module, ctx)
 
@@ -424,6 +462,8 @@ SETTLE = Group("settle", [
 
 PIPELINE = [
     Pass("import", import_program, "trace the program; import its graph and function library"),
+    Pass("settle-quantization-mode", settle_quantization_mode,
+         "a quantization-aware-trained program (FakeQuant ops) asked to be optimized is made int8 from its ranges"),
     Pass("inline-calls", inline_plain_calls, "inline every call except to composite functions"),
     DCE,
     SPECIALIZE,

@@ -286,9 +286,10 @@ class _Int8Function:
     float (or int8 meets int16)."""
 
     def __init__(self, fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int] | None = None,
-                 variables: dict | None = None):
+                 variables: dict | None = None, fixed: dict[int, Quantization] | None = None):
         self.fn = fn
         self.ranges = ranges
+        self.fixed = fixed or {}  # value uid -> its trained (FakeQuant) int8 parameters
         self.variables = variables if variables is not None else {}  # shared_name -> (dtype, Quantization)
         self.wide = wide or set()  # uids of the float values that become int16 (16x8 ops)
         self.float_twin: dict[int, Value] = {}  # integer value uid -> its DEQUANTIZE output
@@ -301,6 +302,8 @@ class _Int8Function:
     def params(self, v: Value, dtype: np.dtype | None = None) -> Quantization:
         if v.uid not in self.ranges:
             raise _NoRange(f"no calibrated range for %{v.name}")
+        if (dtype or self.dtype(v)) == INT8 and v.uid in self.fixed:
+            return self.fixed[v.uid]
         return params_for(dtype or self.dtype(v), *self.ranges[v.uid], headroom=INT16_HEADROOM)
 
     def why_float(self, op: Op, kernel: IntegerKernel | None) -> str | None:
@@ -655,7 +658,8 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                   integer_only: bool = False, input_type: str = "float32", output_type: str = "float32",
                   outputs: dict[int, int] | None = None, captured: dict[int, list] | None = None,
                   wide: Callable[[Op], bool] = lambda op: False,
-                  narrow: Callable[[Op], bool] = lambda op: False, wide_inputs: bool = False) -> list[dict]:
+                  narrow: Callable[[Op], bool] = lambda op: False, wide_inputs: bool = False,
+                  fixed: dict[int, Quantization] | None = None) -> list[dict]:
     """Make the signature functions integer; one report record per op (how, or why it stays float).
 
     ``ranges``: value uid -> calibrated (min, max). ``integer_only``: an op that stays float
@@ -663,7 +667,8 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     model's float32, int8 or uint8 edges. ``captured``: value uid -> its values per
     calibration sample (the inputs of each LSTM, replayed for its cell-state range). ``wide``:
     the ops whose outputs are int16 (16x8 kernels) where their kernel has that form; ``narrow``: ops
-    that stay int8 all the same (the target runtime has no int16 form of them).
+    that stay int8 all the same (the target runtime has no int16 form of them). ``fixed``: value uid -> the
+    int8 parameters a FakeQuant op trained for it (quantization-aware training), used as they are.
     """
     keep = keep or KeepFloat()
     records: list[dict] = []
@@ -677,7 +682,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         fn.topo_sort()
         widened = _wide_values(fn, wide, narrow, wide_inputs)
         _saturated_ranges(fn, ranges, widened)
-        q = _Int8Function(fn, ranges, widened, variables)
+        q = _Int8Function(fn, ranges, widened, variables, fixed)
         counter = WeightBytes()
         lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
         states = {id(op.inputs[i].producer) for op in fn.ops if lstms.get(id(op), "x") is None for i in (18, 19)}

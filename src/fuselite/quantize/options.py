@@ -128,8 +128,8 @@ def resolve_mode(optimizations, target_spec: TargetSpec, representative_dataset,
         mode = "float16"
     else:
         mode = "dynamic"
-    if mode in ("int8", "int16x8") and representative_dataset is None:
-        raise QuantizationOptionError(f"{mode} quantization needs a representative_dataset (calibration data)")
+    # int8 / int16x8 without a representative_dataset: a quantization-aware-trained model has its ranges; the
+    # pipeline checks (settle_quantization_mode) once it has imported the program
     if any(t != "float32" for t in io_types) and mode not in ("int8", "int16x8"):
         raise QuantizationOptionError(f"inference_input_type / inference_output_type {io_types} need full-integer "
                                       f"quantization, not {mode}")
