@@ -67,6 +67,7 @@ class ConversionContext:
     ranges: dict[int, tuple[float, float]] = field(default_factory=dict)  # calibrated (min, max) by value uid
     fixed_params: dict[int, Any] = field(default_factory=dict)  # value uid -> its FakeQuant's int8 Quantization
     fake_quants: int = 0  # FakeQuant ops in the imported program (quantization-aware training)
+    keras_int4: list = field(default_factory=list)  # frontend.keras_quantized.Int4Kernel of a Keras model
     error_samples: list[dict] = field(default_factory=list)  # calibration samples the error is measured on
     captured: dict[int, list] = field(default_factory=dict)  # value uid -> its values per calibration sample
 

@@ -18,6 +18,7 @@ from fuselite.context import ConversionContext
 from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
 from fuselite.export.flatbuffer import Provenance
 from fuselite.export.micro import micro_sources
+from fuselite.frontend.keras_quantized import int4_kernels
 from fuselite.fusion import RuleSet
 from fuselite.fusion.forms import RNN_FORMS
 from fuselite.ir import Module
@@ -122,8 +123,11 @@ class Converter:
         require_tensorflow()
         if not callable(model) or not hasattr(model, "layers"):  # functional, sequential or subclassed
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
-        conv = cls(lambda ctx: frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial),
-                   f"Keras model '{model.name}'", model, batch_size, **options)
+        def trace(ctx):
+            ctx.keras_int4 = int4_kernels(model)  # read before tracing: the kernels folding will produce
+            return frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial)
+
+        conv = cls(trace, f"Keras model '{model.name}'", model, batch_size, **options)
         conv._model_type = "KERAS_MODEL"
         return conv
 

@@ -26,6 +26,7 @@ from fuselite.export.micro import micro_problems
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.fusion.forms import rnn_forms
 from fuselite.fusion.loops import fuse_lstm_loops
+from fuselite.ir import Quantization, Value
 from fuselite.lower import lower_module
 from fuselite.passes.bidirectional import split_bidirectional
 from fuselite.passes.clone import snapshot_module
@@ -99,6 +100,49 @@ def settle_quantization_mode(module, ctx) -> int:
                                       "(int8 weights with float activations); quantize to int8 or int16x8 with a "
                                       "representative_dataset, or not at all")
     return ctx.fake_quants
+
+
+def keep_keras_int4_weights(module, ctx) -> int:
+    """Where a Keras int4 kernel's folded float32 array is used, a DEQUANTIZE of its int4 values (int8 where
+    LiteRT cannot hold it as int4; the report says why)."""
+    by_shape = {}
+    for k in ctx.keras_int4:
+        for arr, transposed in ((k.folded, False), (np.ascontiguousarray(k.folded.T), True)):
+            by_shape.setdefault(arr.shape, []).append((arr, k, transposed))
+    done: dict[int, Value] = {}
+    kept: dict[str, tuple] = {}
+    for fn in module.functions.values():
+        for op in list(fn.ops):
+            for i, v in enumerate(op.inputs):
+                if v is None or not v.is_const or v.const.dtype != np.float32 or v.const.shape not in by_shape:
+                    continue
+                if v.uid not in done:
+                    hit = next(((k, t) for arr, k, t in by_shape[v.const.shape] if np.array_equal(arr, v.const)),
+                               None)
+                    if hit is None:
+                        continue
+                    done[v.uid] = _dequantized_kernel(fn, op, v, *hit)
+                    kept[hit[0].layer] = (hit[0], v.const.nbytes)
+                op.inputs[i] = done[v.uid]
+    for layer, (k, before) in kept.items():
+        after = (k.values.size + 1) // 2 if k.bits == 4 else k.values.size
+        ctx.report.warn(f"Keras int{4} kernel of '{layer}' kept as int{k.bits} weights (a DEQUANTIZE when the model "
+                        f"loads; {before:,} -> {after:,} bytes)" + (f": {k.why}" if k.why else ""))
+    return len(kept)
+
+
+def _dequantized_kernel(fn, op, v, kernel, transposed: bool):
+    import ml_dtypes
+
+    values = kernel.values.T if transposed else kernel.values
+    quant = Quantization(tuple(float(s) for s in kernel.scale), tuple(int(z) for z in kernel.zero_point),
+                         0 if transposed else 1)
+    dtype = ml_dtypes.int4 if kernel.bits == 4 else np.int8
+    w = fn.const(np.ascontiguousarray(values).astype(dtype), f"{v.name}_int{kernel.bits}", quant=quant)
+    dq = fn.make_op("tfl.DEQUANTIZE", [w], [(np.dtype(np.float32), v.shape)], name=f"{v.name}_dequantize",
+                    location=op.location)
+    fn.ops.insert(fn.ops.index(op), dq)
+    return dq.outputs[0]
 
 
 def inline_plain_calls(module, ctx) -> int:
@@ -487,6 +531,8 @@ PIPELINE = [
     Pass("lower", lambda m, ctx: lower_module(m), "TF ops become TFLite builtins, one rule per TF op type"),
     Pass("optimize", lambda m, ctx: optimize(m), "fold bias, batch norm and activations; CSE; static reshapes"),
     DCE,
+    Pass("keras-int4-weights", keep_keras_int4_weights,
+         "a Keras int4 kernel (quantize('int4')) that folding made float32 is int4 again, behind a DEQUANTIZE"),
     Pass("split-bidirectional", split_bidirectional_ops,
          "bidirectional sequence ops become two unidirectional ones and reverses (the form TensorFlow's flatbuffer "
          "importer, LiteRT's integer kernels and TFLite Micro take; bidirectional='fused' keeps LiteRT's op)"),

@@ -95,6 +95,8 @@ def _camel(key: str) -> str:
 
 def tensor_type(dtype) -> int:
     key = dtype if isinstance(dtype, str) else np.dtype(dtype)
+    if not isinstance(key, str) and key.name == "int4":  # ml_dtypes.int4: two per byte in the file
+        return schema.TensorType.INT4
     if key not in _TENSOR_TYPES:
         raise ConversionError(f"dtype {dtype} has no LiteRT tensor type")
     return _TENSOR_TYPES[key]
@@ -137,6 +139,16 @@ class _AlignedBuffer(schema.BufferT):
 def _digest(arr: np.ndarray) -> bytes:
     """A constant's bytes, hashed (a key for equal constants that holds no copy of the weights)."""
     return hashlib.blake2b(_bytes_of(np.ascontiguousarray(arr)), digest_size=16).digest()
+
+
+def pack_int4(values: np.ndarray) -> np.ndarray:
+    """int4 values two per byte, the even index in the low nibble, row-major, ceil(n / 2) bytes (LiteRT's
+    ``UnpackPackedIntToInt8`` reverses it; ``BytesRequired``: ``(bytes + 1) / 2``)."""
+    flat = values.astype(np.int8).reshape(-1)
+    if flat.size % 2:
+        flat = np.concatenate([flat, np.zeros(1, np.int8)])
+    nibbles = flat.view(np.uint8) & 0x0F
+    return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
 
 
 def _bytes_of(raw: np.ndarray) -> memoryview:
@@ -196,6 +208,8 @@ class FlatbufferWriter:
         strings = raw.dtype.kind in ("S", "O", "U")
         if strings:
             raw = _string_tensor_bytes(arr)
+        elif raw.dtype.name == "int4":
+            raw = pack_int4(raw)
         data = _bytes_of(raw)
         key = hashlib.blake2b(data, digest_size=16).digest() + str(arr.dtype).encode()
         if key not in self._buffer_index:

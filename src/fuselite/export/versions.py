@@ -130,7 +130,8 @@ _RULES: dict[str, list] = {
     "MUL": [(_in(0, "int16", "uint32"), 7), (_in(0, "complex64"), 6), (_in(0, "int64"), 5), (_INT8, 2)],
     "DIV": [(_broadcast_gt4, 2)],
     # tensorflow/lite/tools/versioning/op_version.cc: float16 / int16 input 3, int8 2
-    "DEQUANTIZE": [(_both(_in(0, "int8"), _per_channel_on_axis(0)), 5), (_in(0, "float16", "int16"), 3),
+    "DEQUANTIZE": [(_in(0, "int4"), 6), (_both(_in(0, "int8"), _per_channel_on_axis(0)), 5),
+                   (_in(0, "float16", "int16"), 3),
                    (_in(0, "int8"), 2)],
     "FLOOR_DIV": [(_in(0, "int16", "int8"), 3), (_in(0, "float32"), 2)],
     "FLOOR_MOD": [(_in(0, "int16", "int8"), 2)],

@@ -92,7 +92,7 @@ def _value_problems(v: Value) -> list[str]:
 def _quant_problems(v: Value) -> list[str]:
     """A quantized value is an integer tensor with one scale, or one per index of its axis."""
     q = v.quant
-    if isinstance(v.dtype, str) or np.dtype(v.dtype).kind not in "iu":
+    if isinstance(v.dtype, str) or (np.dtype(v.dtype).kind not in "iu" and np.dtype(v.dtype).name != "int4"):
         return [f"quantization on a {_dtype_name(v.dtype)} value"]
     if not q.scale or len(q.scale) != len(q.zero_point):
         return [f"quantization has {len(q.scale)} scales and {len(q.zero_point)} zero points"]
