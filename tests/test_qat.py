@@ -17,8 +17,8 @@ import tensorflow as tf
 from conftest import run_on_tflm
 
 import fuselite
+from fuselite.lower.quant import nudged
 from fuselite.quantize import QuantizationOptionError
-from fuselite.quantize.fake_quant import nudged
 from fuselite.runtime import run
 
 EXACT = 1e-6

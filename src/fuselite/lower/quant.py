@@ -11,13 +11,70 @@ tensor). A constant input is folded before lowering (TensorFlow evaluates it).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from fuselite.ir import Quantization
 from fuselite.lower.registry import lowering
-from fuselite.quantize.fake_quant import FakeQuantError, nudged
 
 INT8 = np.dtype(np.int8)
 FLOAT32 = np.dtype(np.float32)
+INT8_MIN = -128  # the integer grid [quant_min, quant_max] of TF (0 or 1 .. 2^bits - 1) stored in int8: minus 128
+
+
+@dataclass(frozen=True)
+class FakeQuantGrid:
+    """One FakeQuant op's grid, as TensorFlow nudges it: ``real = scale * (q - zero_point)`` for the
+    int8 ``q`` in ``[q_min, q_max]`` (a sub-range of int8 for fewer bits or ``narrow_range``)."""
+
+    scale: np.ndarray  # one per channel (the last axis) or one
+    zero_point: np.ndarray  # int8 zero points
+    q_min: int
+    q_max: int
+
+    @property
+    def nudged_min(self) -> np.ndarray:
+        return (self.q_min - self.zero_point) * self.scale
+
+    @property
+    def nudged_max(self) -> np.ndarray:
+        return (self.q_max - self.zero_point) * self.scale
+
+    @property
+    def full_int8(self) -> bool:
+        """The grid is all of int8: a QUANTIZE's own saturation is TensorFlow's clamp."""
+        return self.q_min == -128 and self.q_max == 127
+
+    def quantization(self, axis: int) -> Quantization:
+        return Quantization(tuple(float(s) for s in self.scale), tuple(int(z) for z in self.zero_point), axis)
+
+
+class FakeQuantError(ValueError):
+    """A FakeQuant op whose range TensorFlow itself would reject (min >= max, num_bits outside 2..8)."""
+
+
+def nudged(lo, hi, num_bits: int = 8, narrow_range: bool = False) -> FakeQuantGrid:
+    """TensorFlow's ``Nudge`` (``fake_quant_ops_functor.h``) for each ``[lo, hi]``, in int8 terms.
+
+    >>> g = nudged(-3.0, 3.0); float(g.scale[0]), int(g.zero_point[0])
+    (0.023529411764705882, 0)
+    """
+    if not 2 <= int(num_bits) <= 8:
+        raise FakeQuantError(f"num_bits={num_bits}: TensorFlow's FakeQuant takes 2 to 8 bits")
+    lo, hi = np.atleast_1d(np.asarray(lo, np.float64)), np.atleast_1d(np.asarray(hi, np.float64))
+    if np.any(~np.isfinite(lo)) or np.any(~np.isfinite(hi)) or np.any(lo >= hi):
+        raise FakeQuantError(f"min {lo.tolist()} is not below max {hi.tolist()}")
+    # TensorFlow computes in float32; the nudged grid is what its kernel rounds to
+    lo, hi = lo.astype(np.float32), hi.astype(np.float32)
+    quant_min = np.float32(1 if narrow_range else 0)
+    quant_max = np.float32((1 << int(num_bits)) - 1)
+    scale = (hi - lo) / (quant_max - quant_min)
+    zero_from_min = quant_min - lo / scale
+    zero = np.where(zero_from_min < quant_min, quant_min,
+                    np.where(zero_from_min > quant_max, quant_max, np.round(zero_from_min)))
+    return FakeQuantGrid(scale=scale.astype(np.float64), zero_point=zero.astype(np.int64) + INT8_MIN,
+                         q_min=int(quant_min) + INT8_MIN, q_max=int(quant_max) + INT8_MIN)
 
 
 def _grid(ctx):
