@@ -197,6 +197,13 @@ _rb = tf.compat.v1.image.resize_bilinear
 _rn = tf.compat.v1.image.resize_nearest_neighbor
 
 CASES = [
+    # -- FakeQuant (quantization-aware training): QUANTIZE / DEQUANTIZE on TF's nudged grid ----------------
+    C("fake_quant_vars", lambda x: tf.quantization.fake_quant_with_min_max_vars(x, -3.0, 3.0), F(2, 4),
+      expect=["QUANTIZE", "DEQUANTIZE"]),
+    C("fake_quant_args_narrow", lambda x: tf.quantization.fake_quant_with_min_max_args(
+        x, -1.0, 2.5, num_bits=4, narrow_range=True), F(2, 4), expect=["QUANTIZE", "MAXIMUM"]),
+    C("fake_quant_per_channel", lambda x: tf.quantization.fake_quant_with_min_max_vars_per_channel(
+        x, [-1.0, -0.5, 0.0, -2.0], [1.0, 2.0, 3.0, 2.0]), F(2, 4), expect=["FLOOR"]),
     # -- MatMul -----------------------------------------------------------------------------
     C("matmul", lambda x: tf.matmul(x, W(4, 3)), F(2, 4), expect=["FULLY_CONNECTED"]),
     C("matmul_transpose_a", lambda x: tf.matmul(x, W(4, 3), transpose_a=True), F(4, 2)),
