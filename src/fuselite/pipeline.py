@@ -126,7 +126,7 @@ def keep_keras_int4_weights(module, ctx) -> int:
                 op.inputs[i] = done[v.uid]
     for layer, (k, before) in kept.items():
         after = (k.values.size + 1) // 2 if k.bits == 4 else k.values.size
-        ctx.report.warn(f"Keras int{4} kernel of '{layer}' kept as int{k.bits} weights (a DEQUANTIZE when the model "
+        ctx.report.warn(f"Keras int4 kernel of '{layer}' kept as int{k.bits} weights (a DEQUANTIZE when the model "
                         f"loads; {before:,} -> {after:,} bytes)" + (f": {k.why}" if k.why else ""))
     return len(kept)
 

@@ -39,9 +39,6 @@ class Int4Kernel:
     bits: int  # 4, or 8 where the kernel cannot be int4 in LiteRT
     why: str | None = None  # why 8 bits
 
-    def dequantized(self) -> np.ndarray:
-        return ((self.values.astype(np.float32) - self.zero_point.astype(np.float32)) * self.scale.astype(np.float32))
-
 
 def _layers(model):
     flatten = getattr(model, "_flatten_layers", None)

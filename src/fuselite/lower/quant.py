@@ -93,7 +93,7 @@ def _grid(ctx):
     return grid, per_channel
 
 
-@lowering(*("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVarsPerChannel"))
+@lowering("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVarsPerChannel")
 def lower_fake_quant(ctx):
     x = ctx.input(0)
     grid, per_channel = _grid(ctx)

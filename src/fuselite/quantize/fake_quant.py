@@ -42,9 +42,7 @@ def _absorb(fn: Function, ranges: dict, fixed: dict) -> int:
         readers = fn.uses(q.outputs[0])
         if len(readers) != 1 or readers[0].kind != "DEQUANTIZE" or fn.is_output(q.outputs[0]):
             continue
-        dq, x, quant = readers[0], q.inputs[0], q.outputs[0].quant
-        if len(quant.scale) != 1:
-            continue  # per-channel on an activation: no per-channel activations in LiteRT; it stays float
+        dq, x, quant = readers[0], q.inputs[0], q.outputs[0].quant  # per tensor (lower/quant.py)
         lo, hi = (float(quant.scale[0] * (b - quant.zero_point[0])) for b in q.attrs["_grid"])
         ranges[x.uid] = (lo, hi)
         fixed[x.uid] = quant
