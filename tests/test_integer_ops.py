@@ -186,25 +186,59 @@ def test_dynamic_time_axis_calibrates_on_samples_of_other_lengths():
         assert _error(data, model, _draws(model, 3, seed=5, length=9), builtin) <= INT8_TOLERANCE
 
 
+def _activation_scales(data: bytes) -> dict[str, list[float]]:
+    """Tensor name -> scales of each int8 / int16 activation (not a constant) of the first subgraph."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    m = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    return {t.name.decode(): list(t.quantization.scale) for t in m.subgraphs[0].tensors
+            if t.quantization is not None and t.quantization.scale is not None
+            and t.type in (schema.TensorType.INT8, schema.TensorType.INT16) and m.buffers[t.buffer].data is None}
+
+
 def test_an_almost_constant_tensor_gets_the_official_minimum_range():
     """A ReLU6 conv whose output is all but constant (weights 1e-12): calibrated ranges used raw gave scales of
     1e-13, overflowing the fused RELU6's limit (6 / scale must fit an int32; LiteRT failed to prepare). Every
-    activation scale is now at least the official quantizer's smallest, 2e-6 / 255."""
-    from ai_edge_litert import schema_py_generated as schema
-
-    from fuselite.quantize.int8 import MIN_SCALE
+    activation scale is now at least that of the official quantizer's smallest range (2e-6 / 255 in int8,
+    1e-6 / 32767 in int16), and a RELU6 output's at least 6 / 2^31."""
+    from fuselite.quantize.int8 import MIN_SCALE, MIN_SCALE_INT16
 
     model = _seq((8, 8, 3), keras.layers.Conv2D(4, 3, activation="relu6"), keras.layers.Conv2D(4, 3))
     model.layers[1].set_weights([np.full((3, 3, 3, 4), 1e-12, np.float32), np.zeros(4, np.float32)])
-    for mode in ("int8", "int16x8"):
+    for mode, least in (("int8", MIN_SCALE), ("int16x8", MIN_SCALE_INT16)):
         conv, data = _convert(model, mode, _draws(model, 8, seed=1))
-        m = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
-        scales = [s for t in m.subgraphs[0].tensors if t.quantization is not None and t.quantization.scale is not None
-                  and t.type in (schema.TensorType.INT8, schema.TensorType.INT16) and m.buffers[t.buffer].data is None
-                  for s in t.quantization.scale]
-        assert scales and min(scales) >= np.float32(MIN_SCALE) * (1 - 1e-6), (mode, min(scales))
+        scales = [s for ss in _activation_scales(data).values() for s in ss]
+        assert scales and min(scales) >= np.float32(least) * (1 - 1e-6), (mode, min(scales))
         for builtin in (True, False):
             run(data, _draws(model, 1, seed=3)[0], builtin_kernels=builtin)
+
+
+@pytest.mark.parametrize("case", ["plain", "relu6_fused", "relu6_op"])
+def test_16x8_tiny_values_keep_int16_resolution_and_clamps_hold(case):
+    """Values spanning ~1e-7 get int16 steps of their own range (floored at the int8 minimum, 7.8e-9, they were
+    a dozen steps: 4% of the range; EfficientNetB0 with random weights lost 8% so). A RELU6 on small values
+    (fused, or an op of its own, whose kernel casts 6 / scale to an int32 unchecked) keeps an output scale of
+    at least 6 / 2^31, and gives Keras' numbers. Tolerance: 1% of the output range, both kernel sets."""
+    from fuselite.quantize.int8 import MIN_SCALE
+
+    i = keras.Input((8,))
+    dense = keras.layers.Dense(4, activation="relu6" if case == "relu6_fused" else None)
+    out = keras.layers.ReLU(max_value=6.0)(keras.layers.Reshape((2, 2))(dense(i))) if case == "relu6_op" else dense(i)
+    model = keras.Model(i, out)
+    peak = 1e-8 if case == "plain" else 1e-7  # a RELU6 output's steps are at least 2.8e-9
+    rng = np.random.default_rng(2)
+    dense.set_weights([rng.uniform(-peak, peak, (8, 4)).astype(np.float32), np.full(4, 2 * peak, np.float32)])
+    conv, data = _convert(model, "int16x8", _draws(model, 16, seed=1))
+    records = {r["kind"]: r for r in conv.report.quantization["ops"]}
+    assert ("RELU6" in records) == (case == "relu6_op"), sorted(records)
+    out_scale = records["RELU6" if case == "relu6_op" else "FULLY_CONNECTED"]["scales"]["outputs"][0][0]
+    if case == "plain":
+        assert out_scale < MIN_SCALE / 10, out_scale
+    else:
+        assert out_scale >= 1.01 * 6 / 2 ** 31 * (1 - 1e-6), out_scale
+    held_out = _draws(model, 8, seed=9)
+    for builtin in (True, False):
+        assert _error(data, model, held_out, builtin) <= INT16X8_TOLERANCE, builtin
 
 
 def test_error_shares_never_abort_and_take_at_most_the_conversions_time(monkeypatch):

@@ -52,9 +52,12 @@ class NotIntegerError(ConversionError):
 # range narrower than kNearZeroTolerance (1e-6) to at least [-1e-6, 1e-6] (compiler/mlir/lite/quantization/
 # common/quantization_lib/quantization_utils.cc). A raw range of an almost-constant tensor gives scales down to
 # 1e-13, which overflow the kernels' multipliers and fused-activation limits (kernel_util.cc Quantize:
-# RELU6's 6 / scale must fit an int32).
+# RELU6's 6 / scale must fit an int32; output_scale_floor keeps that).
 NEAR_ZERO = 1e-6
-MIN_SCALE = 2 * NEAR_ZERO / 255  # the int8 scale of that range: no activation scale is smaller, int16 too
+MIN_SCALE = 2 * NEAR_ZERO / 255  # the int8 scale of that range: no int8 activation scale is smaller
+# The int16 (symmetric) scale of that range. An int16 scale floored at the int8 one would leave a tensor whose
+# values span 3e-7 (EfficientNet's last activation with random weights) ~40 steps: 8% of its range.
+MIN_SCALE_INT16 = NEAR_ZERO / 32767
 
 
 def _widened(lo: float, hi: float) -> tuple[float, float]:
@@ -83,7 +86,7 @@ def int16_params(lo: float, hi: float) -> Quantization:
     # All zeros: the scale of a [-1, 1] range. A large one would break the kernels that rescale to twice
     # the larger input scale (int16 ADD / SUB need that below 2^15 x their output scale).
     scale = (peak if peak > 0 else 1.0) / 32767
-    return Quantization((float(np.float32(max(scale, MIN_SCALE))),), (0,))
+    return Quantization((float(np.float32(max(scale, MIN_SCALE_INT16))),), (0,))
 
 
 INT16_HEADROOM = 2.0  # int16 ranges are calibrated ranges x this: inputs beyond the calibration data do not
@@ -443,7 +446,8 @@ class _Int8Function:
         if kernel.bias is not None:
             self.bias(op, kernel)
         floor = output_scale_floor(op.kind, dtype, [v.quant.scale[0] for v in op.inputs
-                                                     if v is not None and v.dtype == dtype and v.quant is not None])
+                                                     if v is not None and v.dtype == dtype and v.quant is not None],
+                                   op.attrs.get("fused_activation_function", "NONE"))
         for uid, quant in ranged.items():
             if quant.scale[0] < floor:  # the kernel's output multiplier would not fit: a wider output range
                 lo, hi = represented(quant, dtype)
@@ -546,17 +550,28 @@ _LEFT_SHIFT = {("ADD", "int8"): 20, ("SUB", "int8"): 20, ("ADD", "int16"): 15, (
 COMPARISONS = ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL")
 
 
-def output_scale_floor(kind: str, dtype: np.dtype, input_scales: list[float]) -> float:
-    """The smallest output scale ``kind``'s kernel prepares with, given its inputs' scales (with 1% to spare)."""
+# The largest |limit| of each clamp, fused or an op of its own: the kernel turns it into an integer as
+# round(limit / scale), which must fit an int32 (kernel_util.cc Quantize checks it and fails Prepare;
+# activations.cc's QuantizedReluX casts unchecked, a silently wrong clamp). Only int16 scales get that small.
+CLAMP_LIMIT = {"RELU6": 6.0, "RELU_N1_TO_1": 1.0, "RELU_0_TO_1": 1.0}
+
+
+def output_scale_floor(kind: str, dtype: np.dtype, input_scales: list[float], activation: str = "NONE") -> float:
+    """The smallest output scale ``kind``'s kernel prepares with (and clamps right with), given its inputs'
+    scales and its fused ``activation`` (with 1% to spare)."""
+    least = MIN_SCALE_INT16 if np.dtype(dtype) == INT16 else MIN_SCALE
+    limit = max(CLAMP_LIMIT.get(kind, 0.0), CLAMP_LIMIT.get(activation, 0.0))
+    if limit:
+        least = max(least, 1.01 * limit / 2 ** 31)
     if not input_scales:
-        return MIN_SCALE
+        return least
     top = max(input_scales)
     if kind == "SQUARED_DIFFERENCE":
-        return max(MIN_SCALE, 1.01 * (2 * top) ** 2 / 2 ** 14)
+        return max(least, 1.01 * (2 * top) ** 2 / 2 ** 14)
     if kind == "HARD_SWISH":
-        return max(MIN_SCALE, 1.01 * top / 128)
+        return max(least, 1.01 * top / 128)
     shift = _LEFT_SHIFT.get((kind, np.dtype(dtype).name))
-    return MIN_SCALE if shift is None else max(MIN_SCALE, 1.01 * 2 * top / 2 ** shift)
+    return least if shift is None else max(least, 1.01 * 2 * top / 2 ** shift)
 
 
 # -- the integer LSTM (UNIDIRECTIONAL_SEQUENCE_LSTM, 8x8->16) -------------------------------------------------
