@@ -23,6 +23,15 @@ Example (from the repository root)::
     .venv/bin/python benchmarks/fingerprints.py > /tmp/after.jsonl
     diff /tmp/before.jsonl /tmp/after.jsonl
 
+``--rnn-forms`` converts each model once per recurrent form (``rnn_form``: default, fused, unrolled,
+loop), ``--quantize int8`` (full integer, 8 random calibration draws) and ``dynamic`` add quantized
+conversions, and ``--saved-model`` converts each model's SavedModel too (Keras 3 ``model.export``: the
+recognised loops; tf-keras ``tf.saved_model.save``: tf-keras' composites), so that every source, form and
+mode of the recurrent package is covered::
+
+    .venv/bin/python benchmarks/fingerprints.py --rnn-forms default fused unrolled loop \
+        --quantize none int8 --saved-model > /tmp/before.jsonl
+
 With ``--runs N`` each model is converted N times and the median conversion time is added
 (``seconds``): run it with the old and the new tree (``PYTHONPATH=old/src``) to compare.
 """
@@ -69,29 +78,74 @@ def fingerprint(data: bytes) -> dict:
             "unnamed": normalized_sha256(data, rename=lambda name: b""), "size": len(data)}
 
 
+def _save(model, path: str, flavour: str) -> None:
+    import tensorflow as tf
+
+    if flavour == "keras3":
+        model.export(path, verbose=False)
+    else:
+        tf.saved_model.save(model, path)
+
+
+def _quantize(conv, mode: str, model) -> None:
+    import tensorflow as tf
+
+    from fuselite.testing.models import sample_inputs
+
+    if mode == "none":
+        return
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    if mode == "int8":
+        draws = [sample_inputs(model, seed=100 + i) for i in range(8)]
+        conv.representative_dataset = lambda: (list(d) for d in draws)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="*", help="model names (default: all)")
     parser.add_argument("--flavours", nargs="*", default=["keras3", "tf_keras"])
+    parser.add_argument("--rnn-forms", nargs="*", default=["default"], help="rnn_form values to convert with")
+    parser.add_argument("--quantize", nargs="*", default=["none"], choices=("none", "dynamic", "int8"),
+                        help="quantization modes to convert with (int8: 8 random calibration draws)")
+    parser.add_argument("--saved-model", action="store_true",
+                        help="also convert each model's SavedModel (model.export / tf.saved_model.save)")
     parser.add_argument("--runs", type=int, default=1,
                         help="convert each model this many times and add the median conversion time ('seconds')")
     args = parser.parse_args(argv)
 
+    import tempfile
+
     import fuselite
     from fuselite.testing import models as zoo
 
-    names = args.models or [*zoo.BUILDERS, *zoo.RNN_BUILDERS]
+    names = args.models or [*zoo.BUILDERS, *zoo.RNN_BUILDERS, *zoo.MASKED_BUILDERS, *zoo.STATEFUL_BUILDERS]
     for flavour in args.flavours:
         k = zoo.keras3() if flavour == "keras3" else zoo.tf_keras()
         for name in names:
             model = zoo.build(name, k)
-            times = []
-            for _ in range(max(1, args.runs)):
-                t0 = time.perf_counter()
-                data = fuselite.Converter.from_keras_model(model).convert()
-                times.append(time.perf_counter() - t0)
-            timing = {"seconds": round(statistics.median(times), 4)} if args.runs > 1 else {}
-            print(json.dumps({"model": f"{flavour}/{name}", **fingerprint(data), **timing}), flush=True)
+            sources = [("keras", lambda model=model: fuselite.Converter.from_keras_model(model))]
+            if args.saved_model:
+                path = tempfile.mkdtemp(prefix="fingerprint_")
+                _save(model, path, flavour)
+                sources.append(("saved_model", lambda path=path: fuselite.Converter.from_saved_model(path)))
+            for source, make in sources:
+                for form in args.rnn_forms:
+                    for mode in args.quantize:
+                        times, data = [], None
+                        try:
+                            for _ in range(max(1, args.runs)):
+                                conv = make()
+                                conv.rnn_form = form
+                                _quantize(conv, mode, model)
+                                t0 = time.perf_counter()
+                                data = conv.convert()
+                                times.append(time.perf_counter() - t0)
+                            result = fingerprint(data)
+                        except Exception as e:  # noqa: BLE001 - a refusal is a fingerprint too
+                            result = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+                        timing = {"seconds": round(statistics.median(times), 4)} if args.runs > 1 and times else {}
+                        print(json.dumps({"model": f"{flavour}/{name}", "source": source, "rnn_form": form,
+                                          "quantize": mode, **result, **timing}), flush=True)
     return 0
 
 

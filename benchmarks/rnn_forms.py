@@ -159,7 +159,7 @@ def main(argv=None) -> int:
 
     from report import command_line, emit, fuselite_revision, machine_description, versions
 
-    from fuselite.fusion.forms import DEFAULT_FORMS
+    from fuselite.rnn.forms.policy import DEFAULT_FORMS
 
     cases = []
     for flavour in args.flavours:

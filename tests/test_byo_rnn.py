@@ -14,8 +14,8 @@ from conftest import assert_stateless_and_matches, litert_op_names
 import fuselite
 from fuselite.examples import byo_rnn
 from fuselite.examples.byo_rnn import GateWiseLSTM, PeepholeLSTM, fuse_peephole_lstm
-from fuselite.fusion.rnn import last_time_step, lstm_sequence, zero_state
-from fuselite.fusion.rnn_kit import GATE_ORDERS, keras_to_litert, split_gates
+from fuselite.rnn.forms.fused import last_time_step, lstm_sequence, zero_state
+from fuselite.rnn.kit import GATE_ORDERS, keras_to_litert, split_gates
 
 TOL = 1e-5
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,5 @@
-"""Layering: a module of ``fuselite`` imports only from its own unit and from lower layers.
+"""Layering: a module of ``fuselite`` imports only from its own unit and from lower layers; no module
+imports itself through others (no circle), and none imports another module's private (underscore) names.
 
 Every module under ``src/fuselite`` is parsed with ``ast`` (nothing is imported or run), and
 every import in it counts, also those inside functions. A *unit* is what follows ``fuselite.``:
@@ -22,10 +23,11 @@ PACKAGE = "fuselite"
 # Lowest first. Units of one layer are independent of each other.
 LAYERS: list[set[str]] = [
     {"errors"},  # the exceptions every layer raises
-    {"ir", "tf_dtypes"},  # the graph IR; TensorFlow dtypes <-> IR dtypes
+    {"ir", "tf_dtypes", "operands"},  # the graph IR; TensorFlow dtypes <-> IR dtypes; LiteRT operand layouts
     {"export", "lower", "passes", "quantize", "runtime"},  # stages on the IR, each standing alone; running .tflite
     {"fusion"},  # composite rules: build on passes (cleanup) and export (custom-op options)
-    {"frontend"},  # TF / Keras -> IR: marks Keras RNN functions with fusion's `implements`
+    {"rnn"},  # the recurrent package: its rules are fusion rules; its loop matcher folds with passes
+    {"frontend"},  # TF / Keras -> IR: marks Keras RNN functions with fusion's `implements` and rnn's gate orders
 ]
 TOP = len(LAYERS)
 
@@ -141,3 +143,113 @@ def test_an_upward_import_is_named(module, source, offender):
 )
 def test_allowed_imports_pass(module, source):
     assert layer_violations(module, source, is_package=module == "fuselite", known=KNOWN) == []
+
+
+# -- no circles, no private names across modules ----------------------------------------------------------
+
+
+def import_graph(sources: dict[str, str], packages: set[str]) -> dict[str, set[str]]:
+    """module -> the ``fuselite`` modules it imports (anywhere in it), for ``sources`` (module -> text). A
+    package and its own submodules are left out of each other's edges (a package's ``__init__`` importing its
+    modules, and they importing the package's submodules, is how packages are made)."""
+    known = set(sources)
+    graph = {}
+    for name, text in sources.items():
+        targets = {t for _, t in imported_modules(name, text, name in packages, known) if t in known and t != name}
+        graph[name] = {t for t in targets if not (t.startswith(name + ".") or name.startswith(t + "."))}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (each one circle or more), found by Tarjan's
+    algorithm, each sorted."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def private_imports(module: str, source: str, is_package: bool, known: set[str]) -> list[str]:
+    """Each private name ``module`` takes from another ``fuselite`` module: ``from fuselite.x import _y`` (also
+    under an alias) or ``x._y`` on a module imported as ``x``."""
+    tree = ast.parse(source)
+    problems, aliases = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(PACKAGE):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full in known:
+                    aliases[alias.asname or alias.name] = full
+                elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                    problems.append(f"{module} (line {node.lineno}) imports {alias.name} from {node.module}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known and alias.asname:
+                    aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases and \
+                node.attr.startswith("_") and not node.attr.startswith("__") and aliases[node.value.id] != module:
+            problems.append(f"{module} (line {node.lineno}) uses {node.attr} of {aliases[node.value.id]}")
+    return problems
+
+
+def test_no_import_circles():
+    modules = all_modules()
+    sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
+    packages = {name for name, path in modules.items() if path.name == "__init__.py"}
+    circles = import_circles(import_graph(sources, packages))
+    assert not circles, "modules that import each other (also through others, also inside functions):\n" + \
+        "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_no_private_name_is_imported_across_modules():
+    modules = all_modules()
+    problems = []
+    for name, path in modules.items():
+        problems += private_imports(name, path.read_text(encoding="utf-8"), path.name == "__init__.py", set(modules))
+    assert not problems, "private names used across modules (make them public, or keep them home):\n" + \
+        "\n".join(problems)
+
+
+def test_a_circle_is_found_through_a_third_module_and_a_function_level_import():
+    sources = {"fuselite.a": "from fuselite.b import f\n", "fuselite.b": "def f():\n    from fuselite.c import g\n",
+               "fuselite.c": "import fuselite.a\n", "fuselite.d": "from fuselite.a import x\n",
+               "fuselite.p": "from fuselite.p import q\n", "fuselite.p.q": "from fuselite.p import r\n",
+               "fuselite.p.r": ""}
+    assert import_circles(import_graph(sources, {"fuselite.p"})) == [["fuselite.a", "fuselite.b", "fuselite.c"]]
+
+
+@pytest.mark.parametrize(("source", "found"), [
+    ("from fuselite.passes.fold_tf import _evaluate\n", ["imports _evaluate from fuselite.passes.fold_tf"]),
+    ("from fuselite.passes import fold_tf\nfold_tf._evaluate([])\n", ["uses _evaluate of fuselite.passes.fold_tf"]),
+    ("import fuselite.passes.fold_tf as ft\nft._evaluate([])\n", ["uses _evaluate of fuselite.passes.fold_tf"]),
+    ("from fuselite.passes.fold_tf import evaluate_ops\nfrom fuselite import __version__\n", []),
+])
+def test_a_private_import_is_named(source, found):
+    known = {"fuselite", "fuselite.passes", "fuselite.passes.fold_tf"}
+    problems = private_imports("fuselite.rnn.sources.loops", source, False, known)
+    assert [p.split(") ", 1)[1] for p in problems] == found, problems

@@ -276,7 +276,7 @@ def test_cli_unwritable_output_directory_is_named_before_any_work(keras_file, tm
 
     real = os.access
     monkeypatch.setattr(cli.os, "access", lambda p, mode: False if os.fspath(p) == str(tmp_path) else real(p, mode))
-    monkeypatch.setattr(cli, "_load_source", lambda *a: pytest.fail("converted before checking the output"))
+    monkeypatch.setattr(cli, "load_source", lambda *a: pytest.fail("converted before checking the output"))
     assert cli.main(["convert", str(keras_file), "-o", str(tmp_path / "m.tflite")]) == 1
     err = capsys.readouterr().err
     assert "no permission to write in" in err and "Traceback" not in err

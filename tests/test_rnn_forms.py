@@ -15,8 +15,8 @@ from conftest import assert_stateless_and_matches, invoke_twice, keras_flavour, 
 
 import fuselite
 from fuselite.errors import InputError
-from fuselite.fusion.forms import DEFAULT_FORMS
 from fuselite.quantize import QuantizationOptionError
+from fuselite.rnn.forms.policy import DEFAULT_FORMS
 
 TOL = 1e-5
 SEQUENCE_OPS = {"LSTM": "UNIDIRECTIONAL_SEQUENCE_LSTM", "SimpleRNN": "UNIDIRECTIONAL_SEQUENCE_RNN"}

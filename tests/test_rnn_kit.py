@@ -1,4 +1,4 @@
-"""The recurrent-layer kit (fusion/rnn_kit.py): gate slicing, weight layouts, NumPy references vs Keras."""
+"""The recurrent kit (rnn/kit.py) and the cells' NumPy references (rnn/cells/): gate slicing, weight layouts, references vs Keras."""
 
 from __future__ import annotations
 
@@ -6,25 +6,20 @@ import numpy as np
 import pytest
 from conftest import keras_flavour
 
-from fuselite.fusion import rnn_kit
-from fuselite.fusion.rnn_kit import (
+from fuselite.rnn import kit as rnn_kit
+from fuselite.rnn.cells.gru import gru_fully_connected_weights, numpy_gru, numpy_gru_cell, split_gru_bias
+from fuselite.rnn.cells.lingvo import lingvo_to_litert
+from fuselite.rnn.cells.lstm import numpy_lstm, numpy_lstm_cell
+from fuselite.rnn.cells.simple_rnn import numpy_simple_rnn, numpy_simple_rnn_cell
+from fuselite.rnn.kit import (
     GATE_ORDERS,
     gate_block,
-    gru_fully_connected_weights,
     keras_cell_with_gates,
     keras_to_litert,
-    lingvo_to_litert,
     lstm_operands,
-    numpy_gru,
-    numpy_gru_cell,
-    numpy_lstm,
-    numpy_lstm_cell,
-    numpy_simple_rnn,
-    numpy_simple_rnn_cell,
     reorder_gates,
     rnn_operands,
     split_gates,
-    split_gru_bias,
 )
 
 TOL = 1e-5

@@ -7,8 +7,9 @@ import pytest
 from conftest import assert_stateless_and_matches, invoke_twice, litert_op_names, match_outputs
 
 import fuselite
-from fuselite.fusion.keras_saved_lstm import evaluate_function
-from fuselite.fusion.rnn_kit import numpy_gru, numpy_lstm
+from fuselite.fusion.evaluate import evaluate_function
+from fuselite.rnn.cells.gru import numpy_gru
+from fuselite.rnn.cells.lstm import numpy_lstm
 from fuselite.runtime import interpreter
 
 TOL = 1e-5

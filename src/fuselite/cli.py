@@ -12,66 +12,11 @@ import os
 import signal
 import sys
 import time
-import zipfile
 from contextlib import contextmanager
 
+from fuselite.load import load_source
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-
-def _load_source(src: str, args):
-    import fuselite
-    from fuselite.errors import InputError
-    from fuselite.requirements import require_tensorflow
-
-    require_tensorflow()  # before Keras, which needs it as its backend here
-
-    if src.endswith(".keras") or src.endswith(".h5"):
-        if not os.path.exists(src):
-            raise InputError(f"Keras model file not found: '{src}'")
-        if args.signature_keys:
-            raise InputError("--signature-keys is for SavedModels; a .keras file has one signature")
-        if src.endswith(".keras") and not zipfile.is_zipfile(src):
-            raise InputError(f"'{src}' is not a Keras model file: a .keras file is a zip archive "
-                             "(saved with model.save('name.keras'))")
-        import keras
-
-        try:
-            model = keras.models.load_model(src, compile=False)
-        except Exception as e:
-            raise InputError(f"cannot load Keras model '{src}': {str(e).splitlines()[0] if str(e) else e}") from None
-        return fuselite.Converter.from_keras_model(model, batch_size=args.batch_size, **_options(args))
-    keys = args.signature_keys.split(",") if args.signature_keys else None
-    tags = set(args.tags.split(",")) if args.tags else None
-    return fuselite.Converter.from_saved_model(src, signature_keys=keys, tags=tags, batch_size=args.batch_size,
-                                               **_options(args))
-
-
-def _options(args) -> dict:
-    return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
-            "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources,
-            "bidirectional": args.bidirectional, "rnn_form": args.rnn_form, "fusions": _rules(args.rules or [])}
-
-
-def _rules(modules: list[str]) -> list:
-    """``--rules MODULE``: the fusion rules (``@fuselite.fusion`` functions) a module defines, imported by its
-    dotted path from the current directory or the installed packages."""
-    import importlib
-
-    from fuselite.errors import InputError
-
-    if modules and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    rules = []
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except Exception as e:
-            raise InputError(f"cannot import fusion rules module '{name}': {type(e).__name__}: {e}") from None
-        found = [v for v in vars(module).values() if callable(v) and isinstance(getattr(v, "interface", None), str)]
-        if not found:
-            raise InputError(f"module '{name}' defines no fusion rules (functions decorated with @fuselite.fusion)")
-        rules += found
-    return rules
 
 
 def _calibration_samples(path: str):
@@ -237,7 +182,7 @@ def cmd_convert(args) -> int:
             progress = _progress(args)
             if progress:
                 progress(f"loading {args.src}")
-            conv = _load_source(args.src, args)
+            conv = load_source(args.src, args)
             _apply_quantization(conv, args)
             conv.progress = progress
             try:
@@ -356,7 +301,7 @@ def cmd_demo(args) -> int:
 
 def main(argv=None) -> int:
     from fuselite import __version__
-    from fuselite.fusion.forms import RNN_FORMS
+    from fuselite.rnn.forms.policy import RNN_FORMS
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="print only errors (and what --json asks for)")

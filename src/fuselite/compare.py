@@ -58,7 +58,7 @@ def _official(src: str, workdir: str) -> tuple[bytes | None, str | None, float]:
 
 
 def _fuselite(src: str) -> tuple[bytes | None, str | None, float]:
-    from fuselite.cli import _load_source
+    from fuselite.load import load_source
 
     class _Args:  # the CLI's defaults
         signature_keys = tags = batch_size = None
@@ -68,7 +68,7 @@ def _fuselite(src: str) -> tuple[bytes | None, str | None, float]:
 
     t0 = time.perf_counter()
     try:
-        data = _load_source(src, _Args()).convert()
+        data = load_source(src, _Args()).convert()
     except ConversionError as e:
         return None, str(e).splitlines()[0][:200], time.perf_counter() - t0
     return data, None, time.perf_counter() - t0

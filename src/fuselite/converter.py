@@ -20,7 +20,6 @@ from fuselite.export.flatbuffer import Provenance
 from fuselite.export.micro import micro_sources
 from fuselite.frontend.keras_quantized import int4_kernels
 from fuselite.fusion import RuleSet
-from fuselite.fusion.forms import RNN_FORMS
 from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
@@ -28,6 +27,7 @@ from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, re
 from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
 from fuselite.requirements import require_tensorflow
+from fuselite.rnn.forms.policy import RNN_FORMS
 from fuselite.runtime.micro import micro_available
 
 

@@ -24,8 +24,6 @@ from fuselite.errors import ConversionError
 from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.export.micro import micro_problems
 from fuselite.fusion import is_composite, prepare_composites
-from fuselite.fusion.forms import rnn_forms
-from fuselite.fusion.loops import fuse_lstm_loops
 from fuselite.ir import Quantization, Value
 from fuselite.lower import lower_module
 from fuselite.passes.bidirectional import split_bidirectional
@@ -48,6 +46,8 @@ from fuselite.quantize.fake_quant import FAKE_QUANT_OPS, absorb_fake_quants
 from fuselite.quantize.int8 import computes_16x8, quantize_int8
 from fuselite.quantize.options import QuantizationOptionError
 from fuselite.quantize.select import op_name
+from fuselite.rnn.forms.policy import rnn_forms
+from fuselite.rnn.sources.loops import fuse_lstm_loops
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error
 from fuselite.runtime.kernel_errors import MissingKernelError

@@ -18,8 +18,8 @@ import tensorflow as tf
 
 import fuselite
 from fuselite.errors import NeedsStaticBatch
-from fuselite.fusion.rnn import last_time_step, lstm_sequence, zero_state
-from fuselite.fusion.rnn_kit import FUSED_ACTIVATIONS, GATE_ORDERS, keras_to_litert
+from fuselite.rnn.forms.fused import last_time_step, lstm_sequence, zero_state
+from fuselite.rnn.kit import FUSED_ACTIVATIONS, GATE_ORDERS, keras_to_litert
 
 # -- Example 1: a custom LSTM behind the Keras LSTM interface --------------------------------
 

@@ -4,7 +4,7 @@ While a Keras model is traced, each ``LSTM``, ``SimpleRNN`` and ``Bidirectional`
 them (Keras 3 and tf-keras) runs through a ``tf.function`` whose
 ``experimental_implements`` names the layer type and carries its configuration;
 its weights are arguments. The body is the layer's own computation, so a composite
-that the fusion rules decline (``fuselite.fusion.rnn``) still converts exactly.
+that the fusion rules decline (``fuselite.rnn.sources.keras_layers``) still converts exactly.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 from contextlib import contextmanager
 
 from fuselite.fusion.implements import implements
-from fuselite.fusion.rnn_kit import GATE_ORDERS
+from fuselite.rnn.kit import GATE_ORDERS
 
 RECURRENT = ("LSTM", "SimpleRNN", "GRU")
 CONVOLUTIONAL = ("ConvLSTM2D",)  # composites of their own (fusion/conv_lstm.py); not in Bidirectional

@@ -1,16 +1,6 @@
 """Composite-operation fusion: registry, the prepare-composites stage, built-in rules."""
 
-from fuselite.fusion import (  # noqa: F401  (register the built-in rules)
-           conv_lstm,
-           detection,
-           embedding,
-           gru,
-           keras_saved_gru,
-           keras_saved_lstm,
-           lingvo,
-           perception,
-           rnn,
-)
+from fuselite.fusion import detection, embedding, perception  # noqa: F401  (register the built-in rules)
 from fuselite.fusion.composite import Arg, Composite, FusionDeclined, Result
 from fuselite.fusion.implements import implements
 from fuselite.fusion.prepare import FusionError, is_composite, prepare_composites

@@ -44,7 +44,7 @@ def _random_argument(arg, rng, batch: int) -> np.ndarray | None:
 def check_fusion(c, outs: list, seed: int = 0) -> dict:
     """``{"checked": True, "max_abs_error", "seconds"}`` or ``{"checked": False, "why"}``; raises
     :class:`Mismatch` when the fused ops disagree with the body."""
-    from fuselite.fusion.keras_saved_lstm import evaluate_function
+    from fuselite.fusion.evaluate import evaluate_function
     from fuselite.passes.clone import snapshot_module
 
     t0 = time.perf_counter()

@@ -96,10 +96,10 @@ class Value(Shaped):
     def __repr__(self) -> str:
         s = "?" if self.shape is None else "x".join("?" if d is None else str(d) for d in self.shape)
         c = " const" if self.is_const else ""
-        return f"%{self.name}:{_dtype_name(self.dtype)}[{s}]{c}"
+        return f"%{self.name}:{dtype_name(self.dtype)}[{s}]{c}"
 
 
-def _dtype_name(dt) -> str:
+def dtype_name(dt) -> str:
     return dt if isinstance(dt, str) else np.dtype(dt).name
 
 

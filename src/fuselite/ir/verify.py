@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from fuselite.errors import ConversionError
-from fuselite.ir.core import Function, Module, Value, _dtype_name
+from fuselite.ir.core import Function, Module, Value, dtype_name
 
 _CALLEE_KEYS = ("f", "cond", "body", "then_branch", "else_branch")
 _SPECIAL_DTYPES = ("resource", "variant")
@@ -93,7 +93,7 @@ def _quant_problems(v: Value) -> list[str]:
     """A quantized value is an integer tensor with one scale, or one per index of its axis."""
     q = v.quant
     if isinstance(v.dtype, str) or (np.dtype(v.dtype).kind not in "iu" and np.dtype(v.dtype).name != "int4"):
-        return [f"quantization on a {_dtype_name(v.dtype)} value"]
+        return [f"quantization on a {dtype_name(v.dtype)} value"]
     if not q.scale or len(q.scale) != len(q.zero_point):
         return [f"quantization has {len(q.scale)} scales and {len(q.zero_point)} zero points"]
     if len(q.scale) > 1:

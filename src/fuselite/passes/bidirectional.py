@@ -1,7 +1,7 @@
 """Two sequence ops over ``x`` and ``reverse(x)`` -> one bidirectional sequence op.
 
 This is how a Keras ``Bidirectional(LSTM)`` or ``Bidirectional(SimpleRNN)`` looks after
-its two ``while`` loops were recognised in a SavedModel (``fusion/loops.py``): two
+its two ``while`` loops were recognised in a SavedModel (``rnn/sources/loops.py``): two
 ``UNIDIRECTIONAL_SEQUENCE_LSTM`` (or ``_RNN``) ops with the same options, the backward
 one reading ``REVERSE_V2(x)`` along time. They become one
 ``BIDIRECTIONAL_SEQUENCE_LSTM`` (or ``_RNN``) with ``merge_outputs=False``; the merge
@@ -19,6 +19,7 @@ import numpy as np
 
 from fuselite.ir import Function, Module
 from fuselite.ir.core import is_ordered
+from fuselite.operands import LSTM_OPERANDS, RNN_OPERANDS, Operands
 
 _F32 = np.dtype(np.float32)
 
@@ -29,15 +30,20 @@ class _Pair:
 
     uni: str
     bi: str
-    n_inputs: int
-    weights: slice  # weights and biases of one direction
-    states: tuple  # the state tensors (each rewritten before the op on every invoke)
-    unused: tuple  # optional inputs the bidirectional op cannot take
+    operands: Operands  # where the weights and states sit, and the extras the bidirectional op lacks
     options: tuple
 
+    @property
+    def weights(self) -> slice:
+        return self.operands.weights
+
+    @property
+    def states(self) -> tuple:
+        return self.operands.states
+
     def plain(self, op) -> bool:
-        return len(op.inputs) == self.n_inputs and all(op.inputs[i] is None for i in self.unused) and \
-            all(op.inputs[i] is not None for i in self.states)
+        return len(op.inputs) == self.operands.n_inputs and all(op.inputs[i] is None for i in self.operands.extras) \
+            and all(op.inputs[i] is not None for i in self.states)
 
     def inputs(self, x, fw, bw) -> list:
         if self.uni == _LSTM.uni:
@@ -48,10 +54,9 @@ class _Pair:
                 *(bw.inputs[i] for i in self.states), None, None, None]
 
 
-_LSTM = _Pair("UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", 24, slice(1, 18), (18, 19),
-              (9, 10, 11, 16, 17, 20, 21, 22, 23),  # peepholes, projection, layer norm
+_LSTM = _Pair("UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", LSTM_OPERANDS,
               ("fused_activation_function", "cell_clip", "proj_clip", "time_major", "asymmetric_quantize_inputs"))
-_RNN = _Pair("UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", 5, slice(1, 4), (4,), (),
+_RNN = _Pair("UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", RNN_OPERANDS,
              ("fused_activation_function", "time_major", "asymmetric_quantize_inputs"))
 PAIRS = (_LSTM, _RNN)
 

@@ -53,7 +53,7 @@ def _foldable(op, region_out: set) -> bool:
     )
 
 
-def _evaluate(ops: list) -> dict[int, np.ndarray]:
+def evaluate_ops(ops: list) -> dict[int, np.ndarray]:
     """Run ``ops`` (whose inputs are constants or earlier ops' outputs) in one TF graph."""
     import tensorflow as tf
     from tensorflow.core.framework import attr_value_pb2, graph_pb2, node_def_pb2
@@ -102,7 +102,7 @@ def fold_function(fn: Function) -> int:
         if not region:
             return folded_total
         try:
-            values = _evaluate(region)
+            values = evaluate_ops(region)
         except Exception:
             # fall back to op-by-op so that one odd op does not block the rest
             values = {}
@@ -113,7 +113,7 @@ def fold_function(fn: Function) -> int:
                 for v in pending:  # inputs folded earlier in this region, bound just for the run
                     v.const = values[v.uid]
                 try:
-                    values.update(_evaluate([op]))
+                    values.update(evaluate_ops([op]))
                 except Exception:
                     continue
                 finally:

@@ -1,26 +1,20 @@
-"""The recurrent-layer kit: what fuselite knows about LSTM, GRU and SimpleRNN cells, in NumPy.
-
-One place for the knowledge every RNN rule shares (``fusion/rnn.py``, ``gru.py``,
-``loops.py``, ``lingvo.py``, ``keras_saved_lstm.py``, ``keras_saved_gru.py``, the
-bring-your-own example) and the tests check against:
+"""The recurrent kit: what every cell, form and source of the recurrent package shares, in NumPy.
 
 * **gate orders** per cell and framework (:data:`GATE_ORDERS`): which block of a
   ``[in, gates * units]`` weight is which gate;
 * **gate slicing**, one function: :func:`gate_block` (and :func:`split_gates` for all
   gates at once). Everything that cuts a weight, a bias or a pre-activation per gate
   goes through it;
-* **weight layout transforms** from the frameworks' layouts to LiteRT's operands:
-  :func:`keras_to_litert` (Keras 3, tf-keras composites, SavedModel loops,
-  bring-your-own rules; LSTM and SimpleRNN), :func:`gru_fully_connected_weights` (the
-  unrolled GRU), :func:`split_gru_bias`, :func:`lingvo_to_litert`, and LiteRT's operand
-  lists :func:`lstm_operands` (:func:`lstm_weight_operands`) and :func:`rnn_operands`;
-* **NumPy reference cells** (:func:`numpy_lstm_cell`, :func:`numpy_gru_cell` with
-  ``reset_after`` True or False, :func:`numpy_simple_rnn_cell`) and sequence runners
-  over time (:func:`run_sequence`, :func:`numpy_lstm`, :func:`numpy_gru`,
-  :func:`numpy_simple_rnn`; ``time_major``, ``go_backwards``), used to verify fusions;
+* **Keras' layout -> LiteRT's per-gate operands**: :func:`keras_to_litert` (LSTM and SimpleRNN
+  from Keras 3, tf-keras composites, SavedModel loops, bring-your-own rules), and LiteRT's operand
+  lists :func:`lstm_operands` (:func:`lstm_weight_operands`) and :func:`rnn_operands`, with the
+  positions of their operands (:data:`LSTM_OPERANDS`, :data:`RNN_OPERANDS`, from ``fuselite/operands.py``);
 * **activation tables**: Keras activation name -> LiteRT fused activation
   (:data:`FUSED_ACTIVATIONS`), -> the LiteRT op that applies it (:data:`ACTIVATION_OPS`),
-  -> NumPy function (:data:`NUMPY_ACTIVATIONS`).
+  -> NumPy function (:data:`NUMPY_ACTIVATIONS`);
+* **the reference sequence runner** :func:`run_sequence` (``time_major``, ``go_backwards``, a mask),
+  which each cell's NumPy reference (``rnn/cells/``: ``numpy_lstm``, ``numpy_gru``,
+  ``numpy_simple_rnn``) drives over time.
 
 Pure NumPy: no IR, no TensorFlow. Transforms keep the weights' dtype and return
 C-contiguous arrays where they copy; :func:`gate_block` returns views.
@@ -32,6 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
+
+from fuselite.operands import LSTM_OPERANDS, RNN_OPERANDS, Operands  # noqa: F401  (the operand positions, here too)
 
 # -- gate orders ---------------------------------------------------------------------------------
 
@@ -158,94 +154,6 @@ def keras_to_litert(kernel: np.ndarray, recurrent_kernel: np.ndarray, bias: np.n
                        [np.ascontiguousarray(gate_block(bias, g, units)) for g in gates])
 
 
-def split_gru_bias(bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Keras' GRU bias -> ``(input bias, recurrent bias)``, each ``[3 * units]``.
-
-    ``reset_after=True`` (the default) has a ``[2, 3 * units]`` bias, input row first; a
-    ``reset_after=False`` GRU has one ``[3 * units]`` bias, and its recurrent bias is zeros.
-    Example::
-
-        >>> b_in, b_rec = split_gru_bias(np.zeros((2, 15), np.float32))
-    """
-    return (bias[0], bias[1]) if bias.ndim == 2 else (bias, np.zeros_like(bias))
-
-
-class GruWeights(NamedTuple):
-    """A Keras GRU's weights as ``FULLY_CONNECTED`` operands (``[out, in]`` matrices, float32)."""
-
-    input: np.ndarray  # [3u, in]: the input projections of all gates z, r, h
-    input_bias: np.ndarray  # [3u]
-    recurrent: np.ndarray  # [3u, u]: h @ recurrent_kernel (reset_after=True)
-    recurrent_bias: np.ndarray  # [3u]
-    recurrent_zr: np.ndarray  # [2u, u]: gates z and r of h (reset_after=False)
-    recurrent_h: np.ndarray  # [u, u]: the candidate, applied to r * h (reset_after=False)
-
-
-def gru_fully_connected_weights(kernel: np.ndarray, recurrent_kernel: np.ndarray, bias_in: np.ndarray,
-                                bias_rec: np.ndarray | None) -> GruWeights:
-    """Keras' GRU layout (``kernel [in, 3u]``, ``recurrent_kernel [u, 3u]``, biases ``[3u]``; gates
-    z, r, h) -> the float32 ``FULLY_CONNECTED`` weights of the unrolled GRU (:class:`GruWeights`).
-
-    ``bias_rec`` None means zeros. Example::
-
-        >>> w = gru_fully_connected_weights(kernel, recurrent_kernel, *split_gru_bias(bias))
-        >>> w.recurrent_zr.shape
-        (10, 5)
-    """
-    units = recurrent_kernel.shape[0]
-    rk = np.asarray(recurrent_kernel, np.float32)
-    return GruWeights(
-        input=np.ascontiguousarray(np.asarray(kernel, np.float32).T),
-        input_bias=np.asarray(bias_in, np.float32),
-        recurrent=np.ascontiguousarray(rk.T),
-        recurrent_bias=np.zeros(3 * units, np.float32) if bias_rec is None else np.asarray(bias_rec, np.float32),
-        recurrent_zr=np.ascontiguousarray(gate_block(rk, slice(0, 2), units).T),
-        recurrent_h=np.ascontiguousarray(gate_block(rk, slice(2, None), units).T),
-    )
-
-
-class LingvoWeights(NamedTuple):
-    """A lingvo LSTM cell's weights as LiteRT ``LSTM`` operands, gates i, f, c, o (None: absent)."""
-
-    input: tuple  # 4 x [n_cell, n_in]
-    recurrent: tuple  # 4 x [n_cell, n_out]
-    bias: tuple  # 4 x [n_cell]
-    layer_norm: tuple | None  # 4 x [n_cell]
-    projection: np.ndarray | None  # [n_out, n_cell]
-
-
-def lingvo_to_litert(weight: np.ndarray, bias: np.ndarray, n_in: int, *, cifg: bool,
-                     layer_norm_scale: np.ndarray | None = None,
-                     projection: np.ndarray | None = None) -> LingvoWeights:
-    """lingvo's ``LSTMCellSimple`` weights -> LiteRT ``LSTM`` operands (:class:`LingvoWeights`).
-
-    ``weight`` is ``[n_in + n_out, gates * n_cell]`` (rows: input, then recurrent), ``bias``
-    and ``layer_norm_scale`` are ``[gates * n_cell]``, in lingvo's gate order c, i, f, o
-    (``cifg``: c, f, o); ``projection`` is ``[n_cell, n_out]``. Each gate block is split into
-    its transposed input and recurrent parts and the gates are put in LiteRT's order
-    (a CIFG cell has no input gate: None). Example::
-
-        >>> w = lingvo_to_litert(weight, bias, n_in=5, cifg=True)
-        >>> w.input[0] is None
-        True
-    """
-    source = GATE_ORDERS["lingvo", "CIFG_LSTM" if cifg else "LSTM"]
-    target = GATE_ORDERS["litert", "LSTM"]
-    n_cell = weight.shape[1] // len(source)
-
-    def per_gate(array):
-        return [np.ascontiguousarray(b) for b in split_gates(array, len(source), n_cell)]
-
-    blocks = per_gate(weight)  # each [n_in + n_out, n_cell]
-    return LingvoWeights(
-        input=reorder_gates([np.ascontiguousarray(b[:n_in].T) for b in blocks], source, target),
-        recurrent=reorder_gates([np.ascontiguousarray(b[n_in:].T) for b in blocks], source, target),
-        bias=reorder_gates(per_gate(bias), source, target),
-        layer_norm=None if layer_norm_scale is None else reorder_gates(per_gate(layer_norm_scale), source, target),
-        projection=None if projection is None else np.ascontiguousarray(projection.T),
-    )
-
-
 def lstm_weight_operands(input_weights: Sequence, recurrent_weights: Sequence, biases: Sequence, *,
                          peepholes: Sequence | None = None, projection=None, projection_bias=None) -> list:
     """Inputs 1-17 of LiteRT's LSTM ops (one direction's weights), None for an absent optional one.
@@ -319,63 +227,9 @@ NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 # -- NumPy reference cells ----------------------------------------------------------------------------
 
 
-def _as(dtype, *arrays):
+def as_dtype(dtype, *arrays) -> tuple:
+    """``arrays`` as ``dtype`` (None: as they are), for the reference cells of ``rnn/cells/``."""
     return arrays if dtype is None else tuple(np.asarray(a, dtype) for a in arrays)
-
-
-def numpy_lstm_cell(x, h, c, kernel, recurrent_kernel, bias, *, activation: str = "tanh",
-                    dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
-    """One step of Keras' LSTM (gates i, f, c, o; sigmoid gates; no clipping): ``(h, c)``.
-
-    Computed in ``dtype`` (None: the inputs' own, as NumPy promotes them). Example::
-
-        >>> h, c = numpy_lstm_cell(x, h, c, kernel, recurrent_kernel, bias, activation="relu")
-    """
-    x, h, c, kernel, recurrent_kernel, bias = _as(dtype, x, h, c, kernel, recurrent_kernel, bias)
-    act = NUMPY_ACTIVATIONS[activation]
-    i, f, g, o = split_gates(x @ kernel + h @ recurrent_kernel + bias, 4)
-    c = sigmoid(f) * c + sigmoid(i) * act(g)
-    return sigmoid(o) * act(c), c
-
-
-def numpy_gru_cell(x, h, kernel, recurrent_kernel, bias, recurrent_bias=None, *, activation: str = "tanh",
-                   reset_after: bool = True, dtype=np.float64) -> np.ndarray:
-    """One step of Keras' GRU (gates z, r, h; sigmoid gates): the new ``h``.
-
-    ``reset_after=True`` (Keras' default) applies the reset gate after the recurrent
-    projection, ``cand = act(x_h + r * (h @ rk_h + b_rec_h))``; ``reset_after=False``
-    before it, ``cand = act(x_h + (r * h) @ rk_h)``, and ``recurrent_bias`` is ignored
-    (None: zeros). Computed in ``dtype`` (None: the inputs' own). Example::
-
-        >>> h = numpy_gru_cell(x, h, kernel, recurrent_kernel, *split_gru_bias(bias))
-    """
-    x, h, kernel, recurrent_kernel, bias = _as(dtype, x, h, kernel, recurrent_kernel, bias)
-    if recurrent_bias is not None:
-        (recurrent_bias,) = _as(dtype, recurrent_bias)
-    act = NUMPY_ACTIVATIONS[activation]
-    units = h.shape[-1]
-    x_z, x_r, x_h = split_gates(x @ kernel + bias, 3)
-    if reset_after:
-        h_z, h_r, h_h = split_gates(h @ recurrent_kernel + (0 if recurrent_bias is None else recurrent_bias), 3)
-        z, r = sigmoid(x_z + h_z), sigmoid(x_r + h_r)
-        cand = act(x_h + r * h_h)
-    else:
-        h_z, h_r = split_gates(h @ gate_block(recurrent_kernel, slice(0, 2), units), 2)
-        z, r = sigmoid(x_z + h_z), sigmoid(x_r + h_r)
-        cand = act(x_h + (r * h) @ gate_block(recurrent_kernel, slice(2, None), units))
-    return z * h + (1 - z) * cand
-
-
-def numpy_simple_rnn_cell(x, h, kernel, recurrent_kernel, bias, *, activation: str = "tanh",
-                          dtype=np.float64) -> np.ndarray:
-    """One step of Keras' SimpleRNN: ``act(x @ kernel + h @ recurrent_kernel + bias)``.
-
-    Computed in ``dtype`` (None: the inputs' own). Example::
-
-        >>> h = numpy_simple_rnn_cell(x, h, kernel, recurrent_kernel, bias, activation="relu")
-    """
-    x, h, kernel, recurrent_kernel, bias = _as(dtype, x, h, kernel, recurrent_kernel, bias)
-    return NUMPY_ACTIVATIONS[activation](x @ kernel + h @ recurrent_kernel + bias)
 
 
 # -- sequences -------------------------------------------------------------------------------------------
@@ -416,37 +270,3 @@ def run_sequence(step: Callable, x, initial_states: Sequence, *, time_major: boo
         outs.append(out)
     seq = np.stack(outs) if outs else np.zeros((0,) + states[0].shape)
     return seq, states
-
-
-def numpy_lstm(x, h0, c0, kernel, recurrent_kernel, bias, *, activation: str = "tanh", time_major: bool = False,
-               go_backwards: bool = False, **masking):
-    """Keras' LSTM (tf-keras' ``standard_lstm``) in float64: ``(outputs [time, batch, units] in
-    processing order, h, c)``. See :func:`run_sequence` (and its ``mask``, ``zero_output``) and
-    :func:`numpy_lstm_cell`."""
-    k, rk, b = (np.asarray(w, np.float64) for w in (kernel, recurrent_kernel, bias))
-    seq, (h, c) = run_sequence(lambda xt, h, c: numpy_lstm_cell(xt, h, c, k, rk, b, activation=activation),
-                               x, [h0, c0], time_major=time_major, go_backwards=go_backwards, **masking)
-    return seq, h, c
-
-
-def numpy_gru(x, h0, kernel, recurrent_kernel, bias, *, activation: str = "tanh", reset_after: bool = True,
-              time_major: bool = False, go_backwards: bool = False, **masking):
-    """Keras' GRU (tf-keras' ``standard_gru``) in float64: ``(outputs [time, batch, units] in processing
-    order, h)``. ``bias`` is Keras' (``[2, 3u]``, or ``[3u]`` without ``reset_after``); see
-    :func:`split_gru_bias`, :func:`run_sequence` and :func:`numpy_gru_cell`."""
-    b_in, b_rec = split_gru_bias(np.asarray(bias, np.float64))
-    seq, (h,) = run_sequence(
-        lambda xt, h: (numpy_gru_cell(xt, h, kernel, recurrent_kernel, b_in, b_rec, activation=activation,
-                                      reset_after=reset_after),),
-        x, [h0], time_major=time_major, go_backwards=go_backwards, **masking)
-    return seq, h
-
-
-def numpy_simple_rnn(x, h0, kernel, recurrent_kernel, bias, *, activation: str = "tanh", time_major: bool = False,
-                     go_backwards: bool = False):
-    """Keras' SimpleRNN in float64: ``(outputs [time, batch, units] in processing order, h)``.
-    See :func:`run_sequence` and :func:`numpy_simple_rnn_cell`."""
-    seq, (h,) = run_sequence(
-        lambda xt, h: (numpy_simple_rnn_cell(xt, h, kernel, recurrent_kernel, bias, activation=activation),),
-        x, [h0], time_major=time_major, go_backwards=go_backwards)
-    return seq, h

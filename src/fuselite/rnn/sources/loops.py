@@ -11,7 +11,7 @@ writes ``h`` into another TensorList. A loop is fused into one
   for the weights found within 1e-5: an LSTM (gates i, f, c, o; sigmoid gates) into
   ``UNIDIRECTIONAL_SEQUENCE_LSTM``, a SimpleRNN into ``UNIDIRECTIONAL_SEQUENCE_RNN``, a
   GRU (gates z, r, h; ``reset_after`` True or False) into the unrolled builtins of
-  ``fusion/gru.py`` (LiteRT has no GRU op; at most ``MAX_UNROLL`` steps).
+  ``forms/unrolled.py`` (LiteRT has no GRU op; at most ``MAX_UNROLL`` steps).
 
 Anything else stays a loop. ``go_backwards`` needs no special case: the loop reads
 its (already reversed) time-major input in order. Constants and shapes are folded before
@@ -27,21 +27,18 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.composite import Composite
-from fuselite.fusion.forms import traced_form
-from fuselite.fusion.gru import MAX_UNROLL, pack_steps, unrolled_gru
-from fuselite.fusion.rnn import _read_state, _state, _time_step
-from fuselite.fusion.rnn_kit import (
-    FUSED_ACTIVATIONS,
-    keras_cell_with_gates,
-    keras_to_litert,
-    lstm_operands,
-    numpy_gru_cell,
-    numpy_lstm_cell,
-    numpy_simple_rnn_cell,
-    rnn_operands,
-)
-from fuselite.fusion.rnn_loop import LoopWeights, loop_steps
 from fuselite.ir import Function, Module, Op, Value
+from fuselite.passes.fold_tf import evaluate_ops
+from fuselite.rnn.build import MAX_UNROLL, pack_steps, time_step
+from fuselite.rnn.cells import GRUCell, keras_cell
+from fuselite.rnn.cells.gru import numpy_gru_cell
+from fuselite.rnn.cells.lstm import numpy_lstm_cell
+from fuselite.rnn.cells.simple_rnn import numpy_simple_rnn_cell
+from fuselite.rnn.forms.fused import read_state, state
+from fuselite.rnn.forms.loop import loop_steps
+from fuselite.rnn.forms.policy import traced_form
+from fuselite.rnn.forms.unrolled import unroll
+from fuselite.rnn.kit import FUSED_ACTIVATIONS, keras_cell_with_gates, keras_to_litert, lstm_operands, rnn_operands
 
 _WHILE = ("tf.While", "tf.StatelessWhile")
 # the activations tried, in this order, when checking a loop body against the cell
@@ -104,8 +101,6 @@ def _const_scalar(v) -> int | None:
 
 def _cell_values(body: Function, feeds: dict, wanted: list):
     """Evaluate the body ops that depend only on ``feeds`` (and constants) with TensorFlow."""
-    from fuselite.passes.fold_tf import _evaluate
-
     known = set(feeds)
     region = []
     for op in body.ops:
@@ -122,7 +117,7 @@ def _cell_values(body: Function, feeds: dict, wanted: list):
                 saved[v.uid] = v
                 v.const = feeds[v.uid]
     try:
-        values = _evaluate(region)
+        values = evaluate_ops(region)
     except Exception:  # the matched operands do not fit the body (a wrong guess): not this cell
         raise _NoMatch from None
     finally:
@@ -264,12 +259,12 @@ def _reference_step(m, x, h, c, activation: str) -> tuple:
 
 def _initial(c, v, batch, units):
     if v.is_const and not v.const.any():
-        return _state(c, batch, units)
-    return _state(c, batch, units, v)
+        return state(c, batch, units)
+    return state(c, batch, units, v)
 
 
 def _form(op, m, rnn_forms: dict) -> str:
-    """The recognised loop's form (``fusion.forms.traced_form``): "loop", "fused" or, for a GRU, "unrolled". A
+    """The recognised loop's form (``forms.policy.traced_form``): "loop", "fused" or, for a GRU, "unrolled". A
     stateful layer's state is read from a variable."""
     states = (op.inputs[m.i_h], op.inputs[m.i_c] if m.cell == "LSTM" else None)
     stateful = any(v is not None and v.producer is not None and v.producer.kind == "ReadVariableOp" for v in states)
@@ -278,12 +273,11 @@ def _form(op, m, rnn_forms: dict) -> str:
 
 
 def _replace_with_loop(module: Module, fn: Function, op, m, c, activation: str, batch: int):
-    """The loop -> the loop form (``fusion/rnn_loop.py``) over its time-major input: the input projection
+    """The loop -> the loop form (``forms/loop.py``) over its time-major input: the input projection
     hoisted, a WHILE without TensorLists for the steps."""
     inits = [op.inputs[m.i_h]] + ([op.inputs[m.i_c]] if m.cell == "LSTM" else [])
     states = [None if v.is_const and not v.const.any() else v for v in inits]
-    w = LoopWeights(m.cell, m.kernel, m.rec, m.bias, activation, reset_after=m.reset_after,
-                    recurrent_bias=m.bias_rec)
+    w = keras_cell(m.cell, m.kernel, m.rec, m.bias, activation, reset_after=m.reset_after, recurrent_bias=m.bias_rec)
     c.taken_names = set(module.functions)
     seq, finals, _ = loop_steps(c, w, m.xt, states, tm=True, backwards=False, batch=batch, steps=m.steps,
                              sequence=m.sequences)
@@ -328,7 +322,7 @@ def _replace(module: Module, fn: Function, op, m, activation: str, batch_size, f
                    shape=shape)
     else:
         seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", rnn_operands(xt, wi, wr, bs, h), opts, dtype=np.float32, shape=shape)
-    last = _time_step(c, seq, -1, True)
+    last = time_step(c, seq, -1, True)
     if m.sequences:
         out_list = seq
     else:  # the loop kept only the last step, as a list of one
@@ -336,17 +330,17 @@ def _replace(module: Module, fn: Function, op, m, activation: str, batch_size, f
                         shape=(1, batch, units))
     results = [(m.i_out, out_list), (m.i_h, last)]
     if lstm:
-        results.append((m.i_c, _read_state(c, cs, last)))
+        results.append((m.i_c, read_state(c, cs, last)))
     _splice(fn, op, c.ops, results)
     return c.ops
 
 
 def _replace_gru(fn: Function, op, m, c, activation: str, batch: int):
-    """The loop -> the unrolled GRU of ``fusion/gru.py`` over its time-major input."""
+    """The loop -> the unrolled GRU (``forms/unrolled.py``) over its time-major input."""
     v = op.inputs[m.i_h]
     h0 = None if v.is_const and not v.const.any() else v
-    outs = unrolled_gru(c, m.xt, m.kernel, m.rec, m.bias, m.bias_rec, h0, activation=activation,
-                        reset_after=m.reset_after, time_major=True, batch=batch)
+    cell = GRUCell(m.kernel, m.rec, m.bias, activation, reset_after=m.reset_after, recurrent_bias=m.bias_rec)
+    outs, _ = unroll(c, cell, m.xt, [h0], tm=True, backwards=False, batch=batch, steps=m.steps)
     if m.sequences:
         out_list = pack_steps(c, outs, time_major=True)
     else:  # the loop kept only the last step, as a list of one
@@ -380,7 +374,7 @@ def fuse_lstm_loops(module: Module, batch_size: int | None = None, *, settle: Ca
     loop (its composite just inlined) carries its weights as loop variables, the bias
     rows unstacked from a constant; and a loop that reads the output of a loop fused in
     the round before only gets static shapes (its number of steps) then. ``rnn_forms``: the form of each
-    family (``fusion.forms.rnn_forms``); a "loop" entry writes the loop form (``fusion/rnn_loop.py``), else the
+    family (``forms.policy.rnn_forms``); a "loop" entry writes the loop form (``forms/loop.py``), else the
     fused op (a GRU unrolled).
     """
     records: list[dict] = []

@@ -1,4 +1,5 @@
-"""Keras ``ConvLSTM2D`` -> unrolled LiteRT builtins (no loop; LiteRT has no convolutional LSTM op).
+"""The ConvLSTM2D family (Keras' ``ConvLSTM2D``): unrolled LiteRT builtins only (LiteRT has no convolutional
+LSTM op; the rule is ``sources/keras_layers.py``'s).
 
 Keras' cell (Keras 3 ``ConvLSTMCell``, tf-keras the same), gates i, f, c, o along the
 last axis of the kernels::
@@ -20,11 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
-from fuselite.fusion.gru import MAX_UNROLL, NONE, _act, _binary
-from fuselite.fusion.registry import fusion
-from fuselite.fusion.rnn_kit import ACTIVATION_OPS
-
-_F32 = np.dtype(np.float32)
+from fuselite.rnn.build import F32 as _F32
+from fuselite.rnn.build import MAX_UNROLL, NONE, activation, binary
+from fuselite.rnn.kit import ACTIVATION_OPS
 
 
 def _out_size(size: int, k: int, stride: int, dilation: int, padding: str) -> int:
@@ -54,15 +53,9 @@ def _recurrent_activation(c, name: str, flavour: str | None, x):
     return c.op("DIV", [y, np.array(6.0, np.float32)], dict(NONE), dtype=np.float32, shape=x.shape)
 
 
-@fusion("keras.layers.ConvLSTM2D")
-def fuse_keras_conv_lstm2d(c):
-    a = c.attrs
-    if a.get("stateful"):
-        c.decline("a stateful ConvLSTM2D is not unrolled (its state lives in variables)")
-    if a.get("has_mask"):
-        c.decline("a masked ConvLSTM2D is not unrolled")
-    if a.get("data_format") != "channels_last":
-        c.decline(f"data_format {a.get('data_format')} (LiteRT's convolutions are channels-last)")
+def unrolled_conv_lstm(c, a: dict):
+    """A Keras ConvLSTM2D composite ``c`` (arguments x, kernel, recurrent kernel, bias, and 0 or 2 initial
+    states) unrolled, its layer configuration ``a`` (a stateless, unmasked, channels-last layer); or a decline."""
     if a.get("activation") not in ACTIVATION_OPS or a.get("recurrent_activation") not in ("sigmoid", "hard_sigmoid"):
         c.decline(f"activations ({a.get('activation')}, {a.get('recurrent_activation')}) are not supported by the "
                   "unrolled form (activation: tanh, sigmoid, relu or linear; recurrent_activation: sigmoid or "
@@ -119,16 +112,16 @@ def fuse_keras_conv_lstm2d(c):
     act = a["activation"]
     outs = []
     for xt in step_in:
-        pre = xt if h is None else _binary(c, "ADD", xt, _conv(c, h, rfilt, zero_bias, gates, (1, 1), (1, 1), "same"),
+        pre = xt if h is None else binary(c, "ADD", xt, _conv(c, h, rfilt, zero_bias, gates, (1, 1), (1, 1), "same"),
                                            gates)
         three = (*state[:3], 3 * filters)
         p_ifo, pc = c.op("SPLIT_V", [pre, np.array([3 * filters, filters], np.int32), np.array(3, np.int32)],
                          {"num_splits": 2}, outs=[(_F32, three), (_F32, state)])
         ifo = _recurrent_activation(c, a["recurrent_activation"], a.get("flavour"), p_ifo)
         i, f, o = c.op("SPLIT", [np.array(3, np.int32), ifo], {"num_splits": 3}, outs=[(_F32, state)] * 3)
-        new = _binary(c, "MUL", i, _act(c, act, pc), state)
-        cell = new if cell is None else _binary(c, "ADD", _binary(c, "MUL", f, cell, state), new, state)
-        h = _binary(c, "MUL", o, _act(c, act, cell), state)
+        new = binary(c, "MUL", i, activation(c, act, pc), state)
+        cell = new if cell is None else binary(c, "ADD", binary(c, "MUL", f, cell, state), new, state)
+        h = binary(c, "MUL", o, activation(c, act, cell), state)
         outs.append(h)
     if a.get("return_sequences"):
         out = c.op("PACK", outs, {"values_count": steps, "axis": 1}, dtype=np.float32, shape=(batch, steps, *state[1:]))

@@ -53,8 +53,9 @@ import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.registry import fusion
-from fuselite.fusion.rnn import _state
-from fuselite.fusion.rnn_kit import GATE_ORDERS, lingvo_to_litert, lstm_operands
+from fuselite.rnn.cells.lingvo import lingvo_to_litert
+from fuselite.rnn.forms.fused import state
+from fuselite.rnn.kit import GATE_ORDERS, lstm_operands
 
 LSTM_CELL_SIMPLE = "LSTMCellSimple"
 LAYER_NORMALIZED_LSTM_CELL_SIMPLE = "LayerNormalizedLstmCellSimple"
@@ -156,8 +157,8 @@ def fuse_lingvo_lstm_cell(c):
         raise NeedsStaticBatch("the fused lingvo LSTM cell keeps its state in tensors that need a static batch size")
 
     w = lingvo_to_litert(weight, bias, n_in, cifg=cifg, layer_norm_scale=scale, projection=proj)
-    h = _state(c, batch, n_out)  # zeros, rewritten before the op on every invoke
-    cs = _state(c, batch, n_cell)
+    h = state(c, batch, n_out)  # zeros, rewritten before the op on every invoke
+    cs = state(c, batch, n_cell)
     options = {"fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0.0,
                "kernel_type": "FULL", "asymmetric_quantize_inputs": False}
     return c.op("LSTM", lstm_operands(x, w.input, w.recurrent, w.bias, h, cs, projection=w.projection,

@@ -2,10 +2,9 @@
 
 * ``fused``: LiteRT's sequence op (``UNIDIRECTIONAL_SEQUENCE_LSTM`` / ``_RNN``, the bidirectional ones);
   LSTM and SimpleRNN only (LiteRT has no GRU op);
-* ``unrolled``: builtins step by step, the input projection hoisted (``fusion/masked_rnn.py``,
-  ``fusion/gru.py``);
+* ``unrolled``: builtins step by step, the input projection hoisted (``rnn/forms/unrolled.py``);
 * ``loop``: the input projection hoisted, the steps in a ``WHILE`` without TensorLists
-  (``fusion/rnn_loop.py``).
+  (``rnn/forms/loop.py``).
 
 Example (in a rule: the unrolled or loop form where asked, else None and the rule writes the fused op)::
 

@@ -1,12 +1,12 @@
-"""tf-keras LSTM layers in SavedModels and concrete functions -> ``UNIDIRECTIONAL_SEQUENCE_LSTM``.
+"""tf-keras LSTM and GRU layers in SavedModels and concrete functions: tf-keras' own composites.
 
-When a tf-keras model is saved with ``tf.saved_model.save`` (or traced into a concrete
-function), the only trace of an ``LSTM`` layer is tf-keras' own composite: the
-``standard_lstm`` function, tagged ``api_implements = "lstm_<uuid>"``. Its tensor
-arguments are ``(inputs, init_h, init_c, kernel, recurrent_kernel, bias)`` (a masked
-layer adds ``mask``, a ragged input ``sequence_lengths``) and its results
-``(last_output, outputs, new_h, new_c, runtime)``. The layer's ``time_major``,
-``go_backwards`` and ``return_sequences`` are Python values baked into the body.
+**LSTM** -> the fused form (``UNIDIRECTIONAL_SEQUENCE_LSTM``) or the loop form. When a tf-keras model is
+saved with ``tf.saved_model.save`` (or traced into a concrete function), the only trace of an ``LSTM`` layer
+is tf-keras' own composite: the ``standard_lstm`` function, tagged ``api_implements = "lstm_<uuid>"``. Its
+tensor arguments are ``(inputs, init_h, init_c, kernel, recurrent_kernel, bias)`` (a masked layer adds
+``mask``, a ragged input ``sequence_lengths``) and its results ``(last_output, outputs, new_h, new_c,
+runtime)``. The layer's ``time_major``, ``go_backwards`` and ``return_sequences`` are Python values baked
+into the body.
 
 The rule does not trust any attribute for them. It runs the original function once
 with TensorFlow on random inputs (and the real, frozen weights), computes the LSTM in
@@ -19,8 +19,31 @@ implementation) is declined with a reason and converted from the body.
 A masked layer's composite has a seventh argument, ``mask`` (bool ``[batch, time]``), and one more flag
 baked in, ``zero_output_for_mask`` (what ``Bidirectional`` sets when it returns sequences); it is found
 the same way, with a mask that is off at the first and the last step. Only the loop form takes a mask
-(``fusion/rnn_loop.py``): in the fused form (``rnn_form="fused"``, quantized conversions) the composite is
+(``forms/loop.py``): in the fused form (``rnn_form="fused"``, quantized conversions) the composite is
 declined and converted from its body.
+
+**GRU** ->When a tf-keras model is saved with ``tf.saved_model.save`` (or traced into a concrete
+function), a ``GRU`` layer that could run on cuDNN (tanh / sigmoid, ``reset_after=True``,
+``use_bias``, no recurrent dropout, not unrolled) appears as tf-keras' own composite: the
+``standard_gru`` function, tagged ``api_implements = "gru_<uuid>"``. Its tensor arguments
+are ``(inputs, init_h, kernel, recurrent_kernel, bias)`` with ``bias`` [2, 3u] (input and
+recurrent bias); a masked layer adds ``mask``, a ragged input ``sequence_lengths``. Its
+results are ``(last_output, outputs, new_h, runtime)``; ``outputs`` is the whole sequence
+or, without ``return_sequences``, the last output with a time axis of 1. Every other GRU
+(``reset_after=False``, another activation, no bias) is a plain ``while`` loop, which
+``sources/loops.py`` recognises.
+
+LiteRT has no GRU op, so the composite becomes the form ``rnn_form`` asks (``forms/policy.py``,
+``traced_form``): the loop form (``forms/loop.py``, the default for float models; any number of
+steps, an unknown batch kept dynamic) or the unrolled builtins of an in-memory GRU (at most
+``MAX_UNROLL`` steps; ``rnn_form="unrolled"`` or ``"fused"``, quantized conversions). As for tf-keras' LSTM (above), the
+baked-in ``time_major``, ``go_backwards`` and ``return_sequences`` are found by running
+the function once with TensorFlow and matching a NumPy GRU (gates z, r, h;
+``reset_after=True``) for every hypothesis; the rule fuses only when exactly one
+reproduces all three float results within 1e-5. Anything else is declined with a
+reason and converted from the body (whose loop may still be recognised). A masked layer's composite
+(a sixth argument, ``mask``) takes the loop form only, as tf-keras' masked LSTM does
+(above).
 """
 
 from __future__ import annotations
@@ -28,12 +51,17 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
-from fuselite.fusion.forms import traced_form
-from fuselite.fusion.gru import _mask
+from fuselite.fusion.evaluate import evaluate_function
 from fuselite.fusion.registry import fusion
-from fuselite.fusion.rnn import _read_state, _state, _time_step, _weights, lstm_sequence
-from fuselite.fusion.rnn_kit import keras_to_litert, numpy_lstm
-from fuselite.fusion.rnn_loop import loop_over
+from fuselite.rnn.build import MAX_UNROLL, pack_steps, time_step
+from fuselite.rnn.cells.gru import GRUCell, numpy_gru, split_gru_bias
+from fuselite.rnn.cells.lstm import LSTMCell, numpy_lstm
+from fuselite.rnn.forms.fused import layer_weights, lstm_sequence, read_state, state
+from fuselite.rnn.forms.loop import loop_over
+from fuselite.rnn.forms.policy import traced_form
+from fuselite.rnn.forms.unrolled import unroll
+from fuselite.rnn.kit import keras_to_litert
+from fuselite.rnn.sources.keras_layers import layer_mask
 
 ARG_NAMES = ("inputs", "init_h", "init_c", "kernel", "recurrent_kernel", "bias")
 TOL = 1e-5
@@ -122,7 +150,7 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, loop: bo
         wr = [np.ascontiguousarray(rk.const[:, g]) for g in range(4)]  # the diagonals, [units] each
     else:
         full = rk.const
-        wi, wr, bias = _weights(c, 3, 4, units)  # declines unless all three are constant
+        wi, wr, bias = layer_weights(c, 3, 4, units)  # declines unless all three are constant
     for s in (h0, c0):
         if s.rank != 2 or s.shape[1] not in (None, units):
             c.decline(f"initial state '{s.name}' has shape {s.shape}, expected [batch, {units}]")
@@ -131,7 +159,7 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, loop: bo
     # time_major flag as an attribute; the evaluation below has the last word.
     hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
     what = "IndyLSTM" if indy else "tf-keras LSTM"
-    # the loop form (fusion/rnn_loop.py, chosen by the caller) takes any batch
+    # the loop form (forms/loop.py, chosen by the caller) takes any batch
     if c.batch_size is None and x.shape[1 if hint else 0] is None and not (loop and c.dynamic_batch):
         raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
 
@@ -148,18 +176,18 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, loop: bo
 
     if loop:
         states = [None if s is None else s.value for s in initial]
-        flags = None if mask is None else _mask(c, mask, x, time_major)
-        seq, (h, cs), last = loop_over(c, "LSTM", x.value, 3, states, activation="tanh", tm=time_major,
+        flags = None if mask is None else layer_mask(c, mask, x, time_major)
+        seq, (h, cs), last = loop_over(c, LSTMCell(k.const, full, b.const, "tanh"), x.value, states, tm=time_major,
                                        backwards=go_backwards, sequence=return_sequences, mask=flags,
                                        zero_output=zero_output)
         c.form = "loop" if mask is None else "loop (masked)"
         return _results(c, last, seq, h, cs, runtime, batch, units, time_major)
     c.form = "fused"
-    h, cs = (_state(c, batch, units, s) for s in initial)
+    h, cs = (state(c, batch, units, s) for s in initial)
     seq = lstm_sequence(c, x, wi, wr, bias, h, cs, time_major=time_major, go_backwards=go_backwards,
                         diagonal_recurrence=indy)
-    last = _time_step(c, seq, -1, time_major)
-    return _results(c, last, seq if return_sequences else None, last, _read_state(c, cs, last), runtime, batch,
+    last = time_step(c, seq, -1, time_major)
+    return _results(c, last, seq if return_sequences else None, last, read_state(c, cs, last), runtime, batch,
                     units, time_major)
 
 
@@ -287,76 +315,86 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
     return got.shape == want.shape and bool(np.all(np.abs(got.astype(np.float64) - want) <= TOL))
 
 
-# -- running a FunctionDef with TensorFlow ------------------------------------------------------
+# -- tf-keras' standard_gru ----------------------------------------------------------------------------
+
+GRU_ARG_NAMES = ("inputs", "init_h", "kernel", "recurrent_kernel", "bias")
 
 
-def _callees(fdef, library) -> list:
-    """``fdef`` and every library function it reaches (bodies of loops, conditionals, calls)."""
-    seen, order, todo = set(), [], [fdef.signature.name]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        f = fdef if name == fdef.signature.name else library.get(name)
-        if f is None:
-            continue
-        order.append(f)
-        for node in f.node_def:
-            if node.op in library:
-                todo.append(node.op)
-            for v in node.attr.values():
-                if v.HasField("func"):
-                    todo.append(v.func.name)
-                elif v.HasField("list"):
-                    todo.extend(fn.name for fn in v.list.func)
-    return order
+@fusion("gru_*")
+def fuse_tf_keras_saved_gru(c):
+    # the loop form takes any batch (and a mask); a stateful layer's state is read from a variable
+    loop = len(c.args) > 1 and traced_form(c.rnn_forms, "GRU", c.args[1].variable) == "loop"
+    fdef, library, mask = tf_keras_composite(c, "GRU", GRU_ARG_NAMES, 4, "the unrolled GRU", loop)
+    x, h0, k, rk, b = c.args[:5]
+    if x.rank != 3 or x.shape[2] is None:
+        c.decline(f"the sequence input must have rank 3 and static features, got shape {x.shape}")
+    if k.const is None or rk.const is None or b.const is None:
+        c.decline("kernel, recurrent kernel and bias must be constant (frozen variables)")
+    units = rk.shape[0] if rk.rank == 2 else 0
+    if not units or k.shape != (x.shape[2], 3 * units) or rk.shape != (units, 3 * units) or b.shape != (2, 3 * units):
+        c.decline(f"weight shapes {k.shape}, {rk.shape}, {b.shape} do not fit a GRU (reset_after=True) of "
+                  f"{units} units over {x.shape[2]} features")
+    if h0.rank != 2 or h0.shape[1] not in (None, units):
+        c.decline(f"initial state 'init_h' has shape {h0.shape}, expected [batch, {units}]")
+
+    # tf-keras records its (unchecked) time_major flag as an attribute; the evaluation below
+    # has the last word. Checked first, so that an unknown batch is not evaluated twice.
+    hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
+    dynamic = loop and c.dynamic_batch
+    need = f"the {'loop form of the' if loop else 'unrolled'} GRU needs a static batch size"
+    if x.shape[0] is None and x.shape[1] is None:
+        # e.g. the second of two stacked GRUs: tf-keras' loop output has no static length, and
+        # the composite's signature is not refined from its call site after the first is fused
+        c.decline(f"unrolling needs a static number of time steps, the input has shape {x.shape} at the "
+                  "composite's boundary")
+    if c.batch_size is None and x.shape[1 if hint else 0] is None and not dynamic:
+        raise NeedsStaticBatch(need, h0.shape[0] if h0.const is None else None)
+
+    time_major, go_backwards, return_sequences, zero_output, runtime = determine_flags(
+        c, fdef, library, n_states=1, what="GRU", cell="a standard GRU (reset_after=True, tanh/sigmoid, gates z, r, h)",
+        reference=_gru_reference, mask=mask)
+    steps = x.shape[0 if time_major else 1]
+    if steps is None or steps > MAX_UNROLL and not loop:
+        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}" if not loop else
+                  "the loop form needs a static number of time steps")
+    batch = x.shape[1 if time_major else 0] or c.batch_size
+    if batch is None and not dynamic:
+        raise NeedsStaticBatch(need, h0.shape[0] if h0.const is None else None)
+    if h0.shape[0] not in (None, batch):
+        c.decline(f"initial state 'init_h' has batch {h0.shape[0]}, the sequence has batch {batch}")
+
+    if h0.const is not None and not np.any(h0.const):
+        h = None  # zero state: the first step's recurrent projection folds to a constant
+    elif h0.shape == (batch, units):
+        h = h0.value
+    else:
+        h = c.op("RESHAPE", [h0, np.array([-1, units], np.int32)], dtype=np.float32, shape=(batch, units))
+    if loop:
+        flags = None if mask is None else layer_mask(c, mask, x, time_major)
+        outputs, (new_h,), last = loop_over(c, _gru_cell(k, rk, b), x.value, [h], tm=time_major,
+                                            backwards=go_backwards, sequence=return_sequences, mask=flags,
+                                            zero_output=zero_output)
+    else:
+        outs, _ = unroll(c, _gru_cell(k, rk, b), x, [h], tm=time_major, backwards=go_backwards, batch=batch,
+                         steps=steps)
+        last = new_h = outs[-1]
+        outputs = pack_steps(c, outs, time_major) if return_sequences else None
+    c.form = ("loop" if loop else "unrolled") + (" (masked)" if mask is not None else "")
+    if outputs is None:  # tf-keras returns the last output with a time axis of 1
+        shape = (1, batch, units) if time_major else (batch, 1, units)
+        outputs = c.op("RESHAPE", [last, np.array([-1 if d is None else d for d in shape], np.int32)],
+                       dtype=np.float32, shape=shape)
+    return [last, outputs, new_h, c.const(np.asarray(runtime, np.float32), name="runtime")]
 
 
-def evaluate_function(fdef, library: dict, args: list[np.ndarray]) -> list[np.ndarray]:
-    """Run ``fdef`` (with the functions it calls from ``library``) once on ``args``, without Grappler.
-    A resource argument (a variable passed to the function) is given a variable holding its array."""
-    import tensorflow as tf
-    from tensorflow.core.framework import graph_pb2
-    from tensorflow.core.protobuf import config_pb2
+def _gru_cell(k, rk, b) -> GRUCell:
+    """standard_gru's cell: tanh, reset_after, its [2, 3u] bias split into the input and the recurrent row."""
+    bias_in, bias_rec = split_gru_bias(b.const)
+    return GRUCell(k.const, rk.const, bias_in, "tanh", recurrent_bias=bias_rec)
 
-    sig = fdef.signature
-    if len(args) != len(sig.input_arg):
-        raise ValueError(f"{len(args)} argument(s) for {len(sig.input_arg)} input(s)")
-    gd = graph_pb2.GraphDef()
-    gd.versions.producer = tf.version.GRAPH_DEF_VERSION
-    gd.library.function.extend(_callees(fdef, library))
-    feeds, inits = {}, []
-    for i, (arg, value) in enumerate(zip(sig.input_arg, args)):
-        if arg.type == tf.resource.as_datatype_enum:  # a variable's handle: a variable holding the value
-            dtype = tf.as_dtype(value.dtype).as_datatype_enum
-            node = gd.node.add(name=f"arg{i}", op="VarHandleOp")
-            node.attr["dtype"].type = dtype
-            node.attr["shape"].shape.CopyFrom(tf.TensorShape(value.shape).as_proto())
-            node.attr["shared_name"].s = f"fuselite_evaluate_{i}".encode()
-            const = gd.node.add(name=f"value{i}", op="Const")
-            const.attr["dtype"].type = dtype
-            const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
-            assign = gd.node.add(name=f"init{i}", op="AssignVariableOp", input=[f"arg{i}", f"value{i}"])
-            assign.attr["dtype"].type = dtype
-            inits.append(f"init{i}")
-            continue
-        node = gd.node.add(name=f"arg{i}", op="Placeholder")
-        node.attr["dtype"].type = arg.type
-        node.attr["shape"].shape.CopyFrom(tf.TensorShape(value.shape).as_proto())
-        feeds[f"arg{i}:0"] = value
-    call = gd.node.add(name="call", op="StatefulPartitionedCall")
-    call.input.extend(f"arg{i}" for i in range(len(args)))
-    call.attr["Tin"].list.type.extend(a.type for a in sig.input_arg)
-    call.attr["Tout"].list.type.extend(a.type for a in sig.output_arg)
-    call.attr["f"].func.name = sig.name
-    config = config_pb2.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
-    config.graph_options.rewrite_options.disable_meta_optimizer = True  # no implementation swapping
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.graph_util.import_graph_def(gd, name="")
-    with tf.compat.v1.Session(graph=graph, config=config) as sess:
-        if inits:
-            sess.run(inits)
-        outs = sess.run([f"call:{i}" for i in range(len(sig.output_arg))], feeds)
-    return [np.asarray(o) for o in outs]
+
+def _gru_reference(x, states, weights, time_major, go_backwards, **masking):
+    (h0,), (kernel, recurrent_kernel, bias) = states, weights
+    seq, h = numpy_gru(x, h0, kernel, recurrent_kernel, bias, time_major=time_major, go_backwards=go_backwards,
+                       **masking)
+    return seq, [h]

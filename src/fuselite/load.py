@@ -1,0 +1,72 @@
+"""Loading what the command line names (a Keras model file or a SavedModel) into a ``Converter``, for
+``fuselite convert`` and ``fuselite compare`` (``cli.py``, ``compare.py``).
+
+Example::
+
+    conv = load_source("model.keras", args)  # args: the CLI's parsed options
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+
+
+def load_source(src: str, args):
+    """A Converter for ``src`` (a .keras / .h5 file or a SavedModel directory) with the options in ``args`` (the
+    CLI's namespace: ``signature_keys``, ``tags``, ``batch_size`` and :func:`converter_options`')."""
+    import fuselite
+    from fuselite.errors import InputError
+    from fuselite.requirements import require_tensorflow
+
+    require_tensorflow()  # before Keras, which needs it as its backend here
+
+    if src.endswith(".keras") or src.endswith(".h5"):
+        if not os.path.exists(src):
+            raise InputError(f"Keras model file not found: '{src}'")
+        if args.signature_keys:
+            raise InputError("--signature-keys is for SavedModels; a .keras file has one signature")
+        if src.endswith(".keras") and not zipfile.is_zipfile(src):
+            raise InputError(f"'{src}' is not a Keras model file: a .keras file is a zip archive "
+                             "(saved with model.save('name.keras'))")
+        import keras
+
+        try:
+            model = keras.models.load_model(src, compile=False)
+        except Exception as e:
+            raise InputError(f"cannot load Keras model '{src}': {str(e).splitlines()[0] if str(e) else e}") from None
+        return fuselite.Converter.from_keras_model(model, batch_size=args.batch_size, **converter_options(args))
+    keys = args.signature_keys.split(",") if args.signature_keys else None
+    tags = set(args.tags.split(",")) if args.tags else None
+    return fuselite.Converter.from_saved_model(src, signature_keys=keys, tags=tags, batch_size=args.batch_size,
+                                               **converter_options(args))
+
+
+def converter_options(args) -> dict:
+    """The Converter options of a CLI namespace."""
+    return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
+            "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources,
+            "bidirectional": args.bidirectional, "rnn_form": args.rnn_form, "fusions": rule_modules(args.rules or [])}
+
+
+def rule_modules(modules: list[str]) -> list:
+    """``--rules MODULE``: the fusion rules (``@fuselite.fusion`` functions) a module defines, imported by its
+    dotted path from the current directory or the installed packages."""
+    import importlib
+
+    from fuselite.errors import InputError
+
+    if modules and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    rules = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except Exception as e:
+            raise InputError(f"cannot import fusion rules module '{name}': {type(e).__name__}: {e}") from None
+        found = [v for v in vars(module).values() if callable(v) and isinstance(getattr(v, "interface", None), str)]
+        if not found:
+            raise InputError(f"module '{name}' defines no fusion rules (functions decorated with @fuselite.fusion)")
+        rules += found
+    return rules
