@@ -126,8 +126,12 @@ def main(argv=None) -> int:
             sources = [("keras", lambda model=model: fuselite.Converter.from_keras_model(model))]
             if args.saved_model:
                 path = tempfile.mkdtemp(prefix="fingerprint_")
-                _save(model, path, flavour)
-                sources.append(("saved_model", lambda path=path: fuselite.Converter.from_saved_model(path)))
+                try:
+                    _save(model, path, flavour)
+                    sources.append(("saved_model", lambda path=path: fuselite.Converter.from_saved_model(path)))
+                except Exception as e:  # noqa: BLE001 - Keras cannot export every model (a stateful layer)
+                    print(json.dumps({"model": f"{flavour}/{name}", "source": "saved_model",
+                                      "error": f"saving: {type(e).__name__}"}), flush=True)
             for source, make in sources:
                 for form in args.rnn_forms:
                     for mode in args.quantize:

@@ -9,6 +9,9 @@ that every Python block of the doc appears here or in the test file).
 2. :class:`PeepholeLSTM` and :func:`fuse_peephole_lstm` — a cell Keras lacks (an LSTM
    with peephole connections), marked as ``my_org.PeepholeLSTM`` and fused into
    ``UNIDIRECTIONAL_SEQUENCE_LSTM`` by a rule passed to the conversion.
+3. :func:`fuse_peephole_lstm_any_form` — the same composite through the public cell API: the
+   peephole cell (``fuselite.rnn.cells.peephole_lstm``) handed to ``fuselite.rnn.forms.layer.sequence``,
+   which writes the form the conversion asks for LSTMs (``rnn_form``: loop, unrolled or fused).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import tensorflow as tf
 
 import fuselite
 from fuselite.errors import NeedsStaticBatch
+from fuselite.rnn.cells.peephole_lstm import PeepholeLSTMCell
 from fuselite.rnn.forms.fused import last_time_step, lstm_sequence, zero_state
-from fuselite.rnn.kit import FUSED_ACTIVATIONS, GATE_ORDERS, keras_to_litert
+from fuselite.rnn.forms.layer import sequence
+from fuselite.rnn.kit import ACTIVATION_OPS, FUSED_ACTIVATIONS, GATE_ORDERS, keras_to_litert
 
 # -- Example 1: a custom LSTM behind the Keras LSTM interface --------------------------------
 
@@ -167,3 +172,26 @@ def fuse_peephole_lstm(c):
         peepholes=[p.const for p in peepholes],
     )
     return seq if c.attrs.get("return_sequences") else last_time_step(c, seq)
+
+
+# -- Example 3: the same peephole LSTM as a cell, in every form --------------------------------
+
+
+@fuselite.fusion(PEEPHOLE_LSTM, register=False)
+def fuse_peephole_lstm_any_form(c):
+    """my_org.PeepholeLSTM -> the form the conversion gives LSTMs (rnn_form: loop by default, unrolled, fused),
+    through the peephole cell of fuselite/rnn/cells/peephole_lstm.py."""
+    c.expect_args(7)
+    c.expect_results(1)
+    x, *weights = c.args
+    activation = c.attrs.get("activation", "tanh")
+    if activation not in ACTIVATION_OPS or activation not in FUSED_ACTIVATIONS:
+        c.decline(f"activation '{activation}' is not one every form writes (tanh, sigmoid, relu, linear)")
+    if x.dtype != np.float32 or x.rank != 3 or x.shape[2] is None:
+        c.decline(f"x must be float32 [batch, time, features] with static features, got {x.dtype} {x.shape}")
+    if any(w.const is None for w in weights):
+        c.decline("the weights must be constant (frozen variables)")
+    kernel, recurrent_kernel, bias, *peepholes = (w.const for w in weights)
+    cell = PeepholeLSTMCell(kernel, recurrent_kernel, bias, peepholes, activation)
+    out, _ = sequence(c, cell, x.value, return_sequences=bool(c.attrs.get("return_sequences")))
+    return out

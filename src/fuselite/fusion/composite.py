@@ -60,7 +60,7 @@ class Composite:
         self.args = args
         self.results = results
         self.dynamic_batch = True  # a state may take its batch from an input at run time (not for TFLM)
-        self.rnn_forms = {"LSTM": "fused", "SimpleRNN": "fused"}  # each family's form (fusion/rnn.py, rnn_forms)
+        self.rnn_forms = {"LSTM": "fused", "SimpleRNN": "fused"}  # each family's form (rnn/forms/policy.py, rnn_forms)
         self.form: str | None = None  # the form a rule chose (the report's record says it)
         self.batch_size: int | None = None  # the conversion's fixed batch size, if any
         self.ops: list = []

@@ -131,7 +131,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
     Returns one record per composite (for the report) and the variables whose values
     were read as constant arguments ({name: array}). ``dynamic_batch``: whether rules may leave an unknown
     batch dynamic (False for TFLite Micro, whose kernels need constant shapes). ``rnn_forms``: the recurrent
-    layers' form per family ({"LSTM": "unrolled", ...}; ``fusion.rnn.rnn_forms``; default: fused). With ``check``, each fusion is run against the
+    layers' form per family ({"LSTM": "unrolled", ...}; ``rnn.forms.policy.rnn_forms``; default: fused). With ``check``, each fusion is run against the
     composite's own body on random arguments first (:mod:`fuselite.fusion.verify`); a mismatch declines it.
     """
     from fuselite.fusion.custom_op import fuse_custom_op

@@ -10,12 +10,14 @@ class Cell:
 
     Subclasses set ``kind`` (the family), ``units``, ``n_states`` (the states carried from step to step, the
     output first), ``input`` ([width, in] float32) and ``bias`` ([width]), and write :meth:`step`.
-    ``marks_steps``: the unrolled form marks the cell's ops ``_recurrent_cell`` (an integer conversion runs them
+    ``form_key``: the family whose form a conversion's ``rnn_form`` gives the cell (a peephole LSTM takes the
+    LSTM's). ``marks_steps``: the unrolled form marks the cell's ops ``_recurrent_cell`` (an integer conversion runs them
     16x8, as LiteRT's integer LSTM keeps its insides int16). ``static_batch_unrolled``: the unrolled form needs
     a static batch (the first step folds a zero state into constants of the batch's shape).
     """
 
     kind = "cell"
+    form_key = ""  # the family whose form (``rnn_form``, ``rnn/forms/policy.py``) the cell takes: "" for ``kind``
     n_states = 1
     marks_steps = False
     static_batch_unrolled = False

@@ -4,7 +4,9 @@
 * :func:`merge_directions`: a Bidirectional's results from its two directions' per-step outputs (the
   unrolled form);
 * :func:`layer_results`: a layer's results (the sequence or its last output, and the final states with
-  ``return_state``).
+  ``return_state``);
+* :func:`sequence`: one direction of any cell (``rnn/cells/``) over a sequence, in the form the conversion
+  gives its family (``rnn_form``): what a bring-your-own rule calls (docs/byo-rnn.md, Example 3).
 
 Example (a Bidirectional of two unrolled directions)::
 
@@ -15,7 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuselite.rnn.build import pack_steps
+from fuselite.errors import NeedsStaticBatch
+from fuselite.rnn.build import MAX_UNROLL, pack_steps, swap_batch_and_time, time_major_input, time_step
+from fuselite.rnn.cells.base import Cell
+from fuselite.rnn.forms.fused import read_state, state
+from fuselite.rnn.forms.loop import loop_steps
+from fuselite.rnn.forms.unrolled import unroll
 
 
 def merge(c, mode: str, fw, bw, shape):
@@ -52,3 +59,42 @@ def merge_directions(c, merge_fn, fw: list, bw: list, fw_final: list, bw_final: 
 def layer_results(c, out, finals: list) -> list:
     """A layer's results: ``out`` (its sequence or last output), and with ``return_state`` the final states."""
     return [out, *finals] if c.attrs.get("return_state") else out
+
+
+def sequence(c, cell: Cell, x, *, initial_states: list | None = None, time_major: bool = False,
+             go_backwards: bool = False, return_sequences: bool = False, form: str | None = None) -> tuple:
+    """(the output, the final states) of ``cell`` over ``x`` ([batch, time, features], or [time, batch,
+    features] with ``time_major``): the whole sequence (in processing order) with ``return_sequences``, else
+    the last output. The form is ``form`` or what the conversion's ``rnn_form`` gives the cell's family
+    (``cell.form_key`` or ``cell.kind``; ``c.form`` says which): "loop", "unrolled", or "fused" where the cell
+    has a LiteRT sequence op (else unrolled). ``initial_states``: values, or None (zeros).
+
+    Example (in a rule; ``cell`` built from the composite's constant weights)::
+
+        out, (h, c_state) = sequence(c, PeepholeLSTMCell(k, rk, b, peepholes, "tanh"), x, return_sequences=True)
+    """
+    tm = time_major
+    states = list(initial_states or [None] * cell.n_states)
+    steps, batch = x.shape[0 if tm else 1], x.shape[1 if tm else 0] or c.batch_size
+    form = form or c.rnn_forms.get(cell.form_key or cell.kind, "fused")
+    if form == "fused" and type(cell).fused is Cell.fused:
+        form = "unrolled"  # no LiteRT op for this cell
+    if steps is None:
+        c.decline(f"the {form} form of a {cell.kind} needs a static number of time steps")
+    c.form = form
+    if form == "loop":
+        seq, finals, last = loop_steps(c, cell, x, states, tm=tm, backwards=go_backwards, batch=batch, steps=steps,
+                                       sequence=return_sequences)
+        return (seq if return_sequences else last), finals
+    if batch is None:
+        raise NeedsStaticBatch(f"the {form} {cell.kind} needs a static batch size here")
+    if form == "unrolled":
+        if steps > MAX_UNROLL:
+            c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
+        outs, finals = unroll(c, cell, x, states, tm=tm, backwards=go_backwards, batch=batch, steps=steps)
+        return (pack_steps(c, outs, tm) if return_sequences else outs[-1]), finals
+    tensors = [state(c, batch, cell.units, s) for s in states]
+    seq = cell.fused(c, time_major_input(c, x, tm, go_backwards), tensors)
+    seq = seq if tm else swap_batch_and_time(c, seq)
+    last = time_step(c, seq, -1, tm)
+    return (seq if return_sequences else last), [last, *(read_state(c, t, last) for t in tensors[1:])]
