@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """What masking costs: an Embedding -> RNN(64) -> Dense text model over 20 tokens with and without
 ``mask_zero=True``, converted by fuselite (unmasked: the default loop form; masked: the default loop form,
-its body ending in SELECT_V2s, fusion/rnn_loop.py, and the unrolled form, SELECT_V2s per step,
-fusion/masked_rnn.py), timed on LiteRT with one thread, interleaved invoke by invoke
+its body ending in SELECT_V2s, rnn/forms/loop.py, and the unrolled form, SELECT_V2s per step,
+rnn/forms/unrolled.py), timed on LiteRT with one thread, interleaved invoke by invoke
 (``fuselite.verify.bench``, 3 s), inputs drawn as token ids in [0, 10) (about one in ten masked). Example::
 
     .venv/bin/python benchmarks/masking.py --out docs/masking-benchmarks.md

@@ -8,7 +8,7 @@ and the official converter's model of the same Keras model (``from_concrete_func
 ``tf.function``: its ``from_keras_model`` fails on Keras 3 RNNs), plus a second instance of the official
 model (*A/A*: its distance from 1 is the noise floor). LiteRT ``num_threads=1``, batch 1, all five
 interleaved in fresh interpreters per block; ratios per block, the median (range in brackets). The
-default form of each family (``fusion/forms.py``, ``DEFAULT_FORMS``) is marked. Example::
+default form of each family (``rnn/forms/policy.py``, ``DEFAULT_FORMS``) is marked. Example::
 
     .venv/bin/python benchmarks/rnn_forms.py --out docs/rnn-forms-benchmarks.md
 

@@ -1,4 +1,4 @@
-"""Keras ConvLSTM2D -> unrolled builtins, no WHILE loop (fusion/conv_lstm.py; issue 17).
+"""Keras ConvLSTM2D -> unrolled builtins, no WHILE loop (rnn/cells/conv_lstm.py; issue 17).
 
 Keras 3 and tf-keras (whose default recurrent activation is its own hard_sigmoid), every
 option the rule takes, on LiteRT (with and without XNNPACK) within 1e-5 of Keras; the micro

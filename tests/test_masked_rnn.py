@@ -1,7 +1,7 @@
 """Masked recurrent layers (Embedding(mask_zero=True) -> LSTM / GRU / SimpleRNN, every padded text model)
 without TensorLists, in both forms that take a mask: the loop form (the default: a WHILE whose body ends in
-SELECT_V2s, fusion/rnn_loop.py) and the unrolled form (SELECT_V2s per step, fusion/masked_rnn.py,
-fusion/gru.py). At a masked step the state keeps its value and the output repeats the previous output (zeros
+SELECT_V2s, rnn/forms/loop.py) and the unrolled form (SELECT_V2s per step,
+rnn/forms/unrolled.py). At a masked step the state keeps its value and the output repeats the previous output (zeros
 before the first; zeros with Keras' zero_output_for_mask, which Bidirectional sets for sequences), as Keras
 does, for any mask (right and left padding, holes); within 1e-5 of Keras on LiteRT with and without XNNPACK,
 stateless."""

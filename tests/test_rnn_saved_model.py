@@ -289,7 +289,7 @@ def test_weights_passed_as_variables_are_frozen_and_fused(flags):
 
 def _declined_composite(conv):
     """The "lstm_*" composite was declined; its inlined body's while loop, a plain LSTM, may be fused
-    (recognised and verified by fusion/loops.py) instead."""
+    (recognised and verified by rnn/sources/loops.py) instead."""
     (composite,) = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
     assert composite["status"] == "declined", conv.report.composites
     loops = [r for r in conv.report.composites if r["interface"] == "Keras LSTM loop (recognised)"]
@@ -330,9 +330,9 @@ def test_weights_that_hide_the_step_order_fall_back_to_random_weights():
 #
 # Keras 3 GRUs and tf-keras GRUs with reset_after=False (or another activation, no bias) are
 # plain while loops: the loop is recognised, checked against a NumPy GRU cell and unrolled like
-# an in-memory GRU (fusion/gru.py). A tf-keras GRU that could run on cuDNN is its "gru_*"
+# an in-memory GRU (rnn/forms/unrolled.py). A tf-keras GRU that could run on cuDNN is its "gru_*"
 # composite (standard_gru) around such a loop; the composite itself is fused into the same
-# unrolled builtins (fusion/keras_saved_gru.py).
+# unrolled builtins (rnn/sources/tf_keras.py).
 
 FLAVOURS = ["keras3", "tf_keras"]
 

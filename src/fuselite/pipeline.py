@@ -166,12 +166,12 @@ QUANTIZED = ("dynamic", "int8", "int16x8")  # modes whose recurrent layers keep 
 def _dynamic_batch(ctx) -> bool:
     """Whether fusion rules may leave an unknown batch dynamic: not for TFLite Micro (its FILL needs constant
     dims) nor for integer quantization (the integer LSTM's calibration replays a static state shape). The
-    same conversions keep the fused LSTM by default (fusion/forms.py, QUANTIZED_FORMS)."""
+    same conversions keep the fused LSTM by default (rnn/forms/policy.py, QUANTIZED_FORMS)."""
     return ctx.target != "micro" and ctx.quantization not in ("int8", "int16x8")
 
 
 def _forms(ctx) -> dict:
-    """The recurrent layers' forms for this conversion (fusion/forms.py)."""
+    """The recurrent layers' forms for this conversion (rnn/forms/policy.py)."""
     return rnn_forms(ctx.rnn_form, ctx.target == "micro" or ctx.quantization in QUANTIZED, ctx.bidirectional)
 
 

@@ -16,7 +16,7 @@ from fuselite.fusion.implements import implements
 from fuselite.rnn.kit import GATE_ORDERS
 
 RECURRENT = ("LSTM", "SimpleRNN", "GRU")
-CONVOLUTIONAL = ("ConvLSTM2D",)  # composites of their own (fusion/conv_lstm.py); not in Bidirectional
+CONVOLUTIONAL = ("ConvLSTM2D",)  # composites of their own (rnn/cells/conv_lstm.py); not in Bidirectional
 
 # Tracing replaces attributes of the model's layers (their ``call``, a cell's weights) for as long as
 # the trace runs: one trace at a time, so that two conversions of one model in two threads never

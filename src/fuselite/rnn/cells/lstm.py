@@ -23,7 +23,16 @@ import numpy as np
 from fuselite.rnn.build import F32, binary, fc, split_v
 from fuselite.rnn.build import activation as apply
 from fuselite.rnn.cells.base import Cell
-from fuselite.rnn.kit import NUMPY_ACTIVATIONS, as_dtype, keras_to_litert, run_sequence, sigmoid, split_gates
+from fuselite.rnn.forms.fused import lstm_sequence
+from fuselite.rnn.kit import (
+    FUSED_ACTIVATIONS,
+    NUMPY_ACTIVATIONS,
+    as_dtype,
+    keras_to_litert,
+    run_sequence,
+    sigmoid,
+    split_gates,
+)
 
 
 def ifoc(w: np.ndarray, units: int) -> np.ndarray:
@@ -69,9 +78,6 @@ class LSTMCell(Cell):
         return [h, cell], h
 
     def fused(self, c, x_tm, states):
-        from fuselite.rnn.forms.fused import lstm_sequence
-        from fuselite.rnn.kit import FUSED_ACTIVATIONS
-
         return lstm_sequence(c, x_tm, *keras_to_litert(*self.keras, 4, self.units), *states,
                              activation=FUSED_ACTIVATIONS[self.activation], time_major=True)
 

@@ -28,6 +28,7 @@ import numpy as np
 from fuselite.rnn.build import F32, binary, fc
 from fuselite.rnn.build import activation as apply
 from fuselite.rnn.cells.base import Cell
+from fuselite.rnn.forms.fused import lstm_sequence
 from fuselite.rnn.kit import FUSED_ACTIVATIONS, NUMPY_ACTIVATIONS, keras_to_litert, run_sequence, sigmoid, split_gates
 
 
@@ -68,8 +69,6 @@ class PeepholeLSTMCell(Cell):
         return [h, new], h
 
     def fused(self, c, x_tm, states):
-        from fuselite.rnn.forms.fused import lstm_sequence
-
         return lstm_sequence(c, x_tm, *keras_to_litert(*self.keras, 4, self.units), *states,
                              activation=FUSED_ACTIVATIONS[self.activation], peepholes=self.peepholes, time_major=True)
 

@@ -14,7 +14,8 @@ import numpy as np
 from fuselite.rnn.build import activation as apply
 from fuselite.rnn.build import binary, fc
 from fuselite.rnn.cells.base import Cell
-from fuselite.rnn.kit import NUMPY_ACTIVATIONS, as_dtype, run_sequence
+from fuselite.rnn.forms.fused import rnn_sequence
+from fuselite.rnn.kit import FUSED_ACTIVATIONS, NUMPY_ACTIVATIONS, as_dtype, keras_to_litert, run_sequence
 
 
 class SimpleRNNCell(Cell):
@@ -37,9 +38,6 @@ class SimpleRNNCell(Cell):
         return [h], h
 
     def fused(self, c, x_tm, states):
-        from fuselite.rnn.forms.fused import rnn_sequence
-        from fuselite.rnn.kit import FUSED_ACTIVATIONS, keras_to_litert
-
         return rnn_sequence(c, x_tm, keras_to_litert(*self.keras, 1, self.units), states[0],
                             FUSED_ACTIVATIONS[self.activation])
 

@@ -34,7 +34,7 @@ from fuselite.rnn.kit import FUSED_ACTIVATIONS, GATE_ORDERS, lstm_weight_operand
 def layer_mask(c, index: int, x, tm: bool):
     """The composite's mask argument: bool [batch, time] (Keras' layout, also for a time-major input)."""
     if index >= len(c.args):
-        c.decline(f"the {c.attrs.get('layer', 'layer')} has a mask but the composite carries no mask argument")
+        c.decline(f"the {c.attrs.get('layer', c.interface)} has a mask but the composite carries no mask argument")
     m = c.args[index]
     steps = x.shape[0] if tm else x.shape[1]
     if m.dtype != np.bool_ or m.shape is None or len(m.shape) != 2 or m.shape[1] not in (None, steps):
