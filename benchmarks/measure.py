@@ -32,6 +32,8 @@ class Settings:
     latency_blocks: int = 5
     control: bool = True  # also time TF's model against a second instance of itself (A/A)
     silence: bool = True
+    threads: int = 1  # LiteRT num_threads of every timed interpreter
+    burst: int = 1  # invokes of one model in a row when interleaving (measure.interleaved_latency)
 
 
 def add_latency_arguments(p, seconds: float, blocks: int) -> None:
@@ -143,11 +145,11 @@ def _input_order(details: list[dict], names: list[str]) -> list[int]:
     return order if sorted(order) == list(range(len(names))) else list(range(len(details)))
 
 
-def prepared_interpreter(data: bytes, inputs: list[np.ndarray], input_names: list[str]):
-    """A 1-thread LiteRT interpreter for ``data`` with ``inputs`` set and tensors allocated."""
+def prepared_interpreter(data: bytes, inputs: list[np.ndarray], input_names: list[str], threads: int = 1):
+    """A LiteRT interpreter (``threads`` threads) for ``data`` with ``inputs`` set and tensors allocated."""
     from ai_edge_litert.interpreter import Interpreter
 
-    interp = Interpreter(model_content=data, num_threads=1)
+    interp = Interpreter(model_content=data, num_threads=threads)
     details = interp.get_input_details()
     if len(details) != len(inputs):
         raise ValueError(f"model has {len(details)} inputs, Keras model {len(inputs)}")
@@ -184,15 +186,16 @@ def _time_invoke(interp) -> float:
 
 
 def interleaved_latency(interps: list, budget_s: float, warmup: int = 10,
-                        min_iters: int = 50, max_iters: int = 5000) -> list[float]:
-    """Median ``invoke()`` time in microseconds of each interpreter, timed in alternation.
+                        min_iters: int = 50, max_iters: int = 5000, burst: int = 1) -> list[float]:
+    """Median ``invoke()`` time in microseconds of each interpreter, timed in alternation, ``burst`` invokes of
+    one before the next (a burst keeps a large model's weights in the caches, as in an app running one model).
 
     The number of timed rounds is chosen from the warm-up so that all of them take about
     ``budget_s`` seconds, within ``[min_iters, max_iters]``.
     """
     warm = [[_time_invoke(it) for _ in range(warmup)] for it in interps]
     per_round_s = sum(statistics.median(w) for w in warm) / 1e6
-    iters = int(min(max_iters, max(min_iters, budget_s / max(per_round_s, 1e-9))))
+    iters = int(min(max_iters, max(min_iters, budget_s / max(per_round_s * burst, 1e-9))))
     samples: list[list[float]] = [[] for _ in interps]
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -200,7 +203,8 @@ def interleaved_latency(interps: list, budget_s: float, warmup: int = 10,
         for i in range(iters):
             order = range(len(interps)) if i % 2 == 0 else reversed(range(len(interps)))
             for k in order:
-                samples[k].append(_time_invoke(interps[k]))
+                for _ in range(burst):
+                    samples[k].append(_time_invoke(interps[k]))
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -243,8 +247,9 @@ def blockwise_latency(sides: list[Side], inputs, input_names, settings: Settings
         interps: list = [None] * len(sides)
         with quiet(settings.silence):
             for k in order:
-                interps[k] = prepared_interpreter(sides[k].data, inputs, input_names)
-        blocks.append(interleaved_latency(interps, settings.latency_seconds / settings.latency_blocks))
+                interps[k] = prepared_interpreter(sides[k].data, inputs, input_names, settings.threads)
+        blocks.append(interleaved_latency(interps, settings.latency_seconds / settings.latency_blocks,
+                                          burst=settings.burst))
         del interps
     return blocks
 

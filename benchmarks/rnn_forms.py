@@ -1,21 +1,24 @@
 #!/usr/bin/env python
-"""The recurrent forms (``rnn_form``) side by side with the official converter's model, on LiteRT (issue 18).
+"""The recurrent forms (``rnn_form``) side by side with the official converter's model, on LiteRT, at each
+thread count (issues 18, 30).
 
 For each recurrent model of the benchmark (both Keras flavours): fuselite's ``rnn_form="fused"``
 (LiteRT's sequence op; a GRU, which has none, unrolled), ``"unrolled"`` (builtins step by step, the input
 projection hoisted) and ``"loop"`` (the input projection hoisted, the steps in a WHILE without TensorLists),
-and the official converter's model of the same Keras model (``from_concrete_functions`` on a batch-1
-``tf.function``: its ``from_keras_model`` fails on Keras 3 RNNs), plus a second instance of the official
-model (*A/A*: its distance from 1 is the noise floor). LiteRT ``num_threads=1``, batch 1, all five
-interleaved in fresh interpreters per block; ratios per block, the median (range in brackets). The
-default form of each family (``rnn/forms/policy.py``, ``DEFAULT_FORMS``) is marked. Example::
+and the official converter's model of the same Keras model: for tf-keras its ``from_keras_model`` output (the
+fused ops), with its concrete-function route besides; for Keras 3 ``from_concrete_functions`` on a batch-1
+``tf.function`` (its ``from_keras_model`` fails on Keras 3 RNNs); plus a second instance of the official
+model (*A/A*: its distance from 1 is the noise floor). Per thread count (``--threads``), LiteRT
+``num_threads=N``, batch 1, all interleaved in fresh interpreters per block; ratios per block, the median (range
+in brackets). The default form of each family at that thread count (``rnn/forms/policy.py``,
+``default_forms``) is marked, and the form ``rnn_form="auto", threads=N`` kept is given. Example::
 
-    .venv/bin/python benchmarks/rnn_forms.py --out docs/rnn-forms-benchmarks.md
+    .venv/bin/python benchmarks/rnn_forms.py --threads 1 2 --out docs/rnn-forms-benchmarks.md
 
 On a machine without TensorFlow (an idle many-core one), convert here with ``--export DIR`` (the
 ``.tflite`` files and inputs) and time there with LiteRT alone, one line::
 
-    python benchmarks/rnn_forms.py --time DIR --out rnn-forms-other-machine.md
+    python benchmarks/rnn_forms.py --time DIR --threads 1 2 4 --out rnn-forms-other-machine.md
 """
 
 from __future__ import annotations
@@ -35,15 +38,28 @@ from pathlib import Path
 import numpy as np
 
 FORMS = ("fused", "unrolled", "loop")
-SIDES = (*FORMS, "tf", "tf_twin")
-TF = SIDES.index("tf")
+# the official converter's model ("tf", the one ratios are taken to), a second copy of it (A/A), and for tf-keras
+# its concrete-function route besides ("tf_while": WHILE loops where from_keras_model writes the fused ops)
+OFFICIAL = ("tf", "tf_twin", "tf_while")
 MODELS = ("lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm", "simple_rnn", "gru", "text_lstm",
           "masked_text_lstm")
 FAMILY = {"simple_rnn": "SimpleRNN", "gru": "GRU"}  # the others are LSTMs
 
 
-def convert(flavour: str, name: str, silence: bool):
-    """{side: bytes} and the inputs of one model, converted by both converters (needs TensorFlow)."""
+def default_form(flavour: str, name: str, threads: int) -> str:
+    """The form rnn_form="default" gives the model's recurrent layers at ``threads`` (the unmasked family's: a
+    masked layer takes the loop)."""
+    from fuselite.rnn.forms.policy import form_key, rnn_forms
+
+    forms = rnn_forms("default", False, threads=threads)
+    return forms["masked" if name.startswith("masked") else form_key(forms, FAMILY.get(name, "LSTM"), flavour)]
+
+
+def convert(flavour: str, name: str, threads: list[int], silence: bool):
+    """{side: bytes}, the inputs, the input names, Keras' outputs and {threads: the form rnn_form="auto" kept} of
+    one model, converted by both converters (needs TensorFlow). The official converter's model is its
+    ``from_keras_model`` output for tf-keras (the fused ops; its concrete-function route as "tf_while") and its
+    concrete-function route for Keras 3 (``from_keras_model`` fails on Keras 3 RNNs)."""
     from cases import convert_tf, keras_module
     from measure import quiet
 
@@ -58,48 +74,89 @@ def convert(flavour: str, name: str, silence: bool):
             inputs[0] if len(inputs) == 1 else inputs, training=False))]
         datas = {form: fuselite.Converter.from_keras_model(model, rnn_form=form).convert()
                  for form in FORMS}
-        datas["tf"] = convert_tf(model, route="concrete")[0]
+        if flavour == "tf_keras":
+            datas["tf"] = official_keras(model, k)
+            datas["tf_while"] = convert_tf(model, route="concrete")[0]
+        else:
+            datas["tf"] = convert_tf(model, route="concrete")[0]
+        auto = {}
+        for n in threads:
+            conv = fuselite.Converter.from_keras_model(model, rnn_form="auto", threads=n)
+            conv.convert()
+            auto[n] = conv.report.recurrent["auto"]["chosen"]
     datas["tf_twin"] = bytes(bytearray(datas["tf"]))
-    return datas, inputs, [t.name for t in model.inputs], reference
+    return datas, inputs, [t.name for t in model.inputs], reference, auto
+
+
+def official_keras(model, k) -> bytes:
+    """The official converter's ``from_keras_model`` output of a tf-keras model; where it fails on the dynamic
+    batch (a Bidirectional layer's TensorLists need a static element shape), of the same layers called on a
+    batch-1 input, as a user fixes it."""
+    import tensorflow as tf
+
+    try:
+        return tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    except Exception:  # ConverterError: "TensorListReserve ... element_shape to be static"
+        inputs = [k.Input(batch_shape=(1, *t.shape[1:]), dtype=t.dtype) for t in model.inputs]
+        fixed = k.Model(inputs, model(inputs[0] if len(inputs) == 1 else inputs))
+        return tf.lite.TFLiteConverter.from_keras_model(fixed).convert()
+
+
+def official_form(data: bytes) -> str:
+    """What the official converter wrote for the recurrent layers: "fused ops", "WHILE" or "unrolled"."""
+    from measure import op_names
+
+    ops = set(op_names(data))
+    if ops & {"UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN",
+              "BIDIRECTIONAL_SEQUENCE_RNN"}:
+        return "fused ops"
+    return "WHILE" if "WHILE" in ops else "unrolled"
 
 
 def measure(datas: dict, inputs, names, reference, settings) -> dict:
-    """Latency blocks, errors and sizes of the five sides of one model (LiteRT only)."""
+    """Latency blocks (at ``settings.threads``), errors and sizes of the sides of one model (LiteRT only)."""
     from measure import blockwise_latency, max_abs_error, prepared_interpreter, quiet
     from results import Side
 
-    sides = [Side(data=datas[s]) for s in SIDES]
+    sides = [s for s in (*FORMS, *OFFICIAL) if s in datas]
     errors = {}
-    for s, side in zip(SIDES, sides):
+    for s in sides:
         if reference is not None:
             with quiet(settings.silence):
-                interp = prepared_interpreter(side.data, inputs, names)
+                interp = prepared_interpreter(datas[s], inputs, names)
                 interp.invoke()
             errors[s] = max_abs_error(interp, reference)
-    blocks = blockwise_latency(sides, inputs, names, settings)
-    return {"us": {s: statistics.median(b[n] for b in blocks) for n, s in enumerate(SIDES)},
-            "ratios": {s: [b[n] / b[TF] for b in blocks] for n, s in enumerate(SIDES)},
-            "sizes": {s: len(datas[s]) for s in SIDES}, "errors": errors}
+    blocks = blockwise_latency([Side(data=datas[s]) for s in sides], inputs, names, settings)
+    tf = sides.index("tf")
+    return {"us": {s: statistics.median(b[n] for b in blocks) for n, s in enumerate(sides)},
+            "ratios": {s: [b[n] / b[tf] for b in blocks] for n, s in enumerate(sides)},
+            "sizes": {s: len(datas[s]) for s in sides}, "errors": errors, "official": official_form(datas["tf"])}
 
 
 def _ratio(r: list[float]) -> str:
     return f"{statistics.median(r):.2f} ({min(r):.2f}–{max(r):.2f})"
 
 
-def row(flavour: str, name: str, m: dict, default: str) -> str:
+def row(flavour: str, name: str, m: dict, default: str, auto: str) -> str:
     us, ratios, sizes = m["us"], m["ratios"], m["sizes"]
+    best = min(FORMS, key=lambda f: statistics.median(ratios[f]))
     mark = {f: " **(default)**" if f == default else "" for f in FORMS}
     errs = " / ".join(f"{m['errors'][s]:.1e}" for s in FORMS) if m["errors"] else "—"
     size = " / ".join(f"{sizes[f] / sizes['tf']:.2f}" for f in FORMS)
-    return (f"| {flavour} | {name} | {' / '.join(f'{us[s]:.1f}' for s in SIDES[:TF + 1])} | "
+    auto_vs_best = (f"{auto} ({statistics.median(ratios[auto]) / statistics.median(ratios[best]):.2f}× best)"
+                    if auto in FORMS else auto)
+    tf_while = _ratio(ratios["tf_while"]) if "tf_while" in ratios else "—"
+    return (f"| {flavour} | {name} | {m['official']} | "
+            f"{' / '.join(f'{us[s]:.1f}' for s in (*FORMS, 'tf'))} | "
             + " | ".join(f"{_ratio(ratios[f])}{mark[f]}" for f in FORMS)
-            + f" | {_ratio(ratios['tf_twin'])} | {size} | "
-            f"{errs} |")
+            + f" | {statistics.median(ratios[default]):.2f} | {auto_vs_best} | {tf_while} | "
+            f"{_ratio(ratios['tf_twin'])} | {size} | {errs} |")
 
 
-def report(rows: list[str], started, seconds: float, settings, how: str, machine: str, versions: str) -> str:
-    return "\n".join([
-        "# Recurrent forms against the official converter (LiteRT latency)",
+def report(tables: dict[int, list[str]], started, seconds: float, settings, how: str, machine: str,
+           versions: str) -> str:
+    lines = [
+        "# Recurrent forms against the official converter (LiteRT latency, by thread count)",
         "",
         f"- Command: `{how}`",
         f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {seconds:.0f} s)",
@@ -112,33 +169,57 @@ def report(rows: list[str], started, seconds: float, settings, how: str, machine
         "unrolled); *unrolled*: "
         "`rnn_form=\"unrolled\"` (one FULLY_CONNECTED for every step's input, then the recurrent product and the "
         "cell per step); *loop*: `rnn_form=\"loop\"` (the same input projection, then a WHILE whose body does the "
-        "recurrent product and the cell, no TensorLists); *TF*: the official converter's model (a batch-1 "
-        "concrete function; WHILE loops). LiteRT `num_threads=1`, the five models (with a second instance of "
-        f"TF's, *A/A*) interleaved in fresh interpreters, {settings.latency_blocks} blocks; ratios to TF per "
-        "block, median (range). **(default)** marks each family's default form.",
-        "",
-        "| flavour | model | µs fused / unrolled / loop / TF | × fused/TF | × unrolled/TF | × loop/TF | A/A | "
-        "size × TF (fused / unrolled / loop) | max abs err vs Keras (fused / unrolled / loop) |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *rows,
-    ]) + "\n"
+        "recurrent product and the cell, no TensorLists). *TF*: the official converter's model: for tf-keras its "
+        "`from_keras_model` output (the fused ops where it writes them), for Keras 3 a batch-1 concrete function "
+        "(its `from_keras_model` fails on Keras 3 RNNs; WHILE loops); *TF WHILE*: tf-keras through the concrete "
+        "function too. *default*: the form `rnn_form=\"default\"` gives the family at that thread count "
+        "(**(default)**); *auto*: the form `rnn_form=\"auto\", threads=N` kept (timed at conversion, on the "
+        "converting machine), and its time over the best form's here. LiteRT `num_threads=N`, the models (with a "
+        f"second instance of TF's, *A/A*) interleaved in fresh interpreters, {settings.burst} invoke(s) of one "
+        f"before the next, {settings.latency_blocks} blocks; ratios to TF per block, median (range).",
+    ]
+    for n, rows in tables.items():
+        lines += [
+            "",
+            f"## {n} thread{'s' if n > 1 else ''}",
+            "",
+            "| flavour | model | TF's form | µs fused / unrolled / loop / TF | × fused/TF | × unrolled/TF | × loop/TF | "
+            "× default/TF | auto | × TF WHILE/TF | A/A | size × TF (fused / unrolled / loop) | "
+            "max abs err vs Keras (fused / unrolled / loop) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            *rows,
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--flavours", nargs="+", default=["keras3", "tf_keras"])
     p.add_argument("--models", nargs="+", default=list(MODELS))
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2, 4], help="LiteRT thread counts (default 1 2 4)")
     p.add_argument("--export", metavar="DIR", help="convert only: write the .tflite files and inputs to DIR")
     p.add_argument("--time", metavar="DIR", help="time the files --export wrote (LiteRT alone, no TensorFlow)")
-    p.add_argument("--latency-seconds", type=float, default=3.0)
+    p.add_argument("--latency-seconds", type=float, default=3.0, help="per model and thread count (default 3)")
     p.add_argument("--latency-blocks", type=int, default=5)
+    p.add_argument("--burst", type=int, default=10,
+                   help="invokes of one model in a row when interleaving (default 10, as rnn_form='auto' times "
+                        "them; 1: one invoke at a time, which lets the other models evict a large one's weights)")
     p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
     args = p.parse_args(argv)
     from measure import Settings
 
-    settings = Settings(latency_seconds=args.latency_seconds, latency_blocks=args.latency_blocks, control=False)
+    settings = Settings(latency_seconds=args.latency_seconds, latency_blocks=args.latency_blocks, control=False,
+                        burst=args.burst)
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
-    rows = []
+    tables: dict[int, list[str]] = {n: [] for n in args.threads}
+
+    def time_case(flavour, name, datas, inputs, names, reference, defaults, auto):
+        for n in args.threads:
+            print(f"[rnn-forms] {flavour} / {name}: {n} thread(s) ...", file=sys.stderr, flush=True)
+            settings.threads = n
+            m = measure(datas, inputs, names, reference, settings)
+            tables[n].append(row(flavour, name, m, defaults[str(n)], auto.get(str(n), "—")))
+
     if args.time:  # LiteRT and NumPy only
         from importlib.metadata import version
 
@@ -147,43 +228,44 @@ def main(argv=None) -> int:
         folder = Path(args.time)
         index = json.loads((folder / "index.json").read_text())
         for entry in index["cases"]:
-            datas = {s: (folder / f"{entry['key']}.{s}.tflite").read_bytes() for s in SIDES}
+            datas = {s: (folder / f"{entry['key']}.{s}.tflite").read_bytes() for s in entry["sides"]}
             with np.load(folder / f"{entry['key']}.inputs.npz") as saved:
                 inputs = [saved[f"arr_{i}"] for i in range(len(saved.files))]
-            m = measure(datas, inputs, entry["names"], None, settings)
-            rows.append(row(entry["flavour"], entry["model"], m, entry["default"]))
-        emit(report(rows, started, time.perf_counter() - t0, settings, f"python benchmarks/rnn_forms.py --time {args.time}",
+            time_case(entry["flavour"], entry["model"], datas, inputs, entry["names"], None, entry["defaults"],
+                      entry["auto"])
+        emit(report(tables, started, time.perf_counter() - t0, settings,
+                    f"python benchmarks/rnn_forms.py --time {args.time} --threads {' '.join(map(str, args.threads))}",
                     machine_description(), f"LiteRT (ai-edge-litert) {version('ai-edge-litert')}, NumPy "
                     f"{np.__version__}; the files converted with {index['converted']}"), args.out)
         return 0
 
     from report import command_line, emit, fuselite_revision, machine_description, versions
 
-    from fuselite.rnn.forms.policy import DEFAULT_FORMS
-
     cases = []
     for flavour in args.flavours:
         for name in args.models:
-            print(f"[rnn-forms] {flavour} / {name} ...", file=sys.stderr, flush=True)
-            datas, inputs, names, reference = convert(flavour, name, settings.silence)
-            default = DEFAULT_FORMS[FAMILY.get(name, "LSTM")]
+            print(f"[rnn-forms] {flavour} / {name}: converting ...", file=sys.stderr, flush=True)
+            datas, inputs, names, reference, auto = convert(flavour, name, args.threads, settings.silence)
+            auto = {str(n): form for n, form in auto.items()}
             if args.export:
                 folder = Path(args.export)
                 folder.mkdir(parents=True, exist_ok=True)
                 key = f"{flavour}.{name}"
-                for s in SIDES:
-                    (folder / f"{key}.{s}.tflite").write_bytes(datas[s])
+                for s, data in datas.items():
+                    (folder / f"{key}.{s}.tflite").write_bytes(data)
                 np.savez(folder / f"{key}.inputs.npz", *inputs)
-                cases.append({"key": key, "flavour": flavour, "model": name, "names": names, "default": default})
+                cases.append({"key": key, "flavour": flavour, "model": name, "names": names, "sides": list(datas),
+                              "auto": auto, "defaults": {str(n): default_form(flavour, name, n) for n in range(1, 65)}})
                 continue
-            rows.append(row(flavour, name, measure(datas, inputs, names, reference, settings), default))
+            defaults = {str(n): default_form(flavour, name, n) for n in args.threads}
+            time_case(flavour, name, datas, inputs, names, reference, defaults, auto)
     if args.export:
         (Path(args.export) / "index.json").write_text(json.dumps(
             {"converted": f"{versions()}; fuselite {fuselite_revision()}", "cases": cases}, indent=1))
         print(f"wrote {len(cases)} cases to {args.export}; time them with: python benchmarks/rnn_forms.py --time "
-              f"{args.export}", file=sys.stderr)
+              f"{args.export} --threads {' '.join(map(str, args.threads))}", file=sys.stderr)
         return 0
-    emit(report(rows, started, time.perf_counter() - t0, settings, f"{command_line()} (from {os.getcwd()})",
+    emit(report(tables, started, time.perf_counter() - t0, settings, f"{command_line()} (from {os.getcwd()})",
                 machine_description(), f"{versions()}; fuselite sources at {fuselite_revision()}"), args.out)
     return 0
 

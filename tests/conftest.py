@@ -67,15 +67,16 @@ def match_outputs(got: list[np.ndarray], refs: list[np.ndarray]) -> list[tuple[n
     return pairs
 
 
-def assert_stateless_and_matches(data: bytes, model, xs: list[np.ndarray], atol: float) -> None:
+def assert_stateless_and_matches(data: bytes, model, xs: list[np.ndarray], atol: float, num_threads: int = 1) -> None:
     """Two invokes give bit-identical outputs, and they match the Keras model within ``atol``: with LiteRT's
-    default XNNPACK delegate and on its builtin kernels alone (what runs where XNNPACK does not)."""
+    default XNNPACK delegate and on its builtin kernels alone (what runs where XNNPACK does not), at
+    ``num_threads``."""
     from ai_edge_litert.interpreter import OpResolverType
 
     ref = model(xs[0] if len(xs) == 1 else xs, training=False)
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
     for resolver in (OpResolverType.AUTO, OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES):
-        first, second = invoke_twice(data, xs, experimental_op_resolver_type=resolver)
+        first, second = invoke_twice(data, xs, num_threads=num_threads, experimental_op_resolver_type=resolver)
         for a, b in zip(first, second):
             np.testing.assert_array_equal(a, b)  # stateless: same input, bit-identical output
         assert len(first) == len(refs)

@@ -67,6 +67,10 @@ def test_convert_verify_quiet_and_report(models):
                    models / "default.json")
     assert default.returncode == 0, default.stderr
     assert [r["form"] for r in json.loads((models / "default.json").read_text())["composites"]] == ["loop"]
+    threaded = _run("convert", models / "lstm.keras", "-o", models / "threads.tflite", "--threads", "4", "--json")
+    assert threaded.returncode == 0, threaded.stderr
+    report = json.loads(threaded.stdout)
+    assert [r["form"] for r in report["composites"]] == ["fused"] and report["recurrent"]["threads"] == 4
     quiet = _run("convert", models / "saved", "-o", models / "saved.tflite", "-q", "--verify")
     assert quiet.returncode == 0 and quiet.stdout == "", (quiet.stdout, quiet.stderr)
 
@@ -119,6 +123,8 @@ def test_bad_input_one_clear_line(models):
     _one_line_error(_run("convert", models / "lstm.keras", "-o", models / "x.tflite", "--tolerance", "1"), 2,
                     "--inputs and --tolerance are for use with --verify")
     _one_line_error(_run("inspect"), 2, "the following arguments are required: model")
+    for verb in (("convert", models / "lstm.keras", "-o", models / "x.tflite"), ("bench", models / "bad.tflite")):
+        _one_line_error(_run(*verb, "--threads", "0"), 2, "a thread count is an integer from 1 to 1024, got '0'")
 
 
 def test_without_tensorflow_one_line_says_what_to_install(models):
@@ -206,6 +212,7 @@ def test_html_report_is_one_self_contained_page(models):
     assert "keras.layers.LSTM</code></td><td><span class='fused'>fused</span>" in page
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in page and "<code>fuse-composites</code>" in page
     assert "Not quantized." in page
+    assert "(form: fused)</span>" in page and "Recurrent forms: rnn_form=&#x27;fused&#x27; (GRU unrolled" in page
     _one_line_error(_run("convert", models / "lstm.keras", "-o", models / "x.tflite", "--report", models / "r.pdf"),
                     2, "--report writes .json, .html or .txt")
 

@@ -16,7 +16,7 @@ from conftest import assert_stateless_and_matches, invoke_twice, keras_flavour, 
 import fuselite
 from fuselite.errors import InputError
 from fuselite.quantize import QuantizationOptionError
-from fuselite.rnn.forms.policy import DEFAULT_FORMS
+from fuselite.rnn.forms.policy import DEFAULT_FORMS, QUANTIZED_FORMS, default_forms, form_key, rnn_forms
 
 TOL = 1e-5
 SEQUENCE_OPS = {"LSTM": "UNIDIRECTIONAL_SEQUENCE_LSTM", "SimpleRNN": "UNIDIRECTIONAL_SEQUENCE_RNN"}
@@ -214,6 +214,89 @@ def test_default_forms_are_the_measured_ones():
         conv = fuselite.Converter.from_keras_model(_model(k, build))
         conv.convert()
         assert [r["form"] for r in conv.report.composites] == [DEFAULT_FORMS[kind]]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+def test_default_forms_follow_the_thread_count(flavour, threads):
+    """threads=N: each family's default form for a model run with N LiteRT threads (the loop at one; at two the
+    loop, tf-keras LSTMs fused as the official converter writes them; at more LSTM and SimpleRNN fused, a GRU in
+    the loop), exact and stateless at that thread count; the report says which form each layer got and why."""
+    k = keras_flavour(flavour)
+    forms = default_forms(threads)
+    for name in ("lstm_last", "bidirectional_lstm", "simple_rnn", "gru_last"):
+        kind, build = LAYERS[name]
+        model = _model(k, build)
+        conv = fuselite.Converter.from_keras_model(model, threads=threads)
+        data = conv.convert()
+        want = forms[form_key(forms, kind, "tf_keras" if flavour == "tf_keras" else "keras")]
+        assert [r["form"] for r in conv.report.composites] == [want], (name, conv.report.composites)
+        ops = litert_op_names(data)
+        assert (SEQUENCE_OPS.get(kind) in ops) == (want == "fused") and ("WHILE" in ops) == (want == "loop"), ops
+        if flavour == "tf_keras" and kind == "LSTM":  # the official converter's own form from two threads on
+            assert want == ("loop" if threads == 1 else "fused"), want
+        assert conv.report.recurrent["threads"] == threads
+        text = str(conv.report)
+        assert f"(form: {want})" in text and f"the defaults for {threads} thread" in text, text
+        assert_stateless_and_matches(data, model, _inputs(model), TOL, num_threads=threads)
+
+
+def test_thread_count_leaves_quantized_and_micro_forms_alone():
+    """Quantized conversions and TFLite Micro keep their forms at any thread count (the fused ops' quantized
+    kernels); an asked form is the asked form at any thread count."""
+    for threads in (1, 2, 8):
+        assert rnn_forms("default", True, threads=threads) == {**QUANTIZED_FORMS, "stateful": "fused",
+                                                               "masked": "unrolled"}
+        assert rnn_forms("loop", False, threads=threads)["LSTM"] == "loop"
+    assert default_forms(1) == DEFAULT_FORMS
+    model = _model(keras_flavour("keras3"), LAYERS["lstm_last"][1])
+    conv = fuselite.Converter.from_keras_model(model, target="micro", threads=4)
+    conv.convert()
+    assert [r["form"] for r in conv.report.composites] == ["fused"]
+    assert "TFLite Micro" in conv.report.recurrent["reason"]
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+def test_masked_layers_keep_the_loop_at_every_thread_count(flavour):
+    """A masked layer has no fused op: where the default for its family is the fused op (more threads), it takes
+    the loop (measured faster than the official converter's WHILE there), not the unrolled form."""
+    from fuselite.testing import models as zoo
+
+    model = zoo.build("masked_text_lstm", keras_flavour(flavour))
+    xs = zoo.sample_inputs(model, seed=0)
+    for threads in (2, 4):
+        conv = fuselite.Converter.from_keras_model(model, threads=threads)
+        data = conv.convert()
+        assert [r["form"] for r in conv.report.composites if r.get("form")] == ["loop (masked)"], \
+            conv.report.composites
+        assert_stateless_and_matches(data, model, xs, TOL, num_threads=threads)
+
+
+@pytest.mark.parametrize("bad", [0, -1, "2", 2.0, True, 2000])
+def test_bad_thread_count_is_a_clear_error(bad):
+    model = _model(keras_flavour("keras3"), LAYERS["simple_rnn"][1])
+    with pytest.raises(InputError, match="threads is the LiteRT num_threads the model will run with"):
+        fuselite.Converter.from_keras_model(model, threads=bad).convert()
+
+
+def test_auto_times_the_forms_at_the_thread_count(monkeypatch):
+    import fuselite.verify
+
+    real, seen = fuselite.verify.bench, []
+
+    def spy(models, seconds=2.0, num_threads=1, **options):
+        seen.append(num_threads)
+        return real(models, seconds, num_threads, **options)
+
+    monkeypatch.setattr(fuselite.verify, "bench", spy)
+    model = _model(keras_flavour("keras3"), LAYERS["lstm_last"][1], shape=(20, 8))
+    conv = fuselite.Converter.from_keras_model(model, rnn_form="auto", threads=2)
+    data = conv.convert()
+    assert seen == [2]
+    auto = conv.report.recurrent["auto"]
+    assert auto["threads"] == 2 and auto["chosen"] == min(auto["median_us"], key=auto["median_us"].get)
+    assert any(w.startswith("rnn_form='auto'") and w.endswith("LiteRT, 2 threads)") for w in conv.report.warnings)
+    assert_stateless_and_matches(data, model, _inputs(model), TOL, num_threads=2)
 
 
 def test_auto_times_every_form_and_keeps_the_fastest():

@@ -137,6 +137,20 @@ def test_saved_model_lstm_in_the_loop_form(tmp_path, variant):
         assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1, ops
 
 
+def test_saved_model_lstm_takes_the_official_fused_op_from_two_threads(tmp_path):
+    """threads=2: a tf-keras SavedModel's LSTM composite keeps LiteRT's fused op (the official converter's form,
+    which the loop does not beat at more than one thread); its GRU stays in the loop."""
+    build = lambda L, i: L.GRU(3)(L.LSTM(5, return_sequences=True)(i))  # noqa: E731
+    model = _model(build)
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), threads=2)
+    data = conv.convert()
+    forms = {r["interface"].split("_")[0]: r["form"] for r in conv.report.composites if r.get("form")}
+    assert forms == {"lstm": "fused", "gru": "loop"}, conv.report.composites
+    ops = litert_op_names(data)
+    assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 1 and ops.count("WHILE") == 1, ops
+    assert_stateless_and_matches(data, model, _inputs(model, 1), TOL, num_threads=2)
+
+
 def test_saved_model_text_classifier(tmp_path):
     k = _tf_keras()
     k.utils.set_random_seed(0)

@@ -154,6 +154,13 @@ def _say(args, text: str) -> None:
         print(text)
 
 
+def _threads(text: str) -> int:
+    """``--threads``: a LiteRT thread count, 1 to 1024 (else a usage error)."""
+    if not text.isdigit() or not 1 <= int(text) <= 1024:
+        raise argparse.ArgumentTypeError(f"a thread count is an integer from 1 to 1024, got {text!r}")
+    return int(text)
+
+
 def _read_model(path: str) -> bytes:
     from fuselite.errors import InputError
 
@@ -360,9 +367,12 @@ def main(argv=None) -> int:
                         "TensorFlow's importer) or fused (LiteRT's bidirectional op, LiteRT only; as fast); default split")
     c.add_argument("--rnn-form", choices=list(RNN_FORMS), default="default",
                    help="LSTM / SimpleRNN / GRU: fused (LiteRT's sequence op), unrolled (builtins step by step), loop "
-                        "(a WHILE over the steps, no TensorLists), auto (each timed on this machine, the fastest "
-                        "kept); default: the loop for float models, the fused ops for integer quantization and "
-                        "TFLite Micro (docs/rnn.md#forms)")
+                        "(a WHILE over the steps, no TensorLists), auto (each timed on this machine at --threads, the "
+                        "fastest kept); default for float models: the loop at 1 thread, LSTM and SimpleRNN fused at 2 "
+                        "or more; the fused ops for integer quantization and TFLite Micro (docs/rnn.md#forms)")
+    c.add_argument("--threads", type=_threads, default=1, metavar="N",
+                   help="the LiteRT num_threads the model will run with: the recurrent forms are chosen for it "
+                        "(default 1, what LiteRT uses when an app leaves num_threads unset)")
     c.add_argument("--verify", action="store_true",
                    help="after writing, run the source and the model on the same inputs and compare (as 'fuselite "
                         "verify'); exit 1 if they differ")
@@ -398,7 +408,7 @@ def main(argv=None) -> int:
                                                        "interleaved")
     b.add_argument("model", help=".tflite file")
     b.add_argument("other", nargs="?", help="a second .tflite to compare with (interleaved invoke by invoke)")
-    b.add_argument("--threads", type=int, default=1, help="LiteRT threads (default 1)")
+    b.add_argument("--threads", type=_threads, default=1, metavar="N", help="LiteRT threads (default 1)")
     b.add_argument("--seconds", type=float, default=2.0, help="timed seconds, all models together (default 2)")
     b.add_argument("--inputs", metavar="FILE.npz", help="inputs (default: drawn from the input specs)")
     b.set_defaults(func=cmd_bench)

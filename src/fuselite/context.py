@@ -52,6 +52,7 @@ class ConversionContext:
     provenance: Any = None  # export.flatbuffer.Provenance: written into the model (description, metadata)
     bidirectional: str = "split"  # "split": two unidirectional ops; "fused": LiteRT's bidirectional op (float)
     rnn_form: str = "default"  # LSTM / SimpleRNN / GRU: "default" (per family), "fused", "unrolled" or "loop"
+    threads: int = 1  # the LiteRT thread count the model will run with (the default forms depend on it)
     target: str = "litert"  # "litert", or "micro": only ops, versions and types TFLite Micro's kernels take
     micro_sources: bool = False  # the firmware sources will be written (the model must run on TFLite Micro)
 

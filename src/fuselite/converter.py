@@ -27,7 +27,7 @@ from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, re
 from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
 from fuselite.requirements import require_tensorflow
-from fuselite.rnn.forms.policy import RNN_FORMS
+from fuselite.rnn.forms.policy import DEFAULT_THREADS, RNN_FORMS
 from fuselite.runtime.micro import micro_available
 
 
@@ -51,13 +51,13 @@ class Converter:
     OPTIONS = ("batch_size", "rules", "strict_fusion", "check_fusions", "verify_ir", "print_after", "print_stream",
                "optimizations", "target_spec", "representative_dataset", "inference_input_type",
                "inference_output_type", "keep_float", "max_quantization_error", "target", "micro_sources", "bidirectional",
-               "rnn_form", "progress")
+               "rnn_form", "threads", "progress")
     _STATE = ("source", "report", "module")
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
                  fusions=None, strict_fusion: bool = False, verify_ir: bool | None = None,
                  print_after=(), print_stream=None, target: str = "litert", micro_sources=None,
-                 bidirectional: str = "split", rnn_form: str = "default"):
+                 bidirectional: str = "split", rnn_form: str = "default", threads: int = DEFAULT_THREADS):
         self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
         self._model_type = "TF_CONCRETE_FUNCTIONS"  # what CONVERSION_METADATA says the source was
@@ -91,6 +91,7 @@ class Converter:
         self.micro_sources = micro_sources  # a directory: write the op resolver, C array and arena size there
         self.bidirectional = bidirectional  # "split" (opens in every tool) or "fused" (LiteRT's bidirectional ops)
         self.rnn_form = rnn_form  # LSTM / SimpleRNN / GRU: "default", "fused", "unrolled", "loop" or "auto" (timed)
+        self.threads = threads  # the LiteRT thread count the model will run with (the forms' policy, "auto")
         self.progress = None  # a callable given each pass's name as it starts (the CLI shows it on a terminal)
 
     def __setattr__(self, key, value):
@@ -117,8 +118,10 @@ class Converter:
         and Model Explorer reject them; default "split": two unidirectional ops, docs/rnn.md),
         ``rnn_form="fused" | "unrolled" | "loop" | "auto"`` (the form of LSTM, SimpleRNN and GRU layers:
         LiteRT's sequence op, builtins step by step, or a WHILE loop over the steps without TensorLists;
-        "auto" converts each, times them on this machine's LiteRT and keeps the fastest; default: the loop
-        for float models, the fused ops for integer quantization and TFLite Micro, docs/rnn.md#forms).
+        "auto" converts each, times them on this machine's LiteRT at ``threads`` and keeps the fastest;
+        default: for float models the loop at one thread, LSTM and SimpleRNN fused at two or more; the fused
+        ops for integer quantization and TFLite Micro, docs/rnn.md#forms), ``threads=N`` (the LiteRT
+        ``num_threads`` the model will run with, default 1: what LiteRT uses when an app leaves it unset).
         """
         require_tensorflow()
         if not callable(model) or not hasattr(model, "layers"):  # functional, sequential or subclassed
@@ -170,6 +173,9 @@ class Converter:
             raise InputError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {self.target!r}")
         if self.rnn_form not in RNN_FORMS:
             raise InputError(f"rnn_form must be one of {', '.join(map(repr, RNN_FORMS))}, got {self.rnn_form!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= 1024:
+            raise InputError(f"threads is the LiteRT num_threads the model will run with, an integer from 1 to "
+                             f"1024, got {self.threads!r}")
         if self.bidirectional not in BIDIRECTIONAL_FORMS:
             raise InputError(f"bidirectional must be one of {', '.join(map(repr, BIDIRECTIONAL_FORMS))}, "
                              f"got {self.bidirectional!r}")
@@ -222,15 +228,17 @@ class Converter:
         if len(models) == 1:
             chosen = "fused"  # no layer has another form
         else:
-            timed = bench([m[0] for m in models.values()], seconds=AUTO_SECONDS)
+            timed = bench([m[0] for m in models.values()], seconds=AUTO_SECONDS, num_threads=self.threads,
+                          burst=AUTO_BURST)
             times = {form: t["median_us"] for form, t in zip(models, timed)}
             chosen = min(times, key=times.get)
         data, self.report, self.module = models[chosen]
         self.report.warnings[:0] = report.warnings
+        self.report.recurrent["auto"] = {"chosen": chosen, "threads": self.threads, "median_us": times}
         if times is not None:
             measured = ", ".join(f"{form} {us:.1f} us" for form, us in times.items())
             self.report.warn(f"rnn_form='auto': the {chosen} form is the fastest here ({measured} per invoke, "
-                             "median, LiteRT, 1 thread)")
+                             f"median, LiteRT, {self.threads} thread{'s' if self.threads > 1 else ''})")
         return data
 
     def _run_with_batch(self, mode, keep_float, rnn_form: str) -> bytes:
@@ -259,11 +267,12 @@ class Converter:
                                 batch_size=batch_size, verify_ir=self.verify_ir,
                                 print_after=self.print_after, print_stream=self.print_stream,
                                 quantization=mode, keep_float=keep_float, target=self.target,
-                                bidirectional=self.bidirectional, rnn_form=rnn_form,
+                                bidirectional=self.bidirectional, rnn_form=rnn_form, threads=self.threads,
                                 provenance=Provenance(f"fuselite {_version()}", self._model_type, tuple(
                                     (k, str(v)) for k, v in (("target", self.target),
                                                              ("bidirectional", self.bidirectional),
                                                              ("rnn_form", None if self.rnn_form == "default" else self.rnn_form),
+                                                             ("threads", None if self.threads == DEFAULT_THREADS else self.threads),
                                                              ("batch_size", batch_size)) if v is not None),
                                     mode),
                                 micro_sources=self.micro_sources is not None, progress=self.progress, **integer)
@@ -304,6 +313,7 @@ def _version() -> str:
 TARGETS = ("litert", "micro")
 BIDIRECTIONAL_FORMS = ("split", "fused")
 AUTO_SECONDS = 1.0  # rnn_form="auto": seconds of interleaved invokes timing the forms
+AUTO_BURST = 10  # invokes of one form in a row (each form timed with its own weights in the caches)
 
 
 def _check_sources_dir(directory) -> None:

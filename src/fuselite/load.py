@@ -47,7 +47,8 @@ def converter_options(args) -> dict:
     """The Converter options of a CLI namespace."""
     return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
             "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources,
-            "bidirectional": args.bidirectional, "rnn_form": args.rnn_form, "fusions": rule_modules(args.rules or [])}
+            "bidirectional": args.bidirectional, "rnn_form": args.rnn_form,
+            "threads": getattr(args, "threads", 1), "fusions": rule_modules(args.rules or [])}
 
 
 def rule_modules(modules: list[str]) -> list:

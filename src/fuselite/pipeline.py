@@ -46,7 +46,7 @@ from fuselite.quantize.fake_quant import FAKE_QUANT_OPS, absorb_fake_quants
 from fuselite.quantize.int8 import computes_16x8, quantize_int8
 from fuselite.quantize.options import QuantizationOptionError
 from fuselite.quantize.select import op_name
-from fuselite.rnn.forms.policy import rnn_forms
+from fuselite.rnn.forms.policy import forms_reason, rnn_forms
 from fuselite.rnn.sources.loops import fuse_lstm_loops
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import quantization_error
@@ -171,8 +171,11 @@ def _dynamic_batch(ctx) -> bool:
 
 
 def _forms(ctx) -> dict:
-    """The recurrent layers' forms for this conversion (rnn/forms/policy.py)."""
-    return rnn_forms(ctx.rnn_form, ctx.target == "micro" or ctx.quantization in QUANTIZED, ctx.bidirectional)
+    """The recurrent layers' forms for this conversion (rnn/forms/policy.py); the report says why."""
+    quantized = ctx.target == "micro" or ctx.quantization in QUANTIZED
+    ctx.report.recurrent = {"threads": ctx.threads, "target": ctx.target, "rnn_form": ctx.rnn_form,
+                            "reason": forms_reason(ctx.rnn_form, quantized, ctx.threads, ctx.target)}
+    return rnn_forms(ctx.rnn_form, quantized, ctx.bidirectional, ctx.threads)
 
 
 def fuse_composites(module, ctx) -> int:

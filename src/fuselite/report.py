@@ -19,6 +19,8 @@ class Report:
     frozen_variables: list[dict] = field(default_factory=list)
     mutable_variables: list[dict] = field(default_factory=list)  # LiteRT resource variables
     composites: list[dict] = field(default_factory=list)
+    # the recurrent layers' forms: {"threads", "target", "rnn_form", "reason"} (each composite's "form" says its own)
+    recurrent: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # {"mode", "ops": [per-op records], "weight_bytes_before", "weight_bytes_after", "samples",
     #  "outputs": [{"name", "max_abs_error", "relative_error"}]}; empty for a float conversion
@@ -84,7 +86,10 @@ class Report:
             by = f" by rule {c['rule']}" if c.get("rule") and c["status"] == "declined" else ""
             what = f"fused into {', '.join(c['into'])}" if c["status"] == "fused" else \
                 f"{c['status']}{by}: {c['reason']}"
-            lines.append(f"  composite '{c['interface']}' ({c['call_sites']} call site(s)): {what}")
+            form = f" (form: {c['form']})" if c.get("form") else ""
+            lines.append(f"  composite '{c['interface']}' ({c['call_sites']} call site(s)): {what}{form}")
+        if self.recurrent and any(c.get("form") for c in self.composites):
+            lines.append(f"  recurrent forms: {self.recurrent['reason']}; target {self.recurrent['target']}")
         if self.calibration:
             lines.append(f"  calibration: {self.calibration['samples']} sample(s), "
                          f"{self.calibration['tensors']} tensor range(s)")

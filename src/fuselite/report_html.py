@@ -53,6 +53,8 @@ def _composites(composites: list[dict]) -> str:
         cls = "fused" if status == "fused" else "declined"
         what = (", ".join(escape(k) for k in c.get("into", [])) if status == "fused"
                 else escape(c.get("reason", "")))
+        if c.get("form"):
+            what += f" <span class='sub'>(form: {escape(c['form'])})</span>"
         check = c.get("check") or {}
         err = f"{check['max_abs_error']:.2g}" if check.get("max_abs_error") is not None else "—"
         lines = "<br>".join(f"<code>{escape(s)}</code>" for s in c.get("source_lines", [])) or "—"
@@ -60,6 +62,14 @@ def _composites(composites: list[dict]) -> str:
                      escape(c.get("rule") or "—"), what, err, str(c.get("call_sites", "")), lines])
     return _table(["composite", "status", "rule", "became / why not", "check error", "calls", "source"], rows, {4, 5},
                   {3, 6})
+
+
+def _recurrent(recurrent: dict, composites: list[dict]) -> str:
+    """Why the recurrent layers got their forms (thread count, target), where some layer has one."""
+    if not recurrent or not any(c.get("form") for c in composites):
+        return ""
+    return (f"<p class='sub'>Recurrent forms: {escape(recurrent['reason'])}; target "
+            f"{escape(recurrent['target'])}.</p>")
 
 
 def _stages(stages: dict[str, float]) -> str:
@@ -129,6 +139,7 @@ def render_html(report: dict) -> str:
 {warnings}
 <h2>Composites</h2>
 {_composites(composites)}
+{_recurrent(report.get('recurrent') or {}, composites)}
 <h2>Stages</h2>
 {_stages(report.get('stage_seconds', {}))}
 <h2>Ops</h2>

@@ -252,8 +252,11 @@ def verify(source: str, data: bytes, inputs: dict[str, np.ndarray] | None = None
 # -- latency -------------------------------------------------------------------------------------------
 
 def bench(models: list[bytes], seconds: float = 2.0, num_threads: int = 1, inputs: dict | None = None,
-          warmup: int = 10) -> list[dict]:
-    """``invoke()`` latency of each model (µs): median and 10th / 90th percentiles, the models interleaved."""
+          warmup: int = 10, burst: int = 1) -> list[dict]:
+    """``invoke()`` latency of each model (µs): median and 10th / 90th percentiles, the models interleaved:
+    ``burst`` invokes of one, then of the next (the order reversed every round). A burst of a few invokes times
+    each model with its own weights in the caches, as an app that runs one model; one invoke at a time, the
+    other models evict a large one's."""
     from fuselite.inspect import describe
 
     runs = []
@@ -286,10 +289,12 @@ def bench(models: list[bytes], seconds: float = 2.0, num_threads: int = 1, input
     deadline = time.perf_counter() + seconds
     rounds = 0
     while time.perf_counter() < deadline or rounds < 20:
-        for n, invoke in enumerate(runs):
-            t = time.perf_counter_ns()
-            invoke()
-            samples[n].append((time.perf_counter_ns() - t) / 1e3)
+        for n in range(len(runs)) if rounds % 2 == 0 else reversed(range(len(runs))):
+            invoke = runs[n]
+            for _ in range(burst):
+                t = time.perf_counter_ns()
+                invoke()
+                samples[n].append((time.perf_counter_ns() - t) / 1e3)
         rounds += 1
     return [{"median_us": statistics.median(s), "p10_us": float(np.percentile(s, 10)),
              "p90_us": float(np.percentile(s, 90)), "invokes": len(s)} for s in samples]

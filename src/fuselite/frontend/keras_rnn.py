@@ -64,6 +64,7 @@ def _config(layer) -> dict:
         "stateful": bool(layer.stateful),
         "time_major": bool(getattr(layer, "time_major", False)),
         "use_bias": bool(cell.use_bias),
+        "flavour": _flavour(layer),  # "keras" or "tf_keras" (the default forms differ: rnn/forms/policy.py)
     }
     if hasattr(cell, "recurrent_activation"):
         cfg["recurrent_activation"] = _act_name(cell.recurrent_activation)
@@ -72,7 +73,7 @@ def _config(layer) -> dict:
     if getattr(layer, "zero_output_for_mask", False):  # masked steps output zeros (Bidirectional sequences)
         cfg["zero_output_for_mask"] = True
     if type(layer).__name__ in CONVOLUTIONAL:
-        cfg.update(flavour=_flavour(layer), kernel_size=[int(k) for k in cell.kernel_size], strides=[int(k) for k in cell.strides],
+        cfg.update(kernel_size=[int(k) for k in cell.kernel_size], strides=[int(k) for k in cell.strides],
                    dilation_rate=[int(k) for k in cell.dilation_rate], padding=str(cell.padding).lower(),
                    data_format=str(cell.data_format))
     return cfg

@@ -16,43 +16,107 @@ from __future__ import annotations
 from fuselite.errors import NeedsStaticBatch
 from fuselite.fusion.composite import FusionDeclined
 
-# The form of each family when the conversion does not choose one (rnn_form="default"): the loop form,
-# measured faster than the official converter's model for every family at about its file size
-# (benchmarks/rnn_forms.py, docs/rnn.md#forms); the unrolled form is faster still for sequences and SimpleRNN
-# here, but its file grows with the steps (1.6-1.8x the official one at 50 steps). Quantized conversions and
-# TFLite Micro keep the fused ops: LiteRT's hybrid sequence kernels (dynamic range), the integer LSTM kernels
-# (int16 cell state; step-by-step int8 ops would not keep it), and the quantizer's own unrolled SimpleRNN
-# (passes/unroll_rnn.py), as measured in docs/quantization-benchmarks.md; a GRU (no LiteRT op) unrolled there.
+# The thread count a model is converted for when the conversion does not say (``threads``): what LiteRT runs with
+# when an app leaves ``num_threads`` unset. Measured (LiteRT 2.3): the Python Interpreter passes
+# ``int(num_threads or 1)``, and an unset interpreter runs a large FULLY_CONNECTED at the same speed as
+# ``num_threads=1`` with no thread started (2 threads start one and take half the time); the C++ builder's -1 is
+# one thread for XNNPACK (a thread pool only above 1) and for the CPU backend (cpu_backend_context.cc,
+# kDefaultNumThreadpoolThreads = 1). docs/rnn.md#threads.
+DEFAULT_THREADS = 1
+
+# The form of each family when the conversion does not choose one (rnn_form="default"), by the thread count the
+# model will run with: the fastest form measured that is never slower than what the official converter writes for
+# the same layer at that count (benchmarks/rnn_forms.py, benchmarks/loop_threads.py, docs/rnn.md#thread-count).
+# * One thread: the loop form, faster than the official converter's model for every family (its WHILE loops and,
+#   for tf-keras LSTMs, its fused ops) at about its file size. The unrolled form is often faster still, but its
+#   file grows with the steps (1.6-1.9x the official one at 50 steps).
+# * Two threads: the loop, except for the layers the official converter writes as LiteRT's fused LSTM op (tf-keras
+#   LSTMs: "tf_keras.LSTM"), which keep that op. The loop and unrolled forms run a tiny FULLY_CONNECTED per step,
+#   and XNNPACK splits each over its thread pool: the dispatch costs more than the product does (the same FCs
+#   without a loop slow down 1.3-1.5x at 2 threads here; the WHILE kernel's own per-step work, 0.3 us, does not
+#   move), while the fused ops' kernels run on one thread at any count. Against the official converter's WHILE
+#   (which pays the same dispatches) the loop stays ahead (0.73-0.80x here, 0.77x on a 16-core Xeon); against its
+#   fused op it does not everywhere (up to 1.9x on the Xeon), and the fused op is slower than a WHILE here (1.05x).
+# * Three threads or more: the fused ops for LSTM and SimpleRNN (fastest of all forms at 4 threads on the Xeon,
+#   0.28-0.56x the official model), a GRU (no LiteRT op) in the loop, still ahead of the official WHILE (0.70x).
+# Quantized conversions and TFLite Micro keep the fused ops at any thread count: LiteRT's hybrid sequence kernels
+# (dynamic range), the integer LSTM kernels (int16 cell state; step-by-step int8 ops would not keep it), and the
+# quantizer's own unrolled SimpleRNN (passes/unroll_rnn.py), as measured in docs/quantization-benchmarks.md; a GRU
+# (no LiteRT op) unrolled there.
 DEFAULT_FORMS = {"LSTM": "loop", "SimpleRNN": "loop", "GRU": "loop"}
+TWO_THREAD_FORMS = {**DEFAULT_FORMS, "tf_keras.LSTM": "fused"}
+THREADED_FORMS = {"LSTM": "fused", "SimpleRNN": "fused", "GRU": "loop"}
 QUANTIZED_FORMS = {"LSTM": "fused", "SimpleRNN": "fused", "GRU": "unrolled"}
 RNN_FORMS = ("default", "fused", "unrolled", "loop", "auto")
 
 
-def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split") -> dict[str, str]:
+def default_forms(threads: int = DEFAULT_THREADS, quantized: bool = False) -> dict[str, str]:
+    """Each family's default form for a model run with ``threads`` LiteRT threads (quantized or TFLite Micro:
+    ``quantized``); a "tf_keras.<family>" entry is that of tf-keras layers where it differs."""
+    if quantized:
+        return QUANTIZED_FORMS
+    return DEFAULT_FORMS if threads <= 1 else TWO_THREAD_FORMS if threads == 2 else THREADED_FORMS
+
+
+def form_key(rnn_forms: dict, kind: str, flavour: str | None) -> str:
+    """The entry of ``rnn_forms`` for a ``kind`` layer of Keras ``flavour`` ("tf_keras", "keras" or None)."""
+    own = f"tf_keras.{kind}"
+    return own if flavour == "tf_keras" and own in rnn_forms else kind
+
+
+def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
+              threads: int = DEFAULT_THREADS) -> dict[str, str]:
     """The form of each family ({"LSTM": ..., "SimpleRNN": ..., "GRU": ..., "stateful": ...}) for the option
     ``rnn_form`` ("default", "fused", "unrolled" or "loop"; "auto" is resolved by the converter into the
-    others) and a quantized (dynamic range, int8, 16x8) or TFLite Micro conversion (``quantized``). With
-    ``bidirectional="fused"`` (keep LiteRT's bidirectional ops) and the default forms, a ``"Bidirectional"``
-    entry keeps LSTM and SimpleRNN Bidirectional layers fused."""
+    others), a quantized (dynamic range, int8, 16x8) or TFLite Micro conversion (``quantized``) and the LiteRT
+    thread count the model will run with (``threads``). With ``bidirectional="fused"`` (keep LiteRT's
+    bidirectional ops) and the default forms, a ``"Bidirectional"`` entry keeps LSTM and SimpleRNN Bidirectional
+    layers fused."""
     if rnn_form in ("fused", "unrolled", "loop"):
         return {**dict.fromkeys((*DEFAULT_FORMS, "stateful"), rnn_form),
-                "GRU": "unrolled" if rnn_form == "fused" else rnn_form}  # no fused GRU op
-    # a stateful layer by default: the fused op's in-place state (its unrolled form was not measured)
-    forms = {**(QUANTIZED_FORMS if quantized else DEFAULT_FORMS), "stateful": "fused"}
+                "GRU": "unrolled" if rnn_form == "fused" else rnn_form,  # no fused GRU op
+                "masked": "loop" if rnn_form == "loop" else "unrolled"}  # the fused ops have no mask
+    # a stateful layer by default: the fused op's in-place state (its unrolled form was not measured); a masked
+    # one: the loop at any thread count (float; measured faster than the official WHILE at 1 and 2 threads, where
+    # the unrolled form is slower than it at 2), unrolled when quantized (int8 does not enter a loop body)
+    forms = {**default_forms(threads, quantized), "stateful": "fused", "masked": "unrolled" if quantized else "loop"}
     if bidirectional == "fused":
         forms["Bidirectional"] = "fused"
     return forms
 
 
-def traced_form(rnn_forms: dict, kind: str, stateful: bool) -> str:
+def forms_reason(rnn_form: str, quantized: bool, threads: int, target: str) -> str:
+    """Why the recurrent layers get the forms they get, for the report."""
+    if rnn_form != "default":
+        return f"rnn_form={rnn_form!r}" + (" (GRU unrolled: LiteRT has no GRU op)" if rnn_form == "fused" else "")
+    if quantized:
+        why = "TFLite Micro" if target == "micro" else "a quantized conversion"
+        return f"the defaults for {why} (LiteRT's and TFLite Micro's quantized sequence kernels), at any thread count"
+    forms = default_forms(threads)
+    which = ", ".join(f"{kind.replace('tf_keras.', 'tf-keras ')} {form}" for kind, form in forms.items())
+    if threads <= 1:
+        why = "the loop is the fastest there"
+    elif threads == 2:
+        why = ("the loop's per-step ops wait on the thread pool, and it stays ahead of the official converter's "
+               "WHILE there but not of LiteRT's fused LSTM op, which tf-keras LSTMs keep as the official converter "
+               "writes them")
+    else:
+        why = "a loop's per-step ops wait on the thread pool, the fused ops' kernels do not (a GRU has no LiteRT op)"
+    return f"the defaults for {threads} thread{'s' if threads > 1 else ''} ({which}): {why} (docs/rnn.md#thread-count)"
+
+
+def traced_form(rnn_forms: dict, kind: str, stateful: bool, masked: bool = False, flavour: str | None = None) -> str:
     """The form of a layer met in a SavedModel or concrete function (a tf-keras composite, a recognised loop),
     where a Bidirectional is two separate layers: as ``rnn_forms`` says for ``kind`` (a stateful layer's, under
-    "stateful"), except that with a "Bidirectional" entry (``bidirectional="fused"``) an LSTM or SimpleRNN keeps
-    the fused op, so that a forward / backward pair can become LiteRT's bidirectional op
-    (passes/bidirectional.py)."""
+    "stateful"; a masked one's, under "masked"), except that with a "Bidirectional" entry
+    (``bidirectional="fused"``) an unmasked LSTM or SimpleRNN keeps the fused op, so that a forward / backward
+    pair can become LiteRT's bidirectional op (passes/bidirectional.py)."""
+    if masked and not stateful and "masked" in rnn_forms:
+        return rnn_forms["masked"]
     if kind != "GRU" and "Bidirectional" in rnn_forms:
         return "fused"
-    return rnn_forms.get("stateful" if stateful else kind, "unrolled" if kind == "GRU" else "fused")
+    key = "stateful" if stateful else form_key(rnn_forms, kind, flavour)
+    return rnn_forms.get(key, "unrolled" if kind == "GRU" else "fused")
 
 
 def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | None = None):
@@ -61,12 +125,15 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
     fused op, built by the caller) is to be written: asked for, or the asked form cannot be written (a dynamic
     number of steps, a stateful layer), with the reason kept. Where the form needs a static batch, the
     conversion is run again at one (``NeedsStaticBatch``), in the same form. A masked
-    layer takes the loop form where asked, else the unrolled one (the fused ops have no mask), and falls back to
-    the unrolled form. ``key``: the entry of ``c.rnn_forms`` to read where it has one (default: ``kind``)."""
+    layer takes the form under "masked" (the loop, or the unrolled form: the fused ops have no mask), and falls
+    back to the unrolled form. ``key``: the entry of ``c.rnn_forms`` to read where it has one (default: ``kind``)."""
     a = c.attrs
-    key = "stateful" if a.get("state_variables") else key if key in c.rnn_forms else kind
+    key = "stateful" if a.get("state_variables") else key if key in c.rnn_forms else \
+        form_key(c.rnn_forms, kind, a.get("flavour"))
     form = c.rnn_forms.get(key, fallback)
     masked = bool(a.get("has_mask"))
+    if masked:
+        form = c.rnn_forms.get("masked", form)
     if masked and form != "loop":
         c.form = "unrolled (masked)"
         return forms["unrolled"](c)

@@ -68,6 +68,11 @@ TOL = 1e-5
 _FILL = 3  # evaluation size of an unknown dimension (> 1, so go_backwards is observable)
 
 
+def _masked(c) -> bool:
+    """Whether a tf-keras composite receives a mask (its last argument; checked by ``tf_keras_composite``)."""
+    return bool(c.args) and c.args[-1].name == "mask"
+
+
 def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_form: str, loop: bool):
     """``(function_def, library, mask)`` of a tf-keras ``standard_<what>`` composite whose signature fits:
     ``mask`` the index of its mask argument, or None.
@@ -103,7 +108,8 @@ def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_for
 def fuse_tf_keras_saved_lstm(c):
     # the loop form or the fused op (a stateful layer's states are read from variables)
     h0, c0 = c.args[1:3] if len(c.args) >= 3 else (None, None)
-    loop = h0 is not None and traced_form(c.rnn_forms, "LSTM", h0.variable or c0.variable) == "loop"
+    loop = h0 is not None and traced_form(c.rnn_forms, "LSTM", h0.variable or c0.variable, _masked(c),
+                                           "tf_keras") == "loop"
     fdef, library, mask = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, "the fused op", loop)
     return _fuse_keras_lstm(c, fdef, library, indy=False, mask=mask, loop=loop)
 
@@ -323,7 +329,7 @@ GRU_ARG_NAMES = ("inputs", "init_h", "kernel", "recurrent_kernel", "bias")
 @fusion("gru_*")
 def fuse_tf_keras_saved_gru(c):
     # the loop form takes any batch (and a mask); a stateful layer's state is read from a variable
-    loop = len(c.args) > 1 and traced_form(c.rnn_forms, "GRU", c.args[1].variable) == "loop"
+    loop = len(c.args) > 1 and traced_form(c.rnn_forms, "GRU", c.args[1].variable, _masked(c)) == "loop"
     fdef, library, mask = tf_keras_composite(c, "GRU", GRU_ARG_NAMES, 4, "the unrolled GRU", loop)
     x, h0, k, rk, b = c.args[:5]
     if x.rank != 3 or x.shape[2] is None:
