@@ -74,16 +74,18 @@ def convert(flavour: str, name: str, threads: list[int], silence: bool):
             inputs[0] if len(inputs) == 1 else inputs, training=False))]
         datas = {form: fuselite.Converter.from_keras_model(model, rnn_form=form).convert()
                  for form in FORMS}
-        if flavour == "tf_keras":
-            datas["tf"] = official_keras(model, k)
-            datas["tf_while"] = convert_tf(model, route="concrete")[0]
-        else:
-            datas["tf"] = convert_tf(model, route="concrete")[0]
         auto = {}
         for n in threads:
             conv = fuselite.Converter.from_keras_model(model, rnn_form="auto", threads=n)
             conv.convert()
             auto[n] = conv.report.recurrent["auto"]["chosen"]
+        # the official converter last: its from_keras_model leaves a tf-keras model that fuselite can no longer
+        # trace layer by layer in the same process ("Function composite has _implements=func ...")
+        if flavour == "tf_keras":
+            datas["tf"] = official_keras(model, k)
+            datas["tf_while"] = convert_tf(model, route="concrete")[0]
+        else:
+            datas["tf"] = convert_tf(model, route="concrete")[0]
     datas["tf_twin"] = bytes(bytearray(datas["tf"]))
     return datas, inputs, [t.name for t in model.inputs], reference, auto
 

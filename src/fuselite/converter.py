@@ -312,7 +312,7 @@ def _version() -> str:
 
 TARGETS = ("litert", "micro")
 BIDIRECTIONAL_FORMS = ("split", "fused")
-AUTO_SECONDS = 1.0  # rnn_form="auto": seconds of interleaved invokes timing the forms
+AUTO_SECONDS = 2.0  # rnn_form="auto": seconds of interleaved invokes timing the forms
 AUTO_BURST = 10  # invokes of one form in a row (each form timed with its own weights in the caches)
 
 
