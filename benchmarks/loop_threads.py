@@ -11,7 +11,10 @@ default delegate) and on LiteRT's builtin kernels alone:
   constant, which XNNPACK leaves to the builtin kernel);
 * ``fc_chain``: T of those FULLY_CONNECTEDs one after another, no loop;
 * ``fc_once``: one, for the cost of a single op;
-* ``fused_lstm``: LiteRT's sequence op (``UNIDIRECTIONAL_SEQUENCE_LSTM``) over the same T steps.
+* ``fused_lstm``: LiteRT's sequence op (``UNIDIRECTIONAL_SEQUENCE_LSTM``) over the same T steps;
+
+and, apart, what LiteRT does when an app leaves ``num_threads`` unset: a large FULLY_CONNECTED timed with it
+unset, 1 and 2, and the threads the process has before and after.
 
 Per step: (model − ``fc_once``'s fixed cost) / T is not exact, so the table gives each model's µs and µs per
 step (the whole / T); the differences between rows say where the time goes. Example::
@@ -99,6 +102,34 @@ def build() -> dict[str, bytes]:
     return out
 
 
+def unset_threads(data: bytes, seconds: float) -> list[str]:
+    """What LiteRT does when ``num_threads`` is left unset: rows of (setting, OS threads of the process before and
+    after the interpreter ran, median µs) for a FULLY_CONNECTED large enough that threads pay off."""
+    from ai_edge_litert.interpreter import Interpreter
+    from measure import interleaved_latency, quiet
+
+    x = np.ones((64, 2048), np.float32)
+    rows = []
+    for label, options in (("unset", {}), ("1", {"num_threads": 1}), ("2", {"num_threads": 2})):
+        before = len(os.listdir("/proc/self/task"))
+        with quiet(True):
+            it = Interpreter(model_content=data, **options)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        (us,) = interleaved_latency([it], seconds, min_iters=20)
+        rows.append(f"| {label} | {before} → {len(os.listdir('/proc/self/task'))} | {us:.0f} |")
+        del it
+    return rows
+
+
+def big_fc() -> bytes:
+    import tensorflow as tf
+
+    w = np.random.default_rng(0).standard_normal((2048, 2048)).astype(np.float32)
+    f = tf.function(lambda x: tf.matmul(x, w), input_signature=[tf.TensorSpec([64, 2048], tf.float32)])
+    return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
+
+
 def inputs_of(name: str) -> list[np.ndarray]:
     shape = (1, STEPS, UNITS) if name == "fused_lstm" else (1, UNITS)
     return [np.random.default_rng(1).standard_normal(shape).astype(np.float32)]
@@ -129,7 +160,8 @@ def time_all(datas: dict[str, bytes], threads: list[int], seconds: float, blocks
     return results
 
 
-def report(results: dict, threads: list[int], how: str, machine: str, versions: str, started, took: float) -> str:
+def report(results: dict, threads: list[int], how: str, machine: str, versions: str, started, took: float,
+           unset: list[str]) -> str:
     rows = []
     for kernels in ("XNNPACK", "builtin"):
         for name in MODELS:
@@ -151,6 +183,15 @@ def report(results: dict, threads: list[int], how: str, machine: str, versions: 
         f"| kernels | model | µs at {n} threads | µs per step | × last / first |",
         "|---|---|---|---|---|",
         *rows,
+        "",
+        "## `num_threads` left unset",
+        "",
+        "A [64, 2048] × [2048, 2048] FULLY_CONNECTED (XNNPACK) with `Interpreter(num_threads=...)`: the OS threads "
+        "of the process before the interpreter was made and after it ran, and its median latency.",
+        "",
+        "| num_threads | OS threads | µs |",
+        "|---|---|---|",
+        *unset,
     ]) + "\n"
 
 
@@ -170,7 +211,7 @@ def main(argv=None) -> int:
         from importlib.metadata import version
 
         folder = Path(args.time)
-        datas = {name: (folder / f"{name}.tflite").read_bytes() for name in MODELS}
+        datas = {name: (folder / f"{name}.tflite").read_bytes() for name in (*MODELS, "big_fc")}
         built = json.loads((folder / "index.json").read_text())["converted"]
         versions = f"LiteRT (ai-edge-litert) {version('ai-edge-litert')}; the files converted with {built}"
     else:
@@ -179,7 +220,7 @@ def main(argv=None) -> int:
         from report import versions as versions_of
 
         with quiet(True):
-            datas = build()
+            datas = {**build(), "big_fc": big_fc()}
         versions = f"{versions_of()}; fuselite sources at {fuselite_revision()}"
         if args.export:
             folder = Path(args.export)
@@ -190,9 +231,11 @@ def main(argv=None) -> int:
             print(f"wrote {len(datas)} models to {folder}; time them with: python benchmarks/loop_threads.py "
                   f"--time {folder}", file=sys.stderr)
             return 0
+    fc = datas.pop("big_fc")
     results = time_all(datas, args.threads, args.latency_seconds, args.latency_blocks)
+    unset = unset_threads(fc, 1.0)
     emit(report(results, args.threads, command_line(), machine_description(), versions, started,
-                time.perf_counter() - t0), args.out)
+                time.perf_counter() - t0, unset), args.out)
     return 0
 
 
