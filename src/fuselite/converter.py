@@ -215,10 +215,9 @@ class Converter:
 
     def _fastest_form(self, mode, keep_float) -> bytes:
         """rnn_form="auto": each form converted, timed on this machine's LiteRT at ``threads`` (interleaved, in
-        ``AUTO_BLOCKS`` blocks of fresh interpreters), and the one whose slowest block is fastest kept: at more
-        threads than the machine has idle cores a loop's time moves by a third between blocks, the fused op's
-        does not, and a form that is fast only sometimes is not kept. The report gives the times. Forms that
-        come out as the same model are timed once."""
+        ``AUTO_BLOCKS`` blocks of fresh interpreters, as benchmarks/rnn_forms.py times them), and the one with
+        the lowest median of the block medians kept; the report gives those and each form's slowest block. Forms
+        that come out as the same model are timed once."""
         from fuselite.verify import bench
 
         report, models = self.report, {}
@@ -236,7 +235,7 @@ class Converter:
                             num_threads=self.threads, burst=AUTO_BURST) for _ in range(AUTO_BLOCKS)]
             times = {form: statistics.median(b[n]["median_us"] for b in blocks) for n, form in enumerate(models)}
             worst = {form: max(b[n]["median_us"] for b in blocks) for n, form in enumerate(models)}
-            chosen = min(worst, key=worst.get)
+            chosen = min(times, key=times.get)
         data, self.report, self.module = models[chosen]
         self.report.warnings[:0] = report.warnings
         self.report.recurrent["auto"] = {"chosen": chosen, "threads": self.threads, "median_us": times,
@@ -321,7 +320,7 @@ TARGETS = ("litert", "micro")
 BIDIRECTIONAL_FORMS = ("split", "fused")
 AUTO_SECONDS = 2.0  # rnn_form="auto": seconds of interleaved invokes timing the forms
 AUTO_BURST = 10  # invokes of one form in a row (each form timed with its own weights in the caches)
-AUTO_BLOCKS = 4  # blocks of fresh interpreters; the form whose slowest block is fastest is kept
+AUTO_BLOCKS = 4  # blocks of fresh interpreters; the form with the lowest median of the block medians is kept
 
 
 def _check_sources_dir(directory) -> None:
