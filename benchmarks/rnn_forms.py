@@ -78,7 +78,9 @@ def convert(flavour: str, name: str, threads: list[int], silence: bool):
         for n in threads:
             conv = fuselite.Converter.from_keras_model(model, rnn_form="auto", threads=n)
             conv.convert()
-            auto[n] = conv.report.recurrent["auto"]["chosen"]
+            chosen = conv.report.recurrent["auto"]
+            timed = " / ".join(f"{f} {us:.0f}" for f, us in (chosen["median_us"] or {}).items())
+            auto[n] = f"{chosen['chosen']}|{timed}"  # the form kept, and the µs auto measured for each
         # the official converter last: its from_keras_model leaves a tf-keras model that fuselite can no longer
         # trace layer by layer in the same process ("Function composite has _implements=func ...")
         if flavour == "tf_keras":
@@ -145,8 +147,9 @@ def row(flavour: str, name: str, m: dict, default: str, auto: str) -> str:
     mark = {f: " **(default)**" if f == default else "" for f in FORMS}
     errs = " / ".join(f"{m['errors'][s]:.1e}" for s in FORMS) if m["errors"] else "—"
     size = " / ".join(f"{sizes[f] / sizes['tf']:.2f}" for f in FORMS)
-    auto_vs_best = (f"{auto} ({statistics.median(ratios[auto]) / statistics.median(ratios[best]):.2f}× best)"
-                    if auto in FORMS else auto)
+    auto, _, timed = auto.partition("|")
+    auto_vs_best = (f"{auto} ({statistics.median(ratios[auto]) / statistics.median(ratios[best]):.2f}× best"
+                    f"{'; timed ' + timed + ' µs' if timed else ''})" if auto in FORMS else auto)
     tf_while = _ratio(ratios["tf_while"]) if "tf_while" in ratios else "—"
     return (f"| {flavour} | {name} | {m['official']} | "
             f"{' / '.join(f'{us[s]:.1f}' for s in (*FORMS, 'tf'))} | "
@@ -176,7 +179,7 @@ def report(tables: dict[int, list[str]], started, seconds: float, settings, how:
         "(its `from_keras_model` fails on Keras 3 RNNs; WHILE loops); *TF WHILE*: tf-keras through the concrete "
         "function too. *default*: the form `rnn_form=\"default\"` gives the family at that thread count "
         "(**(default)**); *auto*: the form `rnn_form=\"auto\", threads=N` kept (timed at conversion, on the "
-        "converting machine), and its time over the best form's here. LiteRT `num_threads=N`, the models (with a "
+        "converting machine), its time over the best form's here, and the times auto measured for each form. LiteRT `num_threads=N`, the models (with a "
         f"second instance of TF's, *A/A*) interleaved in fresh interpreters, {settings.burst} invoke(s) of one "
         f"before the next, {settings.latency_blocks} blocks; ratios to TF per block, median (range).",
     ]
