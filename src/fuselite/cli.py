@@ -368,8 +368,9 @@ def main(argv=None) -> int:
     c.add_argument("--rnn-form", choices=list(RNN_FORMS), default="default",
                    help="LSTM / SimpleRNN / GRU: fused (LiteRT's sequence op), unrolled (builtins step by step), loop "
                         "(a WHILE over the steps, no TensorLists), auto (each timed on this machine at --threads, the "
-                        "fastest kept); default for float models: the loop at 1 thread, LSTM and SimpleRNN fused at 2 "
-                        "or more; the fused ops for integer quantization and TFLite Micro (docs/rnn.md#forms)")
+                        "fastest kept); default for float models: the loop at 1 and 2 threads (tf-keras LSTMs fused "
+                        "at 2), LSTM and SimpleRNN fused at 3 or more; the fused ops for integer quantization and "
+                        "TFLite Micro (docs/rnn.md#forms)")
     c.add_argument("--threads", type=_threads, default=1, metavar="N",
                    help="the LiteRT num_threads the model will run with: the recurrent forms are chosen for it "
                         "(default 1, what LiteRT uses when an app leaves num_threads unset)")

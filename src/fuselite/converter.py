@@ -120,8 +120,9 @@ class Converter:
         ``rnn_form="fused" | "unrolled" | "loop" | "auto"`` (the form of LSTM, SimpleRNN and GRU layers:
         LiteRT's sequence op, builtins step by step, or a WHILE loop over the steps without TensorLists;
         "auto" converts each, times them on this machine's LiteRT at ``threads`` and keeps the fastest;
-        default: for float models the loop at one thread, LSTM and SimpleRNN fused at two or more; the fused
-        ops for integer quantization and TFLite Micro, docs/rnn.md#forms), ``threads=N`` (the LiteRT
+        default: for float models the loop at one and two threads (tf-keras LSTMs fused at two), LSTM and
+        SimpleRNN fused at three or more; the fused ops for integer quantization and TFLite Micro,
+        docs/rnn.md#thread-count), ``threads=N`` (the LiteRT
         ``num_threads`` the model will run with, default 1: what LiteRT uses when an app leaves it unset).
         """
         require_tensorflow()

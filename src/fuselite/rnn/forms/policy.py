@@ -21,7 +21,7 @@ from fuselite.fusion.composite import FusionDeclined
 # ``int(num_threads or 1)``, and an unset interpreter runs a large FULLY_CONNECTED at the same speed as
 # ``num_threads=1`` with no thread started (2 threads start one and take half the time); the C++ builder's -1 is
 # one thread for XNNPACK (a thread pool only above 1) and for the CPU backend (cpu_backend_context.cc,
-# kDefaultNumThreadpoolThreads = 1). docs/rnn.md#threads.
+# kDefaultNumThreadpoolThreads = 1). docs/rnn.md#thread-count.
 DEFAULT_THREADS = 1
 
 # The form of each family when the conversion does not choose one (rnn_form="default"), by the thread count the
@@ -36,7 +36,8 @@ DEFAULT_THREADS = 1
 #   without a loop slow down 1.3-1.5x at 2 threads here; the WHILE kernel's own per-step work, 0.3 us, does not
 #   move), while the fused ops' kernels run on one thread at any count. Against the official converter's WHILE
 #   (which pays the same dispatches) the loop stays ahead (0.73-0.80x here, 0.77x on a 16-core Xeon); against its
-#   fused op it does not everywhere (up to 1.9x on the Xeon), and the fused op is slower than a WHILE here (1.05x).
+#   fused op it does not everywhere (up to 1.9x on the Xeon), and the fused op is not always ahead of a WHILE here
+#   (1.00-1.05x for a Keras 3 last-step LSTM).
 # * Three threads or more: the fused ops for LSTM and SimpleRNN (fastest of all forms at 4 threads on the Xeon,
 #   0.28-0.56x the official model), a GRU (no LiteRT op) in the loop, still ahead of the official WHILE (0.70x).
 # Quantized conversions and TFLite Micro keep the fused ops at any thread count: LiteRT's hybrid sequence kernels
@@ -126,7 +127,8 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
     number of steps, a stateful layer), with the reason kept. Where the form needs a static batch, the
     conversion is run again at one (``NeedsStaticBatch``), in the same form. A masked
     layer takes the form under "masked" (the loop, or the unrolled form: the fused ops have no mask), and falls
-    back to the unrolled form. ``key``: the entry of ``c.rnn_forms`` to read where it has one (default: ``kind``)."""
+    back to the unrolled form. ``key``: the entry of ``c.rnn_forms`` to read where it has one (default: ``kind``,
+    or "tf_keras.<kind>" for a tf-keras layer where ``c.rnn_forms`` has one)."""
     a = c.attrs
     key = "stateful" if a.get("state_variables") else key if key in c.rnn_forms else \
         form_key(c.rnn_forms, kind, a.get("flavour"))
