@@ -312,6 +312,21 @@ def test_keras3_saved_model_lstm_is_fused(tmp_path, variant, form):
     assert all(r["status"] == "fused" for r in conv.report.composites)
 
 
+def test_keras3_saved_model_lstm_loops_follow_the_thread_count(tmp_path):
+    """A recognised Keras 3 LSTM loop takes the default form of the thread count, as an in-memory layer: the
+    loop at two threads (the official converter writes a WHILE for it), the fused op at three."""
+    k = keras_flavour("keras3")
+    model = _model(k, K3_SAVED["sequences"])
+    x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
+    for threads, form in ((2, "loop"), (3, "fused")):
+        conv, data = _export_and_convert(model, tmp_path / str(threads), threads=threads)
+        loops = [r for r in conv.report.composites if r["interface"] == "Keras LSTM loop (recognised)"]
+        assert [r["form"] for r in loops] == [form], loops
+        first, second = invoke_twice(data, [x], num_threads=threads)
+        np.testing.assert_array_equal(first[0], second[0])
+        np.testing.assert_allclose(first[0], model(x), atol=TOL)
+
+
 def test_keras3_saved_model_lstm_with_batch_size(tmp_path):
     model = _model(keras_flavour("keras3"), K3_SAVED["sequences"])
     conv, data = _export_and_convert(model, tmp_path, batch_size=3)

@@ -248,7 +248,6 @@ def test_thread_count_leaves_quantized_and_micro_forms_alone():
         assert rnn_forms("default", True, threads=threads) == {**QUANTIZED_FORMS, "stateful": "fused",
                                                                "masked": "unrolled"}
         assert rnn_forms("loop", False, threads=threads)["LSTM"] == "loop"
-    assert default_forms(1) == DEFAULT_FORMS
     model = _model(keras_flavour("keras3"), LAYERS["lstm_last"][1])
     conv = fuselite.Converter.from_keras_model(model, target="micro", threads=4)
     conv.convert()

@@ -65,6 +65,7 @@ def _fuselite(src: str) -> tuple[bytes | None, str | None, float]:
         strict_fusion = verify_ir = False
         print_after, rules = (), []
         target, micro_sources, bidirectional, rnn_form = "litert", None, "split", "default"
+        threads = 1
 
     t0 = time.perf_counter()
     try:

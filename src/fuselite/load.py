@@ -48,7 +48,7 @@ def converter_options(args) -> dict:
     return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
             "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources,
             "bidirectional": args.bidirectional, "rnn_form": args.rnn_form,
-            "threads": getattr(args, "threads", 1), "fusions": rule_modules(args.rules or [])}
+            "threads": args.threads, "fusions": rule_modules(args.rules or [])}
 
 
 def rule_modules(modules: list[str]) -> list:
