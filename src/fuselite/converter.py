@@ -216,9 +216,11 @@ class Converter:
 
     def _fastest_form(self, mode, keep_float) -> bytes:
         """rnn_form="auto": each form converted, timed on this machine's LiteRT at ``threads`` (interleaved, in
-        ``AUTO_BLOCKS`` blocks of fresh interpreters, as benchmarks/rnn_forms.py times them), and the one with
-        the lowest median of the block medians kept; the report gives those and each form's slowest block. Forms
-        that come out as the same model are timed once."""
+        ``AUTO_BLOCKS`` blocks of fresh interpreters, as benchmarks/rnn_forms.py times them), and the one whose
+        time over the first form's, block by block (a paired ratio: what slows a whole block down cancels), has
+        the lowest median is kept. Where the two fastest are within ``AUTO_MARGIN`` of each other, as many blocks
+        again are timed before choosing. The report gives each form's median of the block medians and its
+        slowest block. Forms that come out as the same model are timed once."""
         from fuselite.verify import bench
 
         report, models = self.report, {}
@@ -228,24 +230,36 @@ class Converter:
             data = self._run_with_batch(mode, keep_float, form)
             if all(data != other[0] for other in models.values()):
                 models[form] = (data, self.report, self.module)
-        times = None
+        times = worst = None
+        blocks: list[list[dict]] = []
         if len(models) == 1:
             chosen = "fused"  # no layer has another form
         else:
-            blocks = [bench([m[0] for m in models.values()], seconds=AUTO_SECONDS / AUTO_BLOCKS,
-                            num_threads=self.threads, burst=AUTO_BURST) for _ in range(AUTO_BLOCKS)]
+            def block():
+                return bench([m[0] for m in models.values()], seconds=AUTO_SECONDS / AUTO_BLOCKS,
+                             num_threads=self.threads, burst=AUTO_BURST)
+
+            blocks = [block() for _ in range(AUTO_BLOCKS)]
+            ranked = _paired_ranking(list(models), blocks)
+            if len(ranked) > 1 and ranked[1][1] / ranked[0][1] < 1 + AUTO_MARGIN:
+                blocks += [block() for _ in range(AUTO_BLOCKS)]  # too close to call on this many
+                ranked = _paired_ranking(list(models), blocks)
+            chosen = ranked[0][0]
+            ratios = dict(ranked)
             times = {form: statistics.median(b[n]["median_us"] for b in blocks) for n, form in enumerate(models)}
             worst = {form: max(b[n]["median_us"] for b in blocks) for n, form in enumerate(models)}
-            chosen = min(times, key=times.get)
         data, self.report, self.module = models[chosen]
         self.report.warnings[:0] = report.warnings
         self.report.recurrent["auto"] = {"chosen": chosen, "threads": self.threads, "median_us": times,
-                                         "slowest_block_us": None if times is None else worst}
+                                         "slowest_block_us": worst, "blocks": len(blocks),
+                                         "paired_ratio": None if times is None else {f: ratios[f] for f in times}}
         if times is not None:
-            measured = ", ".join(f"{form} {us:.1f} us ({worst[form]:.1f})" for form, us in times.items())
+            first = next(iter(models))
+            measured = ", ".join(f"{form} {us:.1f} us ({worst[form]:.1f}) {ratios[form]:.3f}×"
+                                 for form, us in times.items())
             self.report.warn(f"rnn_form='auto': the {chosen} form is the fastest here ({measured} per invoke: "
-                             f"median of {AUTO_BLOCKS} blocks (slowest block); LiteRT, {self.threads} "
-                             f"thread{'s' if self.threads > 1 else ''})")
+                             f"median of {len(blocks)} blocks (slowest block), time over the {first} form's "
+                             f"in the same block; LiteRT, {self.threads} thread{'s' if self.threads > 1 else ''})")
         return data
 
     def _run_with_batch(self, mode, keep_float, rnn_form: str) -> bytes:
@@ -321,7 +335,16 @@ TARGETS = ("litert", "micro")
 BIDIRECTIONAL_FORMS = ("split", "fused")
 AUTO_SECONDS = 2.0  # rnn_form="auto": seconds of interleaved invokes timing the forms
 AUTO_BURST = 10  # invokes of one form in a row (each form timed with its own weights in the caches)
-AUTO_BLOCKS = 4  # blocks of fresh interpreters; the form with the lowest median of the block medians is kept
+AUTO_BLOCKS = 4  # blocks of fresh interpreters; the form with the lowest median paired ratio is kept
+AUTO_MARGIN = 0.05  # the two fastest forms closer than this: as many blocks again before choosing
+
+
+def _paired_ranking(forms: list[str], blocks: list[list[dict]]) -> list[tuple[str, float]]:
+    """The forms, fastest first, each with the median over the blocks of its time over the first form's in the
+    same block (the forms of one block were timed interleaved, under the same load)."""
+    ratios = {form: statistics.median(b[n]["median_us"] / b[0]["median_us"] for b in blocks)
+              for n, form in enumerate(forms)}
+    return sorted(ratios.items(), key=lambda item: item[1])
 
 
 def _check_sources_dir(directory) -> None:
