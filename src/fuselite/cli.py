@@ -49,8 +49,17 @@ class UsageError(Exception):
 
 
 def _check_usage(args) -> None:
-    if args.calibration_data and args.quantize not in ("int8", "int16x8"):
-        raise UsageError("--calibration-data is for --quantize int8 or int16x8")
+    ethos_u = args.target == "ethos-u"
+    if args.calibration_data and args.quantize not in ("int8", "int16x8") and not ethos_u:
+        raise UsageError("--calibration-data is for --quantize int8 or int16x8 (or --target ethos-u)")
+    if ethos_u and args.quantize in ("float16", "dynamic"):
+        raise UsageError(f"--target ethos-u is full integer: --quantize int8 (its default) or int16x8, "
+                         f"not {args.quantize}")
+    if ethos_u and not args.calibration_data:
+        raise UsageError("--target ethos-u is full integer: it needs --calibration-data FILE.npz (the samples to "
+                         "calibrate on)")
+    if not ethos_u and (args.accelerator_config or args.vela_output):
+        raise UsageError("--accelerator-config and --vela-output are for --target ethos-u")
     if args.keep_float and not args.quantize:
         raise UsageError("--keep-float is for use with --quantize")
     if args.max_error is not None and args.quantize not in ("int8", "int16x8"):
@@ -72,6 +81,8 @@ def _apply_quantization(conv, args) -> None:
         conv.inference_input_type = args.inference_input_type
     if args.inference_output_type:
         conv.inference_output_type = args.inference_output_type
+    if args.calibration_data and not args.quantize:  # --target ethos-u: int8 by default
+        conv.representative_dataset = _calibration_samples(args.calibration_data)
     if not args.quantize:
         return
     conv.optimizations = ["DEFAULT"]
@@ -309,6 +320,7 @@ def cmd_demo(args) -> int:
 def main(argv=None) -> int:
     from fuselite import __version__
     from fuselite.rnn.forms.policy import RNN_FORMS
+    from fuselite.runtime.vela import ACCELERATORS, DEFAULT_ACCELERATOR
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="print only errors (and what --json asks for)")
@@ -356,9 +368,16 @@ def main(argv=None) -> int:
     c.add_argument("--no-check-fusions", action="store_true",
                    help="skip running each fusion against its composite's own TensorFlow body first (faster; "
                         "a wrong rule is then not caught at conversion)")
-    c.add_argument("--target", choices=["litert", "micro"], default="litert",
+    c.add_argument("--target", choices=["litert", "micro", "ethos-u"], default="litert",
                    help="micro: only ops and operand types TFLite Micro's kernels take (an op it cannot run is an "
-                        "error); default litert")
+                        "error); ethos-u: full integer (int8, or --quantize int16x8) with integer input and output, "
+                        "in forms an Arm Ethos-U NPU takes, compiled with Vela (needs ethos-u-vela; the report gives "
+                        "the NPU / CPU split); default litert")
+    c.add_argument("--accelerator-config", choices=list(ACCELERATORS), default=None, metavar="CONFIG",
+                   help=f"--target ethos-u: the NPU configuration, as Vela names it: {', '.join(ACCELERATORS)} "
+                        f"(default {DEFAULT_ACCELERATOR})")
+    c.add_argument("--vela-output", metavar="DIR",
+                   help="--target ethos-u: keep Vela's compiled model (NAME_vela.tflite) and its summary CSV in DIR")
     c.add_argument("--micro-sources", metavar="DIR",
                    help="also write the TFLite Micro op resolver (C++), the model as a C array and the tensor-arena "
                         "size measured with TFLite Micro's interpreter to DIR (needs tflite-micro)")

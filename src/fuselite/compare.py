@@ -66,6 +66,7 @@ def _fuselite(src: str) -> tuple[bytes | None, str | None, float]:
         print_after, rules = (), []
         target, micro_sources, bidirectional, rnn_form = "litert", None, "split", "default"
         threads = 1
+        accelerator_config = vela_output = None
 
     t0 = time.perf_counter()
     try:

@@ -53,7 +53,11 @@ class ConversionContext:
     bidirectional: str = "split"  # "split": two unidirectional ops; "fused": LiteRT's bidirectional op (float)
     rnn_form: str = "default"  # LSTM / SimpleRNN / GRU: "default" (per family), "fused", "unrolled" or "loop"
     threads: int = 1  # the LiteRT thread count the model will run with (the default forms depend on it)
-    target: str = "litert"  # "litert", or "micro": only ops, versions and types TFLite Micro's kernels take
+    target: str = "litert"  # "litert", "micro" (only ops, versions and types TFLite Micro's kernels take) or
+    # "ethos-u" (the micro target's forms, full integer, forms the NPU takes, compiled with Vela)
+    accelerator: str | None = None  # target="ethos-u": Vela's --accelerator-config
+    vela_output: Any = None  # target="ethos-u": where Vela's compiled model is kept (None: not kept)
+    output_name: str = "model"  # the name of the model's file (Vela's kept files are named after it)
     micro_sources: bool = False  # the firmware sources will be written (the model must run on TFLite Micro)
 
     # -- state handed from pass to pass ---------------------------------------------------
@@ -71,6 +75,12 @@ class ConversionContext:
     keras_int4: list = field(default_factory=list)  # frontend.keras_quantized.Int4Kernel of a Keras model
     error_samples: list[dict] = field(default_factory=list)  # calibration samples the error is measured on
     captured: dict[int, list] = field(default_factory=dict)  # value uid -> its values per calibration sample
+    micro_only: list[str] = field(default_factory=list)  # quantized ops only TFLite Micro runs (int16 LSTMs)
+
+    @property
+    def on_micro(self) -> bool:
+        """The model runs on TFLite Micro (target "micro", or "ethos-u": what Vela leaves to the CPU runs there)."""
+        return self.target in ("micro", "ethos-u")
 
     def record_frozen_variables(self) -> None:
         """Update the report's frozen variables from what the passes froze or read so far."""

@@ -25,11 +25,13 @@ from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
 from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, resolve_mode
+from fuselite.quantize.options import _name as option_name
 from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
 from fuselite.requirements import require_tensorflow
 from fuselite.rnn.forms.policy import DEFAULT_THREADS, RNN_FORMS
 from fuselite.runtime.micro import micro_available
+from fuselite.runtime.vela import ACCELERATORS, DEFAULT_ACCELERATOR, INSTALL, vela_available
 
 
 class UnknownOptionError(InputError, AttributeError):
@@ -52,13 +54,14 @@ class Converter:
     OPTIONS = ("batch_size", "rules", "strict_fusion", "check_fusions", "verify_ir", "print_after", "print_stream",
                "optimizations", "target_spec", "representative_dataset", "inference_input_type",
                "inference_output_type", "keep_float", "max_quantization_error", "target", "micro_sources", "bidirectional",
-               "rnn_form", "threads", "progress")
+               "rnn_form", "threads", "accelerator_config", "vela_output", "progress")
     _STATE = ("source", "report", "module")
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
                  fusions=None, strict_fusion: bool = False, verify_ir: bool | None = None,
                  print_after=(), print_stream=None, target: str = "litert", micro_sources=None,
-                 bidirectional: str = "split", rnn_form: str = "default", threads: int = DEFAULT_THREADS):
+                 bidirectional: str = "split", rnn_form: str = "default", threads: int = DEFAULT_THREADS,
+                 accelerator_config: str | None = None, vela_output=None):
         self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
         self._model_type = "TF_CONCRETE_FUNCTIONS"  # what CONVERSION_METADATA says the source was
@@ -88,12 +91,16 @@ class Converter:
         self.inference_output_type = None
         self.keep_float: list[str] = []  # ops that stay float when quantizing
         self.max_quantization_error = None  # full integer: keep the fewest layers wider to meet it (0.01 = 1%)
-        self.target = target  # "litert" or "micro" (TFLite Micro: only ops and types its kernels take)
+        self.target = target  # "litert", "micro" (TFLite Micro: only ops and types its kernels take) or "ethos-u"
+        self.accelerator_config = accelerator_config  # target="ethos-u": Vela's --accelerator-config (U55-128)
+        self.vela_output = vela_output  # target="ethos-u": a directory for Vela's compiled model and summary
         self.micro_sources = micro_sources  # a directory: write the op resolver, C array and arena size there
         self.bidirectional = bidirectional  # "split" (opens in every tool) or "fused" (LiteRT's bidirectional ops)
         self.rnn_form = rnn_form  # LSTM / SimpleRNN / GRU: "default", "fused", "unrolled", "loop" or "auto" (timed)
         self.threads = threads  # the LiteRT thread count the model will run with (the forms' policy, "auto")
         self.progress = None  # a callable given each pass's name as it starts (the CLI shows it on a terminal)
+        self._output_name = "model"  # the name Vela's kept files take (convert_to: the output file's)
+        self._settings = ()  # the quantization settings of the conversion under way (_quantization_settings)
 
     def __setattr__(self, key, value):
         if not key.startswith("_") and key not in self.OPTIONS and key not in self._STATE:
@@ -112,7 +119,10 @@ class Converter:
         ``print_after=["lower", ...]`` (print the IR after these passes to
         ``print_stream``, default stderr; ``fuselite pipeline`` lists the pass names),
         ``target="micro"`` (only ops, versions and operand types TFLite Micro's kernels take;
-        an op it cannot run is a conversion error; see docs/micro.md),
+        an op it cannot run is a conversion error; see docs/micro.md), ``target="ethos-u"`` (full integer,
+        int8 or 16x8, with integer input and output, in forms an Arm Ethos-U NPU takes; compiled with Vela, whose
+        NPU / CPU split and estimates are in the report; ``accelerator_config="ethos-u55-128"`` as Vela names
+        them, ``vela_output="dir"`` keeps the compiled model; see docs/ethos-u.md),
         ``micro_sources="dir"`` (write the TFLite Micro op resolver, the model as a C array and
         the measured tensor-arena size there), ``bidirectional="fused"`` (keep LiteRT's
         bidirectional LSTM / RNN ops, no faster on LiteRT, and TensorFlow's flatbuffer importer
@@ -178,6 +188,7 @@ class Converter:
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= 1024:
             raise InputError(f"threads is the LiteRT num_threads the model will run with, an integer from 1 to "
                              f"1024, got {self.threads!r}")
+        self._check_ethos_u()
         if self.bidirectional not in BIDIRECTIONAL_FORMS:
             raise InputError(f"bidirectional must be one of {', '.join(map(repr, BIDIRECTIONAL_FORMS))}, "
                              f"got {self.bidirectional!r}")
@@ -186,8 +197,8 @@ class Converter:
             if not micro_available():
                 raise InputError("micro_sources: the tensor arena is measured with TFLite Micro's interpreter, "
                                  "which is not installed (pip install 'fuselite[micro]')")
-        mode, notes = resolve_mode(self.optimizations, self.target_spec, self.representative_dataset,
-                                   self.inference_input_type, self.inference_output_type)
+        self._settings = self._quantization_settings()
+        mode, notes = resolve_mode(*self._settings)
         keep_float = tuple(KeepFloat(self.keep_float).entries)
         if keep_float and mode is None:
             raise QuantizationOptionError("keep_float names ops to keep float when quantizing, but no quantization "
@@ -262,6 +273,54 @@ class Converter:
                              f"in the same block; LiteRT, {self.threads} thread{'s' if self.threads > 1 else ''})")
         return data
 
+    def _accelerator(self) -> str | None:
+        return (self.accelerator_config or DEFAULT_ACCELERATOR) if self.target == "ethos-u" else None
+
+    def _check_ethos_u(self) -> None:
+        """The Ethos-U options: named configurations, given only with that target, and Vela installed."""
+        if self.target != "ethos-u":
+            given = [n for n in ("accelerator_config", "vela_output") if getattr(self, n) is not None]
+            if given:
+                raise InputError(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for target='ethos-u' "
+                                 f"(Arm's Vela compiler), not target={self.target!r}")
+            return
+        if self.accelerator_config is not None and self.accelerator_config not in ACCELERATORS:
+            raise InputError(f"accelerator_config must be one of Vela's configurations: {', '.join(ACCELERATORS)}; "
+                             f"got {self.accelerator_config!r}")
+        if self.vela_output is not None:
+            _check_sources_dir(self.vela_output)
+        if not vela_available():
+            raise InputError(f"target='ethos-u' compiles the model with Arm's Vela, which is not installed: {INSTALL}")
+
+    def _quantization_settings(self) -> tuple:
+        """(optimizations, target_spec, representative_dataset, input type, output type) as the conversion takes
+        them: as set, except that target="ethos-u" is full integer (int8 unless the 16x8 op set is asked for)
+        with integer input and output, which Vela needs."""
+        settings = [self.optimizations, self.target_spec, self.representative_dataset,
+                    self.inference_input_type, self.inference_output_type]
+        if self.target != "ethos-u":
+            return tuple(settings)
+        floats = [n for n in ("inference_input_type", "inference_output_type")
+                  if getattr(self, n) is not None and io_type(getattr(self, n)) == "float32"]
+        if floats:
+            raise QuantizationOptionError(f"target='ethos-u': {' and '.join(floats)} float32, but the NPU takes "
+                                          "integer tensors only (Vela compiles int8 and 16x8 models): leave "
+                                          "them unset (int8, or int16 with 16x8) or set int8")
+        spec = TargetSpec()
+        spec.supported_types, spec.supported_ops = list(self.target_spec.supported_types or []), \
+            list(self.target_spec.supported_ops or [])
+        ops = {option_name(o).upper() for o in spec.supported_ops}
+        if "float16" in {option_name(t).lower() for t in spec.supported_types}:
+            raise QuantizationOptionError("target='ethos-u': float16 weights run on no Ethos-U; it is full integer "
+                                          "(int8, or 16x8 with supported_ops=[...ACTIVATIONS_INT16_WEIGHTS_INT8])")
+        sixteen = "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8" in ops
+        if not sixteen and "TFLITE_BUILTINS_INT8" not in ops:
+            spec.supported_ops = ["TFLITE_BUILTINS_INT8"] + [o for o in spec.supported_ops
+                                                             if option_name(o).upper() != "TFLITE_BUILTINS"]
+        wide = "int16" if sixteen else "int8"
+        return (self.optimizations or ["DEFAULT"], spec, self.representative_dataset,
+                self.inference_input_type or wide, self.inference_output_type or wide)
+
     def _run_with_batch(self, mode, keep_float, rnn_form: str) -> bytes:
         try:
             return self._run(self.batch_size, mode, keep_float, rnn_form)
@@ -279,9 +338,8 @@ class Converter:
         # the integer settings are kept for every mode: a quantization-aware-trained model (FakeQuant ops) that
         # asked for optimizations becomes full integer, which the pipeline decides once it has imported it
         integer = {} if mode is None else {
-            "representative_dataset": self.representative_dataset, "integer_only": integer_only(self.target_spec),
-            "inference_input_type": io_type(self.inference_input_type),
-            "inference_output_type": io_type(self.inference_output_type),
+            "representative_dataset": self.representative_dataset, "integer_only": integer_only(self._settings[1]),
+            "inference_input_type": io_type(self._settings[3]), "inference_output_type": io_type(self._settings[4]),
             "max_quantization_error": None if self.max_quantization_error is None else float(self.max_quantization_error)}
         ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
                                 strict_fusion=self.strict_fusion, check_fusions=bool(self.check_fusions),
@@ -289,8 +347,11 @@ class Converter:
                                 print_after=self.print_after, print_stream=self.print_stream,
                                 quantization=mode, keep_float=keep_float, target=self.target,
                                 bidirectional=self.bidirectional, rnn_form=rnn_form, threads=self.threads,
+                                accelerator=self._accelerator(), vela_output=self.vela_output,
+                                output_name=self._output_name,
                                 provenance=Provenance(f"fuselite {_version()}", self._model_type, tuple(
                                     (k, str(v)) for k, v in (("target", self.target),
+                                                             ("accelerator_config", self._accelerator()),
                                                              ("bidirectional", self.bidirectional),
                                                              ("rnn_form", None if self.rnn_form == "default" else self.rnn_form),
                                                              ("threads", None if self.threads == DEFAULT_THREADS else self.threads),
@@ -304,7 +365,11 @@ class Converter:
 
     def convert_to(self, path) -> bytes:
         """Convert and write ``path`` atomically (nothing is written if conversion fails)."""
-        data = self._convert()
+        self._output_name = os.path.splitext(os.path.basename(os.fspath(path)))[0] or "model"
+        try:
+            data = self._convert()
+        finally:
+            self._output_name = "model"
         write_atomic(path, data)
         self._write_micro_sources(data, os.path.splitext(os.path.basename(os.fspath(path)))[0])
         return data
@@ -331,7 +396,7 @@ def _version() -> str:
         return "(not installed)"
 
 
-TARGETS = ("litert", "micro")
+TARGETS = ("litert", "micro", "ethos-u")
 BIDIRECTIONAL_FORMS = ("split", "fused")
 AUTO_SECONDS = 2.0  # rnn_form="auto": seconds of interleaved invokes timing the forms
 AUTO_BURST = 10  # invokes of one form in a row (each form timed with its own weights in the caches)

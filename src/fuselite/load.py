@@ -48,7 +48,8 @@ def converter_options(args) -> dict:
     return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
             "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources,
             "bidirectional": args.bidirectional, "rnn_form": args.rnn_form,
-            "threads": args.threads, "fusions": rule_modules(args.rules or [])}
+            "threads": args.threads, "accelerator_config": args.accelerator_config,
+            "vela_output": args.vela_output, "fusions": rule_modules(args.rules or [])}
 
 
 def rule_modules(modules: list[str]) -> list:

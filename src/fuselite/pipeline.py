@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import sys
 from collections import Counter
 from dataclasses import replace
@@ -30,6 +31,7 @@ from fuselite.passes.bidirectional import split_bidirectional
 from fuselite.passes.clone import snapshot_module
 from fuselite.passes.control_flow import specialize_loop_invariants
 from fuselite.passes.dce import dce
+from fuselite.passes.ethos_u_forms import reverse_as_split_concat
 from fuselite.passes.fold_tf import fold_tf
 from fuselite.passes.inline import inline_calls
 from fuselite.passes.manager import FixedPoint, Group, Pass, check_pipeline, run_pass, run_pipeline
@@ -43,16 +45,17 @@ from fuselite.passes.unroll_rnn import unroll_sequence_rnns
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
 from fuselite.quantize.fake_quant import FAKE_QUANT_OPS, absorb_fake_quants
-from fuselite.quantize.int8 import computes_16x8, quantize_int8
+from fuselite.quantize.int8 import LSTM_16X8, computes_16x8, quantize_int8
 from fuselite.quantize.options import QuantizationOptionError
 from fuselite.quantize.select import op_name
 from fuselite.rnn.forms.policy import forms_reason, rnn_forms
 from fuselite.rnn.sources.loops import fuse_lstm_loops
 from fuselite.runtime.calibrate import collect_ranges
-from fuselite.runtime.compare import quantization_error
+from fuselite.runtime.compare import micro_quantization_error, quantization_error
 from fuselite.runtime.kernel_errors import MissingKernelError
 from fuselite.runtime.micro import MicroUnavailable, run_on_micro
 from fuselite.runtime.prepare_check import litert_problem
+from fuselite.runtime.vela import VelaUnavailable, compile_with_vela
 
 
 def count_ops(module) -> dict[str, int]:
@@ -95,8 +98,8 @@ def settle_quantization_mode(module, ctx) -> int:
     if ctx.quantization in ("int8", "int16x8") and ctx.representative_dataset is None and not ctx.fake_quants:
         raise QuantizationOptionError(f"{ctx.quantization} quantization needs a representative_dataset (calibration "
                                       "data), or a quantization-aware-trained model (FakeQuant ops)")
-    if ctx.target == "micro" and ctx.quantization == "dynamic":
-        raise QuantizationOptionError("target='micro': TFLite Micro has no kernels for dynamic quantization "
+    if ctx.on_micro and ctx.quantization == "dynamic":
+        raise QuantizationOptionError(f"target={ctx.target!r}: TFLite Micro has no kernels for dynamic quantization "
                                       "(int8 weights with float activations); quantize to int8 or int16x8 with a "
                                       "representative_dataset, or not at all")
     return ctx.fake_quants
@@ -167,12 +170,12 @@ def _dynamic_batch(ctx) -> bool:
     """Whether fusion rules may leave an unknown batch dynamic: not for TFLite Micro (its FILL needs constant
     dims) nor for integer quantization (the integer LSTM's calibration replays a static state shape). The
     same conversions keep the fused LSTM by default (rnn/forms/policy.py, QUANTIZED_FORMS)."""
-    return ctx.target != "micro" and ctx.quantization not in ("int8", "int16x8")
+    return not ctx.on_micro and ctx.quantization not in ("int8", "int16x8")
 
 
 def _forms(ctx) -> dict:
     """The recurrent layers' forms for this conversion (rnn/forms/policy.py); the report says why."""
-    quantized = ctx.target == "micro" or ctx.quantization in QUANTIZED
+    quantized = ctx.on_micro or ctx.quantization in QUANTIZED
     ctx.report.recurrent = {"threads": ctx.threads, "target": ctx.target, "rnn_form": ctx.rnn_form,
                             "reason": forms_reason(ctx.rnn_form, quantized, ctx.threads, ctx.target)}
     return rnn_forms(ctx.rnn_form, quantized, ctx.bidirectional, ctx.threads)
@@ -238,7 +241,7 @@ def split_bidirectional_ops(module, ctx) -> int:
     kinds = sorted({op.kind for fn in module.functions.values() for op in fn.ops
                     if op.kind.startswith("BIDIRECTIONAL_SEQUENCE_")})
     if ctx.bidirectional == "fused":
-        why = "TFLite Micro has no bidirectional kernel" if ctx.target == "micro" else \
+        why = "TFLite Micro has no bidirectional kernel" if ctx.on_micro else \
             "LiteRT's bidirectional kernels have no integer form" if ctx.quantization in ("int8", "int16x8") else None
         if why is None or not kinds:
             return 0
@@ -284,16 +287,44 @@ def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], d
         return bool(op.attrs.get("_recurrent_cell")) or layer_of(op_name(op)) in promoted_
 
     keep = list(ctx.keep_float)
-    if ctx.target == "micro":  # integer in LiteRT, float only in TFLite Micro: float there
+    if ctx.on_micro:  # integer in LiteRT, float only in TFLite Micro: float there
         keep += [op_name(op) for fn in module.functions.values() for op in fn.ops if op.kind in MICRO_FLOAT_ONLY]
-    if promoted and not ctx.integer_only:
+    if promoted and not ctx.integer_only and not ctx.on_micro:  # (TFLite Micro has the 16x8 LSTM)
         keep += [op_name(op) for fn in module.functions.values() for op in fn.ops
                  if op.kind in NO_16X8 and layer_of(op_name(op)) in promoted_]
     records = quantize_int8(module, ctx.ranges, KeepFloat(keep), ctx.integer_only, ctx.inference_input_type,
                             ctx.inference_output_type, outputs, ctx.captured, wide=wide,
-                            narrow=lambda op: ctx.target == "micro" and op.kind in MICRO_INT8_ONLY,
-                            wide_inputs=ctx.quantization == "int16x8", fixed=ctx.fixed_params)
+                            narrow=lambda op: ctx.on_micro and op.kind in MICRO_INT8_ONLY,
+                            wide_inputs=ctx.quantization == "int16x8", fixed=ctx.fixed_params,
+                            int16_lstm=ctx.on_micro)
     return records, outputs
+
+
+def _micro_only(records: list[dict]) -> list[str]:
+    """The ops of a quantized model that LiteRT has no kernel for (LSTMs with int16 activations)."""
+    return [r["op"] for r in records if r.get("scheme") == LSTM_16X8]
+
+
+def _output_errors(ctx, model: bytes, micro: bool) -> tuple[int, list[dict]]:
+    """(samples, each output's error against the float model): on LiteRT, or with ``micro`` (a model only
+    TFLite Micro runs) on TFLite Micro's interpreter."""
+    if micro:
+        samples = ctx.error_samples or _drawn_samples(ctx.float_output)
+        return micro_quantization_error(ctx.float_output, model, samples)
+    n, outs, _ = quantization_error(ctx.float_output, model, ctx.error_samples or None)
+    return n, outs
+
+
+def _drawn_samples(reference: bytes) -> list[dict]:
+    """Inputs drawn as quantization_error draws them (a quantization-aware-trained model has no calibration
+    samples)."""
+    from fuselite.runtime import interpreter
+    from fuselite.runtime.compare import N_SAMPLES, _draw
+
+    rng = np.random.default_rng(0)
+    runner = interpreter(reference, allocate=False).get_signature_runner()
+    details = runner.get_input_details()
+    return [{name: _draw(d, rng) for name, d in details.items()} for _ in range(N_SAMPLES)]
 
 
 NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # integer, but no 16x8 kernel in LiteRT: wider means float
@@ -304,13 +335,14 @@ MICRO_INT8_ONLY = ("GATHER", "RESIZE_BILINEAR", "REDUCE_MAX", "REDUCE_MIN", "RSQ
 MICRO_FLOAT_ONLY = ("EXP", "LOG", "SQRT")
 
 
-def _candidate_layers(records: list[dict], integer_only: bool) -> list[str]:
-    """Layers with an op that could run wider: int8 and computing (16x8 exists), or an LSTM (float allowed)."""
+def _candidate_layers(records: list[dict], integer_only: bool, int16_lstm: bool = False) -> list[str]:
+    """Layers with an op that could run wider: int8 and computing (16x8 exists), or an LSTM (float allowed, or
+    ``int16_lstm``: the target has its 16x8 kernel)."""
     layers = []
     for r in records:
         if r["mode"] != "int8" or r["kind"] in ("READ_VARIABLE", "ASSIGN_VARIABLE"):
             continue
-        if r["kind"] in NO_16X8 and integer_only:
+        if r["kind"] in NO_16X8 and integer_only and not int16_lstm:
             continue
         if r["kind"] in NO_16X8 or computes_16x8(r["kind"]):
             layers.append(layer_of(r["op"]))
@@ -329,19 +361,20 @@ def quantize_full_int8(module, ctx) -> int:
 
     def measure(promoted: tuple[str, ...]) -> float:
         trial = snapshot_module(pristine)
-        _integer(trial, ctx, promoted)
-        _, outs, _ = quantization_error(ctx.float_output, _ordered_flatbuffer(trial), ctx.error_samples or None)
+        tried, _ = _integer(trial, ctx, promoted)
+        _, outs = _output_errors(ctx, _ordered_flatbuffer(trial), bool(_micro_only(tried)))
         return max(o["relative_error"] for o in outs)
 
     # the shares cost at most what the conversion so far did (a share is a whole quantization and run)
     spent = sum(ctx.report.stage_seconds.values())
-    plan = plan_layers(_candidate_layers(records, ctx.integer_only), measure, ctx.max_quantization_error,
+    plan = plan_layers(_candidate_layers(records, ctx.integer_only, ctx.on_micro), measure, ctx.max_quantization_error,
                        time_limit=max(spent, MIN_SHARE_SECONDS))
     if plan.promoted:
         module.functions.clear()
         module.functions.update(pristine.functions)
         records, outputs = _integer(module, ctx, tuple(plan.promoted))
     count = _record_quantization(ctx, ctx.quantization, records, outputs)
+    ctx.micro_only = _micro_only(records)
     floats = Counter(r["kind"] for r in records if r.get("no_integer_kernel"))
     if floats:
         ctx.report.warn(f"{sum(floats.values())} op(s) stay float, between DEQUANTIZE and QUANTIZE, as with "
@@ -364,9 +397,14 @@ def measure_quantization_error(module, ctx) -> None:
     """Run the float and the quantized model on LiteRT on the same inputs; record each output's error.
 
     Each quantized op's output is compared too where both files have it (same value,
-    float32, same shape): the error it carries, its own and what flows into it.
+    float32, same shape): the error it carries, its own and what flows into it. A model LiteRT cannot run (an
+    LSTM with int16 activations, for TFLite Micro) runs on TFLite Micro's interpreter, outputs only.
     """
     records = ctx.report.quantization["ops"]
+    if ctx.micro_only:
+        samples, outputs = _output_errors(ctx, ctx.output, micro=True)
+        ctx.report.quantization.update(samples=samples, outputs=outputs, runtime="TFLite Micro")
+        return
     twins = {ctx.float_names[uid]: ctx.tensor_names[uid] for uid in ctx.quantized_outputs.values()
              if uid in ctx.float_names and uid in ctx.tensor_names}
     samples, outputs, per_tensor = quantization_error(ctx.float_output, ctx.output, ctx.error_samples or None,
@@ -386,7 +424,13 @@ def _ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=Non
 
 def check_on_litert(module, ctx) -> None:
     """Prepare (and on zeros, invoke) the written model on stock LiteRT, with XNNPACK and on the builtin
-    kernels alone (users run both; XNNPACK takes some ops and checks less): what either rejects is an error."""
+    kernels alone (users run both; XNNPACK takes some ops and checks less): what either rejects is an error.
+    A model for TFLite Micro with an op only it has a kernel for is run there instead (the next stage)."""
+    if ctx.micro_only:
+        ctx.report.warn(f"not run on LiteRT: {len(ctx.micro_only)} LSTM(s) with int16 activations (16x8), a kernel "
+                        "TFLite Micro has and LiteRT has not (LiteRT's 16x8 models keep the 8x8->16 LSTM); run and "
+                        "measured on TFLite Micro's interpreter instead")
+        return
     for builtin in (False, True):
         try:
             problem = litert_problem(ctx.output, builtin=builtin, shapes=_sample_shapes(ctx))
@@ -436,7 +480,8 @@ def check_micro_target(module, ctx) -> None:
                                 "shapes written in the model; give the input a static shape (the batch may stay "
                                 "dynamic: it runs as 1)")
     if problems:
-        raise ConversionError(f"TFLite Micro cannot run this model (target='micro'): {len(problems)} problem(s):\n  "
+        raise ConversionError(f"TFLite Micro cannot run this model (target={ctx.target!r}): {len(problems)} "
+                              "problem(s):\n  "
                               + "\n  ".join(problems))
 
 
@@ -458,6 +503,20 @@ def run_on_tflite_micro(module, ctx) -> None:
     ctx.report.micro["ran"] = True
     if "arena_bytes" in result:
         ctx.report.micro["arena_bytes"] = result["arena_bytes"]
+
+
+def compile_for_ethos_u(module, ctx) -> None:
+    """target="ethos-u": compile the written model with Vela for the accelerator; the NPU / CPU split (each CPU
+    op with Vela's reason), its cycle and memory estimates into the report; with ``vela_output``, its compiled
+    model kept there."""
+    keep = None if ctx.vela_output is None else os.fspath(ctx.vela_output)
+    try:
+        result = compile_with_vela(ctx.output, ctx.accelerator, keep=keep, name=ctx.output_name)
+    except VelaUnavailable as e:
+        raise ConversionError(f"target='ethos-u': {e}") from None
+    if "error" in result:
+        raise ConversionError(f"target='ethos-u': {result['error']}")
+    ctx.report.ethos_u = result
 
 
 def _return_freed_memory() -> None:
@@ -546,7 +605,13 @@ PIPELINE = [
         Pass("int32-select-as-arithmetic", lambda m, ctx: int32_select_as_arithmetic(m),
              "an int32 SELECT_V2 becomes b + CAST(c) * (a - b)"),
         DCE,
-    ], "the forms of ops TFLite Micro has kernels for", when=lambda m, ctx: ctx.target == "micro"),
+    ], "the forms of ops TFLite Micro has kernels for", when=lambda m, ctx: ctx.on_micro),
+    Group("ethos-u-forms", [
+        Pass("reverse-as-split-concat", lambda m, ctx: reverse_as_split_concat(m),
+             "a REVERSE_V2 along a static axis becomes SPLIT + CONCATENATION in the reverse order (Vela maps "
+             "REVERSE_V2 to the NPU on the Ethos-U85 only)"),
+    ], "the forms of ops the Ethos-U55 / U65 NPU takes",
+        when=lambda m, ctx: ctx.target == "ethos-u" and not str(ctx.accelerator).startswith("ethos-u85")),
     Group("quantize", [
         Group("float16", [
             Pass("quantize-float16", quantize_float16_weights,
@@ -574,7 +639,7 @@ PIPELINE = [
     Group("micro-target", [
         Pass("check-micro-target", check_micro_target,
              "every op TFLite Micro has no kernel (or no such operand types) for, listed together, is an error"),
-    ], "the micro target's compatibility check", when=lambda m, ctx: ctx.target == "micro"),
+    ], "the micro target's compatibility check", when=lambda m, ctx: ctx.on_micro),
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
     Pass("check-on-litert", check_on_litert,
          "prepare the model on stock LiteRT and invoke it on zeros: an op or dtype its kernels reject is an error"),
@@ -582,7 +647,12 @@ PIPELINE = [
         Pass("run-on-tflite-micro", run_on_tflite_micro,
              "load and run the model on TFLite Micro's interpreter (a subprocess); for --micro-sources, measure "
              "its tensor arena"),
-    ], "run on TFLite Micro", when=lambda m, ctx: ctx.target == "micro" or ctx.micro_sources),
+    ], "run on TFLite Micro", when=lambda m, ctx: ctx.on_micro or ctx.micro_sources),
+    Group("ethos-u", [
+        Pass("compile-with-vela", compile_for_ethos_u,
+             "compile the model with Arm's Vela for the Ethos-U configuration (a subprocess): the NPU / CPU split "
+             "with Vela's reasons, cycle and SRAM estimates"),
+    ], "Arm's Vela compiler", when=lambda m, ctx: ctx.target == "ethos-u"),
     Group("quantization-error", [
         Pass("measure-quantization-error", measure_quantization_error,
              "run the float and the quantized model on LiteRT; report each output's error"),

@@ -29,6 +29,9 @@ class Report:
     # {"target", "runs": would the model run on TFLite Micro (static check), "problems": [...], "ran": it ran on
     # TFLM's interpreter, "arena_bytes": its tensor arena as measured there, "sources": the files written}
     micro: dict = field(default_factory=dict)
+    # target="ethos-u": Vela's compilation (fuselite.runtime.vela.compile_with_vela): {"accelerator", "ops",
+    # "npu_ops", "cpu_ops": [{"op", "tensor", "reason"}], "cycles", "inference_ms", "sram_kib", "compiled", ...}
+    ethos_u: dict = field(default_factory=dict)
     size_bytes: int = 0
     subgraphs: int = 0
 
@@ -97,9 +100,33 @@ class Report:
             lines += _quantization_lines(self.quantization)
         if self.micro:
             lines += _micro_lines(self.micro)
+        if self.ethos_u:
+            lines += ethos_u_lines(self.ethos_u)
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
+
+
+def ethos_u_lines(e: dict) -> list[str]:
+    """The Ethos-U section of the text report: the NPU / CPU split (each CPU op with Vela's reason) and
+    Vela's estimates."""
+    lines = [f"  Ethos-U ({e['accelerator']}, Vela): {e['npu_ops']} of {e['ops']} op(s) on the NPU"
+             + (f", {len(e['cpu_ops'])} on the CPU" if e["cpu_ops"] else " (all)")]
+    for c in e["cpu_ops"]:
+        lines.append(f"    CPU: {c['op']}" + (f" '{c['tensor']}'" if c.get("tensor") else "") + f": {c['reason']}")
+    estimates = []
+    if e.get("cycles") is not None:
+        estimates.append(f"{e['cycles']:,} cycles" + (f" ({e['inference_ms']:.3g} ms at {e['clock_mhz']:.0f} MHz)"
+                                                         if e.get("inference_ms") and e.get("clock_mhz") else ""))
+    if e.get("sram_kib") is not None:
+        estimates.append(f"SRAM {e['sram_kib']:.1f} KiB")
+    if e.get("dram_kib"):
+        estimates.append(f"DRAM {e['dram_kib']:.1f} KiB")
+    if estimates:
+        lines.append(f"    Vela's estimates ({e.get('system_config')}, {e.get('memory_mode')}): " + ", ".join(estimates))
+    if e.get("compiled"):
+        lines.append("    kept: " + ", ".join(e["compiled"]))
+    return lines
 
 
 def _micro_lines(m: dict) -> list[str]:
@@ -129,7 +156,7 @@ def _quantization_lines(q: dict) -> list[str]:
     if len(q.get("ops", [])) > _LISTED:
         lines.append(f"    ... and {len(q['ops']) - _LISTED} more (all in to_json())")
     for out in q.get("outputs", []):
-        lines.append(f"    error of output '{out['name']}' against the float model on LiteRT "
+        lines.append(f"    error of output '{out['name']}' against the float model on {q.get('runtime', 'LiteRT')} "
                      f"({q.get('samples', 0)} samples): max abs {out['max_abs_error']:.3g}, "
                      f"{100 * out['relative_error']:.3g}% of its range")
     layers = q.get("layers")

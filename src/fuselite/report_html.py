@@ -121,6 +121,18 @@ def _micro(m: dict) -> str:
     return f"<p><span class='bad'>would not run</span> on TFLite Micro:</p><ul>{items}</ul>"
 
 
+def _ethos_u(e: dict) -> str:
+    if not e:
+        return ""
+    rows = "".join(f"<tr><td>{escape(c['op'])}</td><td><code>{escape(c.get('tensor') or '')}</code></td>"
+                   f"<td>{escape(c['reason'])}</td></tr>" for c in e.get("cpu_ops", []))
+    table = f"<table><tr><th>CPU op</th><th>output</th><th>Vela's reason</th></tr>{rows}</table>" if rows else ""
+    cycles = f"; Vela's estimate {e['cycles']:,} cycles" if e.get("cycles") is not None else ""
+    sram = f", SRAM {e['sram_kib']:.1f} KiB" if e.get("sram_kib") is not None else ""
+    return (f"<h2>Ethos-U</h2><p>{escape(e['accelerator'])}: {e['npu_ops']} of {e['ops']} op(s) on the NPU"
+            f"{escape(cycles + sram)}.</p>{table}")
+
+
 def render_html(report: dict) -> str:
     """The page for a report's :meth:`~fuselite.report.Report.to_dict`."""
     composites = report.get("composites", [])
@@ -149,5 +161,6 @@ def render_html(report: dict) -> str:
 {_quantization(report.get('quantization', {}))}
 <h2>TFLite Micro</h2>
 {_micro(report.get('micro', {}))}
+{_ethos_u(report.get('ethos_u', {}))}
 </body></html>
 """

@@ -196,7 +196,9 @@ _RULES: dict[str, list] = {
     "TOPK_V2": [(_either(_INT16, _in(1, "int16"), _out(1, "int16")), 3), (_INT8, 2)],
     "DYNAMIC_UPDATE_SLICE": [(_INT16, 4), (_in(0, "float16"), 3), (_in(2, "int64"), 2)],
     "SPACE_TO_BATCH_ND": _SPACE_BATCH, "BATCH_TO_SPACE_ND": _SPACE_BATCH,
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": [(_attr("diagonal_recurrent_tensors"), 4),
+    # version 5: int16 activations, int8 weights (TFLite Micro's 16x8 kernel; LiteRT registers up to 4)
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": [(_both(_in(0, "int16"), _out(0, "int16")), 5),
+                                     (_attr("diagonal_recurrent_tensors"), 4),
                                      (_both(_hybrid(2), _asymmetric), 3), (_hybrid(2), 2)],
     "BIDIRECTIONAL_SEQUENCE_LSTM": _SEQUENCE_HYBRID, "UNIDIRECTIONAL_SEQUENCE_RNN": _SEQUENCE_HYBRID,
     "BIDIRECTIONAL_SEQUENCE_RNN": _SEQUENCE_HYBRID,

@@ -478,23 +478,32 @@ class _Int8Function:
                     self.fn.ops.insert(self.fn.ops.index(op), r)
                     op.inputs[i] = r.outputs[0]
 
-    def integer_lstm(self, op: Op, cell_peak: float) -> None:
+    def integer_lstm(self, op: Op, cell_peak: float, int16: bool = False) -> None:
         """The 8x8->16 integer LSTM: int8 input, weights (one scale each), output and output state;
         int32 gate biases at input scale x weight scale; int16 cell state at a power-of-two scale;
-        5 intermediates, the last with the output's parameters (the kernel quantizes h with them)."""
-        x = op.inputs[0] = self.int8_input(op.inputs[0], op)
+        5 intermediates, the last with the output's parameters (the kernel quantizes h with them).
+
+        ``int16``: the 16x8 LSTM of TFLite Micro's kernel (and Vela's): int16 input, output and output state
+        (symmetric, zero point 0), int64 gate biases, the rest as above. TFLM's kernel reads no intermediate
+        (its gates are Q3.12 in and Q0.15 out, fixed); Vela reads the last for h's parameters. LiteRT has no
+        such kernel (it registers the op up to version 4; this is version 5)."""
+        act = INT16 if int16 else INT8
+        x = op.inputs[0] = self.integer_input(op.inputs[0], op, act)
         lo, hi = self.ranges[op.outputs[0].uid] if op.outputs[0].uid in self.ranges else (-1.0, 1.0)
         margin = OUTPUT_MARGIN * (hi - lo)  # h = o * tanh(c) is in (-1, 1): room up to that, not beyond
-        out = activation_params(max(lo - margin, -1.0), min(hi + margin, 1.0))
+        lo, hi = max(lo - margin, -1.0), min(hi + margin, 1.0)
+        out = int16_params(lo, hi) if int16 else activation_params(lo, hi)
         for i in (*_LSTM_W, *_LSTM_R):
             q, quant = symmetric_int8(op.inputs[i].const, None)
             op.inputs[i] = self.fn.const(q, f"{op.inputs[i].name}_int8", quant=quant)
+        bias_type = np.int64 if int16 else np.int32
         for w, i in zip(_LSTM_W, _LSTM_B):
             scale = np.float64(x.quant.scale[0]) * np.float64(op.inputs[w].quant.scale[0])
-            op.inputs[i] = self.fn.const(int32_bias(op.inputs[i].const, scale), f"{op.inputs[i].name}_int32",
+            op.inputs[i] = self.fn.const(int32_bias(op.inputs[i].const, scale, bias_type),
+                                         f"{op.inputs[i].name}_{np.dtype(bias_type).name}",
                                          quant=Quantization((float(np.float32(scale)),), (0,)))
         k = cell_scale_log2(cell_peak)
-        for i, dtype, quant in ((18, INT8, out), (19, np.dtype(np.int16), Quantization((2.0 ** k,), (0,)))):
+        for i, dtype, quant in ((18, act, out), (19, np.dtype(np.int16), Quantization((2.0 ** k,), (0,)))):
             writer = op.inputs[i].producer  # FILL (zeros) or CAST (a copy of the initial value)
             if writer.kind == "FILL":
                 # The zero state, written afresh on every invoke: a QUANTIZE (to the same parameters) of a
@@ -509,16 +518,16 @@ class _Int8Function:
                         v.dtype, v.quant = dtype, quant
                     self.variables[shared_name(read.inputs[0])] = (dtype, quant)
                 else:  # an initial state computed in the graph
-                    source = self.integer_input(source, writer, INT8)
+                    source = self.integer_input(source, writer, act)
             # the kernel's state tensor (a variable tensor it updates in place), written by a copy
             state = self.fn.make_op("tfl.QUANTIZE", [source], [(dtype, source.shape)], name=f"{op.name}/state_{i}")
             state.outputs[0].quant = quant
             state.outputs[0].meta["is_variable"] = True
             self.fn.ops[self.fn.ops.index(writer)] = state
             self.fn.replace_uses(op.inputs[i], state.outputs[0])
-        op.attrs["_intermediates"] = [("float32", (0,), None)] * 4 + [("int8", (0,), out.as_dict())]
+        op.attrs["_intermediates"] = [("float32", (0,), None)] * 4 + [(act.name, (0,), out.as_dict())]
         op.attrs.pop("asymmetric_quantize_inputs", None)
-        op.outputs[0].dtype, op.outputs[0].quant = INT8, out
+        op.outputs[0].dtype, op.outputs[0].quant = act, out
 
     def bias(self, op: Op, kernel: IntegerKernel) -> None:
         x, w = op.inputs[kernel.input], op.inputs[kernel.weight[0]]
@@ -658,6 +667,8 @@ def lstm_cell_peak(op: Op, sequences: list[np.ndarray], carry: bool = False) -> 
     return peak
 
 
+LSTM_8X8 = "integer LSTM (8x8->16)"
+LSTM_16X8 = "integer LSTM (16x8: int16 activations, TFLite Micro's kernel)"
 OUTPUT_MARGIN = 0.1  # of the calibrated output range, each side: the output (and state) clips beyond it
 CELL_HEADROOM = 1.5  # inputs beyond the calibration data drive the cell further; int16 has bits to spare
 
@@ -674,7 +685,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                   outputs: dict[int, int] | None = None, captured: dict[int, list] | None = None,
                   wide: Callable[[Op], bool] = lambda op: False,
                   narrow: Callable[[Op], bool] = lambda op: False, wide_inputs: bool = False,
-                  fixed: dict[int, Quantization] | None = None) -> list[dict]:
+                  fixed: dict[int, Quantization] | None = None, int16_lstm: bool = False) -> list[dict]:
     """Make the signature functions integer; one report record per op (how, or why it stays float).
 
     ``ranges``: value uid -> calibrated (min, max). ``integer_only``: an op that stays float
@@ -684,6 +695,8 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     the ops whose outputs are int16 (16x8 kernels) where their kernel has that form; ``narrow``: ops
     that stay int8 all the same (the target runtime has no int16 form of them). ``fixed``: value uid -> the
     int8 parameters a FakeQuant op trained for it (quantization-aware training), used as they are.
+    ``int16_lstm``: the LSTMs among the ``wide`` ops take int16 activations (TFLite Micro's 16x8 kernel), not
+    the 8x8->16 form LiteRT has.
     """
     keep = keep or KeepFloat()
     records: list[dict] = []
@@ -739,12 +752,14 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                 if why is None:
                     try:
                         stateful = _variable_read(op.inputs[19]) is not None
-                        q.integer_lstm(op, lstm_cell_peak(op, captured[op.inputs[0].uid], carry=stateful))
+                        sixteen = int16_lstm and wide(op)
+                        q.integer_lstm(op, lstm_cell_peak(op, captured[op.inputs[0].uid], carry=stateful), sixteen)
                     except _NoRange as e:
                         why = str(e)
                     else:
-                        _add(records, outputs, op, record(fn, op, "int8", before, counter.after(op),
-                                                          scheme="integer LSTM (8x8->16)", scales=_scales(op)))
+                        _add(records, outputs, op, record(fn, op, "int16x8" if sixteen else "int8", before,
+                                                          counter.after(op), scales=_scales(op),
+                                                          scheme=LSTM_16X8 if sixteen else LSTM_8X8))
                         for read in filter(None, (_variable_read(op.inputs[i].producer.inputs[0]) for i in (18, 19))):
                             _add(records, outputs, read, record(fn, read, _mode_of(read), 0, 0, scales=_scales(read),
                                                                 scheme="integer variable (the LSTM's state)"))

@@ -91,6 +91,35 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
     return len(samples), outputs, per_tensor
 
 
+def micro_quantization_error(reference: bytes, model: bytes, samples: list[dict]) -> tuple[int, list[dict]]:
+    """As :func:`quantization_error` (outputs only), with ``model`` run on TFLite Micro's interpreter (for
+    models LiteRT has no kernels for: an LSTM with int16 activations) and ``reference`` on LiteRT; the two
+    models' inputs and outputs are matched by their order in the first subgraph."""
+    from fuselite.inspect import tensor_quantization
+    from fuselite.runtime import interpreter
+    from fuselite.runtime.micro import run_samples_on_micro
+
+    ref = interpreter(reference, allocate=False)
+    key = next(iter(ref.get_signature_list()))
+    runner = ref.get_signature_runner(key)
+    order = [d["index"] for d in ref.get_input_details()]  # subgraph input order, by tensor index
+    by_index = {d["index"]: name for name, d in runner.get_input_details().items()}
+    names = [by_index[i] for i in order]
+    outs = {d["index"]: name for name, d in runner.get_output_details().items()}
+    out_names = [outs[d["index"]] for d in ref.get_output_details()]
+    q_in, q_out = tensor_quantization(model)
+    fed = [[_to(q_in[k], sample[name]) for k, name in enumerate(names)] for sample in samples]
+    got = run_samples_on_micro(model, fed)
+    refs: dict[str, list] = {}
+    mine: dict[str, list] = {}
+    for sample, outputs in zip(samples, got):
+        for name, value in runner(**sample).items():
+            refs.setdefault(name, []).append(np.asarray(value, np.float64))
+        for k, value in enumerate(outputs):
+            mine.setdefault(out_names[k], []).append(_real(q_out[k], value))
+    return len(samples), [{"name": name, **_error(_flat(refs[name]), _flat(mine[name]))} for name in refs]
+
+
 def _tensor_pairs(ref_interp, q_interp, tensors: dict[str, str]) -> dict[str, tuple[int, dict]]:
     """Reference tensor name -> (its index, the details of its twin in the other model): a float32 tensor
     and its twin of the same shape, float32 or integer with one scale (compared as the reals it holds)."""

@@ -78,6 +78,58 @@ else:
     log.write(json.dumps({"arena": hi}) + "\n")
 log.close()
 """
+_SAMPLES_SCRIPT = r"""
+import sys
+import numpy as np
+from tflite_micro.python.tflite_micro import runtime
+
+data = open(sys.argv[1], "rb").read()
+feed = np.load(sys.argv[2])
+n_in, n_samples = int(feed["n_inputs"]), int(feed["n_samples"])
+interp = runtime.Interpreter.from_bytes(data, arena_size=max(10 * len(data), 1 << 22))
+outs = {}
+for s in range(n_samples):
+    for i in range(n_in):
+        interp.set_input(feed[f"s{s}_i{i}"], i)
+    interp.invoke()
+    o = 0
+    while True:
+        try:
+            outs[f"s{s}_o{o}"] = interp.get_output(o).copy()
+        except Exception:
+            break
+        o += 1
+np.savez(sys.argv[3], **outs)
+"""
+
+
+def run_samples_on_micro(model: bytes, samples: list[list]) -> list[list]:
+    """``model``'s outputs (in the subgraph's order, as TFLM returns them) for each sample (its inputs in the
+    subgraph's order, already in the input types), on TFLite Micro's interpreter in a subprocess, one invoke
+    per sample. Raises :class:`MicroUnavailable`, or RuntimeError with what TFLM said when it fails."""
+    import numpy as np
+
+    if not micro_available():
+        raise MicroUnavailable("TFLite Micro's Python interpreter is not installed (pip install 'fuselite[micro]')")
+    with tempfile.TemporaryDirectory(prefix="fuselite-micro-") as tmp:
+        path, feed, out = (os.path.join(tmp, f) for f in ("model.tflite", "in.npz", "out.npz"))
+        with open(path, "wb") as f:
+            f.write(model)
+        arrays = {f"s{s}_i{i}": np.asarray(x) for s, xs in enumerate(samples) for i, x in enumerate(xs)}
+        np.savez(feed, n_inputs=len(samples[0]) if samples else 0, n_samples=len(samples), **arrays)
+        try:
+            proc = subprocess.run([sys.executable, "-c", _SAMPLES_SCRIPT, path, feed, out], capture_output=True,
+                                  text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"TFLite Micro did not run the samples in {TIMEOUT_S} s") from None
+        if proc.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError("TFLite Micro could not run the model: " + (_said(proc.stdout + proc.stderr)
+                                                                          or f"exit code {proc.returncode}"))
+        got = np.load(out)
+        return [[got[f"s{s}_o{o}"] for o in range(sum(k.startswith(f"s{s}_o") for k in got.files))]
+                for s in range(len(samples))]
+
+
 _TOTAL = re.compile(r"Arena allocation total (\d+) bytes")
 
 

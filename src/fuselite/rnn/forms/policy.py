@@ -91,7 +91,8 @@ def forms_reason(rnn_form: str, quantized: bool, threads: int, target: str) -> s
     if rnn_form != "default":
         return f"rnn_form={rnn_form!r}" + (" (GRU unrolled: LiteRT has no GRU op)" if rnn_form == "fused" else "")
     if quantized:
-        why = "TFLite Micro" if target == "micro" else "a quantized conversion"
+        why = {"micro": "TFLite Micro", "ethos-u": "Ethos-U (Vela; TFLite Micro on its CPU)"}.get(
+            target, "a quantized conversion")
         return f"the defaults for {why} (LiteRT's and TFLite Micro's quantized sequence kernels), at any thread count"
     forms = default_forms(threads)
     which = ", ".join(f"{kind.replace('tf_keras.', 'tf-keras ')} {form}" for kind, form in forms.items())
