@@ -52,27 +52,32 @@ def convert(model, target: str, mode: str, calibration, accelerator: str | None 
     return conv, conv.convert()
 
 
-def tflm_error(data: bytes, tests, want) -> float:
-    """max |TFLM - Keras| over the held-out samples, over the range of Keras' outputs."""
-    from fuselite.inspect import tensor_quantization
-    from fuselite.runtime.compare import _real, _to
+def tflm_cell(data: bytes, tests, want) -> str:
+    """The error as a share of the range of Keras' outputs, and as an absolute."""
+    share, absolute = tflm_error(data, tests, want, absolute=True)
+    return f"{100 * share:.2f}% ({absolute:.2g})"
+
+
+def tflm_error(data: bytes, tests, want, absolute: bool = False):
+    """max |TFLM - Keras| over the held-out samples, over the range of Keras' outputs (and the max itself)."""
+    from fuselite.runtime.compare import real_output, tensor_quantization, to_input
     from fuselite.runtime.micro import run_samples_on_micro
 
     q_in, q_out = tensor_quantization(data)
-    got = run_samples_on_micro(data, [[_to(q_in[k], x) for k, x in enumerate(t)] for t in tests])
-    err = max(float(np.abs(_real(q_out[0], g[0]) - w).max()) for g, w in zip(got, want))
-    return err / (max(w.max() for w in want) - min(w.min() for w in want))
+    got = run_samples_on_micro(data, [[to_input(q_in[k], x) for k, x in enumerate(t)] for t in tests])
+    err = max(float(np.abs(real_output(q_out[0], g[0]) - w).max()) for g, w in zip(got, want))
+    share = err / (max(w.max() for w in want) - min(w.min() for w in want))
+    return (share, err) if absolute else share
 
 
 def litert_error(data: bytes, tests, want) -> float:
     """As :func:`tflm_error`, on LiteRT (for a model TFLite Micro cannot run)."""
-    from fuselite.inspect import tensor_quantization
     from fuselite.runtime import run
-    from fuselite.runtime.compare import _real, _to
+    from fuselite.runtime.compare import real_output, tensor_quantization, to_input
 
     q_in, q_out = tensor_quantization(data)
-    got = [next(iter(run(data, [_to(q_in[k], x) for k, x in enumerate(t)]).values())) for t in tests]
-    err = max(float(np.abs(_real(q_out[0], g) - w).max()) for g, w in zip(got, want))
+    got = [next(iter(run(data, [to_input(q_in[k], x) for k, x in enumerate(t)]).values())) for t in tests]
+    err = max(float(np.abs(real_output(q_out[0], g) - w).max()) for g, w in zip(got, want))
     return err / (max(w.max() for w in want) - min(w.min() for w in want))
 
 
@@ -105,7 +110,7 @@ def _int8_per_gate(w: np.ndarray) -> np.ndarray:
     return np.concatenate(parts, axis=-1)
 
 
-def run(flavours, models, accelerator: str, samples: int, silence: bool) -> list[str]:
+def run(flavours, models, accelerator: str, samples: int, calibrate: int, silence: bool) -> list[str]:
     from fuselite.testing import models as zoo
 
     rows = []
@@ -115,7 +120,7 @@ def run(flavours, models, accelerator: str, samples: int, silence: bool) -> list
             print(f"[ethos-u] {flavour} / {name} ...", file=sys.stderr, flush=True)
             with quiet(silence):
                 model = zoo.build(name, k)
-                calibration = [zoo.sample_inputs(model, seed=s) for s in range(32)]
+                calibration = [zoo.sample_inputs(model, seed=s) for s in range(calibrate)]
                 tests = [zoo.sample_inputs(model, seed=1000 + s) for s in range(samples)]
                 want = [np.asarray(model(t[0] if len(t) == 1 else t, training=False), np.float64) for t in tests]
                 cells = []
@@ -128,7 +133,7 @@ def run(flavours, models, accelerator: str, samples: int, silence: bool) -> list
                     e = conv.report.ethos_u
                     cpu = "; ".join(f"{c['op']}: {c['reason']}" for c in e["cpu_ops"]) or "—"
                     cells.append((mode, f"{e['npu_ops']} / {e['ops']} ({100 * e['npu_ops'] / e['ops']:.0f}%)", cpu,
-                                  f"{e['cycles']:,}", f"{e['sram_kib']:.1f}", f"{100 * tflm_error(data, tests, want):.2f}%"))
+                                  f"{e['cycles']:,}", f"{e['sram_kib']:.1f}", tflm_cell(data, tests, want)))
                 floor = ""
                 if any(True for _ in _lstm_layers(model)):
                     _, narrow = convert(model, "litert", "16x8", calibration)
@@ -150,22 +155,23 @@ def main(argv=None) -> int:
     p.add_argument("--flavours", nargs="+", default=list(FLAVOURS), choices=FLAVOURS)
     p.add_argument("--accelerator", default="ethos-u55-128", help="Vela's --accelerator-config (default ethos-u55-128)")
     p.add_argument("--samples", type=int, default=8, help="held-out inputs the errors are measured on (default 8)")
+    p.add_argument("--calibrate", type=int, default=128, help="random calibration inputs (default 128)")
     p.add_argument("--out", help="write the markdown report here (default: stdout)")
     p.add_argument("--verbose", action="store_true", help="keep TensorFlow's and the converters' logs")
     args = p.parse_args(argv)
-    started, t0 = datetime.datetime.now(datetime.timezone.utc), time.perf_counter()
-    rows = run(args.flavours, args.models, args.accelerator, args.samples, not args.verbose)
+    started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
+    rows = run(args.flavours, args.models, args.accelerator, args.samples, args.calibrate, not args.verbose)
     text = "\n".join([
         "# Recurrent models for an Arm Ethos-U (Vela)", "",
         f"- Command: `{command_line()}`",
         f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
         f"- Machine: {machine_description()}", f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}",
         f"- `target=\"ethos-u\"`, `accelerator_config=\"{args.accelerator}\"`, Vela's default system configuration "
-        "and memory mode for it; calibration on 32 random inputs, errors on "
+        f"and memory mode for it; calibration on {args.calibrate} random inputs, errors on "
         f"{args.samples} others. *NPU ops*: the model's own ops Vela put on the NPU, of all; *CPU ops*: each "
         "one left on the CPU with Vela's reason; *cycles*, *SRAM*: Vela's estimates; *error*: the model before "
         "Vela on TFLite Micro's interpreter against the float Keras model, max abs over the range of Keras' "
-        "outputs; *16x8: 8x8->16 / int8-weight floor*: the same error for LiteRT's 16x8 form of the conversion "
+        "outputs (and the max abs error itself); *16x8: 8x8->16 / int8-weight floor*: the same error for LiteRT's 16x8 form of the conversion "
         "(the integer LSTM with int8 activations inside, run on TFLite Micro too), and for the float Keras model "
         "with its LSTM weights rounded to int8 as the integer LSTM holds them.", "",
         "| flavour | model | mode | NPU ops | CPU ops (Vela's reason) | cycles | SRAM KiB | error | "

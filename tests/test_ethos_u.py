@@ -15,10 +15,9 @@ from conftest import keras_flavour
 
 import fuselite
 from fuselite.errors import InputError
-from fuselite.inspect import tensor_quantization
 from fuselite.quantize import QuantizationOptionError
 from fuselite.quantize.int8 import LSTM_8X8, LSTM_16X8
-from fuselite.runtime.compare import _real, _to
+from fuselite.runtime.compare import real_output, tensor_quantization, to_input
 from fuselite.runtime.micro import run_samples_on_micro
 from fuselite.runtime.vela import vela_available
 
@@ -69,8 +68,8 @@ def _tflm_error(data: bytes, model) -> float:
     tests = _samples(model, 6, seed=100)
     want = [np.asarray(model(t[0], training=False), np.float64) for t in tests]
     q_in, q_out = tensor_quantization(data)
-    got = run_samples_on_micro(data, [[_to(q_in[k], x) for k, x in enumerate(t)] for t in tests])
-    err = max(float(np.abs(_real(q_out[0], g[0]) - w).max()) for g, w in zip(got, want))
+    got = run_samples_on_micro(data, [[to_input(q_in[k], x) for k, x in enumerate(t)] for t in tests])
+    err = max(float(np.abs(real_output(q_out[0], g[0]) - w).max()) for g, w in zip(got, want))
     span = max(w.max() for w in want) - min(w.min() for w in want)
     return err / span
 

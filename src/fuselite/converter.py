@@ -25,8 +25,7 @@ from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
 from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, resolve_mode
-from fuselite.quantize.options import _name as option_name
-from fuselite.quantize.options import integer_only, io_type
+from fuselite.quantize.options import integer_only, io_type, option_name
 from fuselite.report import Report
 from fuselite.requirements import require_tensorflow
 from fuselite.rnn.forms.policy import DEFAULT_THREADS, RNN_FORMS
@@ -288,7 +287,7 @@ class Converter:
             raise InputError(f"accelerator_config must be one of Vela's configurations: {', '.join(ACCELERATORS)}; "
                              f"got {self.accelerator_config!r}")
         if self.vela_output is not None:
-            _check_sources_dir(self.vela_output)
+            _check_sources_dir(self.vela_output, "vela_output")
         if not vela_available():
             raise InputError(f"target='ethos-u' compiles the model with Arm's Vela, which is not installed: {INSTALL}")
 
@@ -412,16 +411,16 @@ def _paired_ranking(forms: list[str], blocks: list[list[dict]]) -> list[tuple[st
     return sorted(ratios.items(), key=lambda item: item[1])
 
 
-def _check_sources_dir(directory) -> None:
-    """Before converting: ``micro_sources`` names a directory that is there or can be made."""
+def _check_sources_dir(directory, option: str = "micro_sources") -> None:
+    """Before converting: ``option`` names a directory that is there or can be made."""
     directory = os.path.abspath(os.fspath(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
-        raise InputError(f"micro_sources: '{directory}' is a file, not a directory")
+        raise InputError(f"{option}: '{directory}' is a file, not a directory")
     parent = directory
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"micro_sources: no permission to write in '{parent}'")
+        raise InputError(f"{option}: no permission to write in '{parent}'")
 
 
 def write_atomic(path, data: bytes) -> None:

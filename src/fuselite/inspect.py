@@ -73,20 +73,6 @@ def _tensor_info(t) -> dict:
     return info
 
 
-def tensor_quantization(data: bytes) -> tuple[list[dict], list[dict]]:
-    """The first subgraph's inputs and outputs, in order, as ``{"dtype", "quantization": (scale, zero_point)}``
-    (LiteRT's details' form; (0.0, 0) when not quantized): for runtimes that take tensors by position."""
-    model = load_model(data)
-    sg = model.subgraphs[0]
-
-    def details(i: int) -> dict:
-        info = _tensor_info(sg.tensors[i])
-        q = info.get("quantization", {})
-        return {"dtype": np.dtype(info["dtype"]), "quantization": (q.get("scale", 0.0), q.get("zero_point", 0))}
-
-    return [details(i) for i in sg.inputs], [details(i) for i in sg.outputs]
-
-
 # conversion_metadata.fbs: ModelType and ModelOptimizationMode
 _MODEL_TYPES = {0: "none", 1: "tf_saved_model", 2: "keras_model", 3: "tf_concrete_functions", 4: "tf_graph_def",
                 5: "tf_session", 6: "jax", 7: "pytorch"}

@@ -319,12 +319,12 @@ def _drawn_samples(reference: bytes) -> list[dict]:
     """Inputs drawn as quantization_error draws them (a quantization-aware-trained model has no calibration
     samples)."""
     from fuselite.runtime import interpreter
-    from fuselite.runtime.compare import N_SAMPLES, _draw
+    from fuselite.runtime.compare import N_SAMPLES, draw_input
 
     rng = np.random.default_rng(0)
     runner = interpreter(reference, allocate=False).get_signature_runner()
     details = runner.get_input_details()
-    return [{name: _draw(d, rng) for name, d in details.items()} for _ in range(N_SAMPLES)]
+    return [{name: draw_input(d, rng) for name, d in details.items()} for _ in range(N_SAMPLES)]
 
 
 NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # integer, but no 16x8 kernel in LiteRT: wider means float

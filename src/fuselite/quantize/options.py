@@ -40,7 +40,7 @@ class QuantizationOptionError(InputError):
     """A quantization option has a value fuselite does not accept, or asks for a mode it lacks."""
 
 
-def _name(value) -> str:
+def option_name(value) -> str:
     """``tf.lite.Optimize.DEFAULT`` -> "DEFAULT", ``tf.float16`` -> "float16", strings as written."""
     if isinstance(value, str):
         return value
@@ -62,7 +62,7 @@ def _names(values, what: str, allowed: set[str], upper: bool) -> list[str]:
         raise QuantizationOptionError(f"{what} must be a list (or set), got {values!r}")
     out = []
     for v in values:
-        name = _name(v)
+        name = option_name(v)
         name = name.upper() if upper else name.lower()
         if name not in allowed:
             raise QuantizationOptionError(f"{what}: unknown value {v!r}; accepted: {', '.join(sorted(allowed))}")
@@ -103,7 +103,7 @@ def resolve_mode(optimizations, target_spec: TargetSpec, representative_dataset,
     if "SELECT_TF_OPS" in ops:
         raise QuantizationOptionError("target_spec.supported_ops: SELECT_TF_OPS (Flex) is not supported: fuselite "
                                       "emits TFLite builtins only")
-    io_types = [_name(t).lower() for t in (inference_input_type, inference_output_type) if t is not None]
+    io_types = [option_name(t).lower() for t in (inference_input_type, inference_output_type) if t is not None]
     bad_io = [t for t in io_types if t not in ("float32", "int8", "uint8", "int16")]
     if bad_io:
         raise QuantizationOptionError(f"inference_input_type / inference_output_type: unknown type {bad_io[0]!r}; "
@@ -151,4 +151,4 @@ def integer_only(target_spec: TargetSpec) -> bool:
 
 def io_type(value) -> str:
     """``inference_input_type`` / ``inference_output_type`` as a name (float32 when unset)."""
-    return "float32" if value is None else _name(value).lower()
+    return "float32" if value is None else option_name(value).lower()

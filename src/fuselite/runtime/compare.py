@@ -9,7 +9,7 @@ import numpy as np
 N_SAMPLES = 8
 
 
-def _draw(details: dict, rng: np.random.Generator) -> np.ndarray:
+def draw_input(details: dict, rng: np.random.Generator) -> np.ndarray:
     """An input like the model's: standard normal floats, small non-negative integers (valid ids)."""
     shape = [max(int(d), 1) for d in details["shape"]]
     dtype = np.dtype(details["dtype"])
@@ -20,7 +20,7 @@ def _draw(details: dict, rng: np.random.Generator) -> np.ndarray:
     return np.zeros(shape, dtype)
 
 
-def _to(details: dict, value: np.ndarray) -> np.ndarray:
+def to_input(details: dict, value: np.ndarray) -> np.ndarray:
     """A float input for an integer model input: quantized with that input's scale and zero point."""
     dtype = np.dtype(details["dtype"])
     scale, zero_point = details.get("quantization", (0.0, 0))
@@ -30,7 +30,7 @@ def _to(details: dict, value: np.ndarray) -> np.ndarray:
     return np.asarray(value).astype(dtype, copy=False)
 
 
-def _real(details: dict, value: np.ndarray) -> np.ndarray:
+def real_output(details: dict, value: np.ndarray) -> np.ndarray:
     """An integer output as the reals it stands for (float outputs as they are)."""
     scale, zero_point = details.get("quantization", (0.0, 0))
     value = np.asarray(value, np.float64)
@@ -72,7 +72,7 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
     if samples is None:
         rng = np.random.default_rng(seed)
         details = ref_run.get_input_details()
-        samples = [{name: _draw(d, rng) for name, d in details.items()} for _ in range(N_SAMPLES)]
+        samples = [{name: draw_input(d, rng) for name, d in details.items()} for _ in range(N_SAMPLES)]
     pairs = _tensor_pairs(ref_interp, q_interp, tensors or {})
     refs: dict[str, list] = {}
     got: dict[str, list] = {}
@@ -80,22 +80,41 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
     for inputs in samples:
         for name, value in ref_run(**inputs).items():
             refs.setdefault(name, []).append(np.asarray(value, np.float64))
-        for name, value in q_run(**{k: _to(q_in[k], v) for k, v in inputs.items()}).items():
-            got.setdefault(name, []).append(_real(q_out[name], value))
+        for name, value in q_run(**{k: to_input(q_in[k], v) for k, v in inputs.items()}).items():
+            got.setdefault(name, []).append(real_output(q_out[name], value))
         for name, (i, q) in pairs.items():
             refs.setdefault(("tensor", name), []).append(np.asarray(ref_interp.get_tensor(i), np.float64))
-            got.setdefault(("tensor", name), []).append(_real(q, q_interp.get_tensor(q["index"])))
+            got.setdefault(("tensor", name), []).append(real_output(q, q_interp.get_tensor(q["index"])))
     outputs = [{"name": name, **_error(_flat(refs[name]), _flat(got[name]))}
                for name in refs if not isinstance(name, tuple)]
     per_tensor = {name: _error(_flat(refs[("tensor", name)]), _flat(got[("tensor", name)])) for name in pairs}
     return len(samples), outputs, per_tensor
 
 
+def tensor_quantization(data: bytes) -> tuple[list[dict], list[dict]]:
+    """The first subgraph's inputs and outputs of a model, in order, as ``{"dtype", "quantization": (scale,
+    zero_point)}`` (LiteRT's details' form; (0.0, 0) when not quantized): for runtimes that take tensors by
+    position (TFLite Micro), read from the flatbuffer (LiteRT may have no kernel for the model)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    sg = model.subgraphs[0]
+    types = {v: k.lower() for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+
+    def details(i: int) -> dict:
+        t = sg.tensors[i]
+        q = t.quantization
+        one = q is not None and q.scale is not None and len(q.scale) == 1
+        return {"dtype": np.dtype(types[t.type]),
+                "quantization": (float(q.scale[0]), int(q.zeroPoint[0])) if one else (0.0, 0)}
+
+    return [details(i) for i in sg.inputs], [details(i) for i in sg.outputs]
+
+
 def micro_quantization_error(reference: bytes, model: bytes, samples: list[dict]) -> tuple[int, list[dict]]:
     """As :func:`quantization_error` (outputs only), with ``model`` run on TFLite Micro's interpreter (for
     models LiteRT has no kernels for: an LSTM with int16 activations) and ``reference`` on LiteRT; the two
     models' inputs and outputs are matched by their order in the first subgraph."""
-    from fuselite.inspect import tensor_quantization
     from fuselite.runtime import interpreter
     from fuselite.runtime.micro import run_samples_on_micro
 
@@ -108,7 +127,7 @@ def micro_quantization_error(reference: bytes, model: bytes, samples: list[dict]
     outs = {d["index"]: name for name, d in runner.get_output_details().items()}
     out_names = [outs[d["index"]] for d in ref.get_output_details()]
     q_in, q_out = tensor_quantization(model)
-    fed = [[_to(q_in[k], sample[name]) for k, name in enumerate(names)] for sample in samples]
+    fed = [[to_input(q_in[k], sample[name]) for k, name in enumerate(names)] for sample in samples]
     got = run_samples_on_micro(model, fed)
     refs: dict[str, list] = {}
     mine: dict[str, list] = {}
@@ -116,7 +135,7 @@ def micro_quantization_error(reference: bytes, model: bytes, samples: list[dict]
         for name, value in runner(**sample).items():
             refs.setdefault(name, []).append(np.asarray(value, np.float64))
         for k, value in enumerate(outputs):
-            mine.setdefault(out_names[k], []).append(_real(q_out[k], value))
+            mine.setdefault(out_names[k], []).append(real_output(q_out[k], value))
     return len(samples), [{"name": name, **_error(_flat(refs[name]), _flat(mine[name]))} for name in refs]
 
 

@@ -36,7 +36,7 @@ ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256"
                 "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
 DEFAULT_ACCELERATOR = "ethos-u55-128"
 TIMEOUT_S = 600
-NPU_OP = "CUSTOM(ethos-u)"  # what an NPU region is in the compiled model (as fuselite.inspect names it)
+NPU_OP = "CUSTOM(ethos-u)"  # what an NPU region is in the compiled model (as op_kinds names it)
 INSTALL = "pip install 'fuselite[ethos-u]' (Arm's Vela compiler, ethos-u-vela)"
 
 _CPU_OP = re.compile(r"Warning \(supported operators\) operator: (\w+), ofm: '([^']*)'\s*\nReason: ([^\n]*)")
@@ -63,8 +63,6 @@ def compile_with_vela(model: bytes, accelerator: str = DEFAULT_ACCELERATOR, keep
         raise VelaUnavailable(f"Arm's Vela compiler is not installed: {INSTALL}")
     if accelerator not in ACCELERATORS:
         raise ValueError(f"unknown Ethos-U configuration {accelerator!r}")
-    from fuselite.inspect import describe
-
     with tempfile.TemporaryDirectory(prefix="fuselite-vela-") as tmp:
         path = os.path.join(tmp, f"{name}.tflite")
         with open(path, "wb") as f:
@@ -81,8 +79,8 @@ def compile_with_vela(model: bytes, accelerator: str = DEFAULT_ACCELERATOR, keep
             return {"error": f"Vela could not compile the model for {accelerator} (exit code {proc.returncode}): "
                              + _last_lines(said)}
         with open(compiled, "rb") as f:
-            left = _ops(describe(f.read()))
-        source_ops = len(_ops(describe(model)))
+            left = op_kinds(f.read())
+        source_ops = len(op_kinds(model))
         summary = _summary(out_dir)
         kept = []
         if keep is not None:
@@ -110,9 +108,18 @@ def compile_with_vela(model: bytes, accelerator: str = DEFAULT_ACCELERATOR, keep
     return result
 
 
-def _ops(description: dict) -> list[str]:
-    """The op kinds of a model's subgraphs, one entry per op."""
-    return [kind for sg in description["subgraphs"] for kind, n in sg["ops"].items() for _ in range(n)]
+def op_kinds(data: bytes) -> list[str]:
+    """The op kinds of a model's subgraphs, one entry per op; a custom op as ``CUSTOM(code)``."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    kinds = []
+    for code in model.operatorCodes:
+        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+        custom = code.customCode.decode() if isinstance(code.customCode, bytes) else code.customCode
+        kinds.append(f"CUSTOM({custom})" if builtin == schema.BuiltinOperator.CUSTOM else names[builtin])
+    return [kinds[op.opcodeIndex] for sg in model.subgraphs for op in sg.operators]
 
 
 def _summary(out_dir: str) -> dict:
