@@ -14,7 +14,7 @@ import pytest
 from conftest import keras_flavour
 
 import fuselite
-from fuselite.errors import InputError
+from fuselite.errors import ConversionError, InputError
 from fuselite.quantize import QuantizationOptionError
 from fuselite.quantize.int8 import LSTM_8X8, LSTM_16X8
 from fuselite.runtime.compare import real_output, tensor_quantization, to_input
@@ -86,7 +86,7 @@ def test_recurrent_models_go_wholly_to_the_npu_and_match_keras_on_tflm(flavour, 
     assert "REVERSE_V2" not in conv.report.ops_after  # a U55 takes no reverse: SPLIT + CONCATENATION
     assert conv.report.micro["ran"]
     schemes = {r.get("scheme") for r in conv.report.quantization["ops"] if r["kind"] == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
-    assert schemes <= ({LSTM_16X8} if sixteen else {LSTM_8X8})
+    assert schemes == (set() if kind == "gru" else {LSTM_16X8} if sixteen else {LSTM_8X8}), schemes
     q_in, q_out = tensor_quantization(data)
     assert q_in[0]["dtype"] == q_out[0]["dtype"] == np.dtype(np.int16 if sixteen else np.int8)
     assert _tflm_error(data, model) < (0.01 if sixteen else 0.02)
@@ -167,7 +167,9 @@ def test_the_command_line_converts_for_an_ethos_u_and_keeps_velas_model(tmp_path
     out = cli("--accelerator-config", "ethos-u65-256")
     assert out.returncode == 2 and "--accelerator-config and --vela-output are for --target ethos-u" in out.stderr
     out = cli("--target", "ethos-u")
-    assert out.returncode == 2 and "needs --calibration-data" in out.stderr
+    assert out.returncode == 2 and "--target ethos-u (--quantize int8) needs --calibration-data" in out.stderr
+    out = cli("--target", "ethos-u", "--max-error", "0.5")  # the target's int8 takes every quantization option
+    assert out.returncode == 2 and "--max-error" not in out.stderr.splitlines()[-1], out.stderr
     out = cli("--target", "ethos-u", "--quantize", "float16", "--calibration-data", tmp_path / "cal.npz")
     assert out.returncode == 2 and "full integer" in out.stderr
     out = cli("--target", "ethos-u", "--accelerator-config", "ethos-u65-256", "--quantize", "int16x8",
@@ -175,3 +177,13 @@ def test_the_command_line_converts_for_an_ethos_u_and_keeps_velas_model(tmp_path
     assert out.returncode == 0, out.stderr
     assert re.search(r"Ethos-U \(ethos-u65-256, Vela\): (\d+) of \1 op\(s\) on the NPU \(all\)", out.stdout), out.stdout
     assert (tmp_path / "vela" / "out_vela.tflite").exists() and (tmp_path / "out.tflite").exists()
+
+
+def test_a_16x8_micro_lstm_without_tflite_micro_is_a_clear_error(monkeypatch):
+    """Its error can be measured on TFLite Micro alone (LiteRT has no int16 LSTM kernel): without the interpreter,
+    a ConversionError naming the LSTM and what to install, not a raw runtime error."""
+    import fuselite.runtime.micro
+
+    monkeypatch.setattr(fuselite.runtime.micro, "micro_available", lambda: False)
+    with pytest.raises(ConversionError, match=r"int16 activations run on TFLite Micro alone.*pip install"):
+        _convert(_model("keras3", "lstm"), "micro", True)

@@ -50,14 +50,13 @@ class UsageError(Exception):
 
 def _check_usage(args) -> None:
     ethos_u = args.target == "ethos-u"
-    if args.calibration_data and args.quantize not in ("int8", "int16x8") and not ethos_u:
-        raise UsageError("--calibration-data is for --quantize int8 or int16x8 (or --target ethos-u)")
     if ethos_u and args.quantize in ("float16", "dynamic"):
         raise UsageError(f"--target ethos-u is full integer: --quantize int8 (its default) or int16x8, "
                          f"not {args.quantize}")
-    if ethos_u and not args.calibration_data:
-        raise UsageError("--target ethos-u is full integer: it needs --calibration-data FILE.npz (the samples to "
-                         "calibrate on)")
+    if ethos_u and not args.quantize:
+        args.quantize = "int8"  # the target's default, so that every quantization option goes with it
+    if args.calibration_data and args.quantize not in ("int8", "int16x8"):
+        raise UsageError("--calibration-data is for --quantize int8 or int16x8 (or --target ethos-u)")
     if not ethos_u and (args.accelerator_config or args.vela_output):
         raise UsageError("--accelerator-config and --vela-output are for --target ethos-u")
     if args.keep_float and not args.quantize:
@@ -65,7 +64,8 @@ def _check_usage(args) -> None:
     if args.max_error is not None and args.quantize not in ("int8", "int16x8"):
         raise UsageError("--max-error is for --quantize int8 or int16x8")
     if args.quantize in ("int8", "int16x8") and not args.calibration_data:
-        raise UsageError(f"--quantize {args.quantize} needs --calibration-data FILE.npz (the samples to calibrate on)")
+        what = f"--target ethos-u (--quantize {args.quantize})" if ethos_u else f"--quantize {args.quantize}"
+        raise UsageError(f"{what} needs --calibration-data FILE.npz (the samples to calibrate on)")
     if (args.inputs or args.tolerance is not None) and not args.verify:
         raise UsageError("--inputs and --tolerance are for use with --verify")
     if args.tags and (args.src.endswith((".keras", ".h5"))):
@@ -81,8 +81,6 @@ def _apply_quantization(conv, args) -> None:
         conv.inference_input_type = args.inference_input_type
     if args.inference_output_type:
         conv.inference_output_type = args.inference_output_type
-    if args.calibration_data and not args.quantize:  # --target ethos-u: int8 by default
-        conv.representative_dataset = _calibration_samples(args.calibration_data)
     if not args.quantize:
         return
     conv.optimizations = ["DEFAULT"]

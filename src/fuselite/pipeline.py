@@ -305,26 +305,20 @@ def _micro_only(records: list[dict]) -> list[str]:
     return [r["op"] for r in records if r.get("scheme") == LSTM_16X8]
 
 
-def _output_errors(ctx, model: bytes, micro: bool) -> tuple[int, list[dict]]:
-    """(samples, each output's error against the float model): on LiteRT, or with ``micro`` (a model only
-    TFLite Micro runs) on TFLite Micro's interpreter."""
-    if micro:
-        samples = ctx.error_samples or _drawn_samples(ctx.float_output)
-        return micro_quantization_error(ctx.float_output, model, samples)
-    n, outs, _ = quantization_error(ctx.float_output, model, ctx.error_samples or None)
-    return n, outs
-
-
-def _drawn_samples(reference: bytes) -> list[dict]:
-    """Inputs drawn as quantization_error draws them (a quantization-aware-trained model has no calibration
-    samples)."""
-    from fuselite.runtime import interpreter
-    from fuselite.runtime.compare import N_SAMPLES, draw_input
-
-    rng = np.random.default_rng(0)
-    runner = interpreter(reference, allocate=False).get_signature_runner()
-    details = runner.get_input_details()
-    return [{name: draw_input(d, rng) for name, d in details.items()} for _ in range(N_SAMPLES)]
+def _output_errors(ctx, model: bytes, micro_only: list[str]) -> tuple[int, list[dict]]:
+    """(samples, each output's error against the float model): on LiteRT, or, for a model with ``micro_only``
+    ops (LSTMs with int16 activations: TFLite Micro's kernels alone), on TFLite Micro's interpreter."""
+    if not micro_only:
+        n, outs, _ = quantization_error(ctx.float_output, model, ctx.error_samples or None)
+        return n, outs
+    try:
+        return micro_quantization_error(ctx.float_output, model, ctx.error_samples or None)
+    except MicroUnavailable as e:
+        raise ConversionError(f"target={ctx.target!r}, 16x8: the LSTM(s) {', '.join(map(repr, micro_only))} "
+                              f"with int16 activations run on TFLite Micro alone, where their error is measured: {e}"
+                              ) from None
+    except RuntimeError as e:  # TFLM refused or failed to run the model
+        raise ConversionError(f"target={ctx.target!r}: {e}") from None
 
 
 NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # integer, but no 16x8 kernel in LiteRT: wider means float
@@ -362,7 +356,7 @@ def quantize_full_int8(module, ctx) -> int:
     def measure(promoted: tuple[str, ...]) -> float:
         trial = snapshot_module(pristine)
         tried, _ = _integer(trial, ctx, promoted)
-        _, outs = _output_errors(ctx, _ordered_flatbuffer(trial), bool(_micro_only(tried)))
+        _, outs = _output_errors(ctx, _ordered_flatbuffer(trial), _micro_only(tried))
         return max(o["relative_error"] for o in outs)
 
     # the shares cost at most what the conversion so far did (a share is a whole quantization and run)
@@ -402,7 +396,7 @@ def measure_quantization_error(module, ctx) -> None:
     """
     records = ctx.report.quantization["ops"]
     if ctx.micro_only:
-        samples, outputs = _output_errors(ctx, ctx.output, micro=True)
+        samples, outputs = _output_errors(ctx, ctx.output, ctx.micro_only)
         ctx.report.quantization.update(samples=samples, outputs=outputs, runtime="TFLite Micro")
         return
     twins = {ctx.float_names[uid]: ctx.tensor_names[uid] for uid in ctx.quantized_outputs.values()
@@ -655,7 +649,8 @@ PIPELINE = [
     ], "Arm's Vela compiler", when=lambda m, ctx: ctx.target == "ethos-u"),
     Group("quantization-error", [
         Pass("measure-quantization-error", measure_quantization_error,
-             "run the float and the quantized model on LiteRT; report each output's error"),
+             "run the float and the quantized model on LiteRT (the quantized one on TFLite Micro when only it has "
+             "the kernels); report each output's error"),
     ], "what quantization cost, measured", when=lambda m, ctx: ctx.quantization is not None),
 ]
 

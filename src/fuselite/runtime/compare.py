@@ -70,9 +70,7 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
     key = next(iter(ref_interp.get_signature_list()))
     ref_run, q_run = ref_interp.get_signature_runner(key), q_interp.get_signature_runner(key)
     if samples is None:
-        rng = np.random.default_rng(seed)
-        details = ref_run.get_input_details()
-        samples = [{name: draw_input(d, rng) for name, d in details.items()} for _ in range(N_SAMPLES)]
+        samples = draw_samples(ref_run, seed)
     pairs = _tensor_pairs(ref_interp, q_interp, tensors or {})
     refs: dict[str, list] = {}
     got: dict[str, list] = {}
@@ -111,7 +109,15 @@ def tensor_quantization(data: bytes) -> tuple[list[dict], list[dict]]:
     return [details(i) for i in sg.inputs], [details(i) for i in sg.outputs]
 
 
-def micro_quantization_error(reference: bytes, model: bytes, samples: list[dict]) -> tuple[int, list[dict]]:
+def draw_samples(runner, seed: int = 0) -> list[dict]:
+    """:data:`N_SAMPLES` input dicts drawn like a signature runner's inputs (:func:`draw_input`)."""
+    rng = np.random.default_rng(seed)
+    details = runner.get_input_details()
+    return [{name: draw_input(d, rng) for name, d in details.items()} for _ in range(N_SAMPLES)]
+
+
+def micro_quantization_error(reference: bytes, model: bytes, samples: list[dict] | None = None,
+                             seed: int = 0) -> tuple[int, list[dict]]:
     """As :func:`quantization_error` (outputs only), with ``model`` run on TFLite Micro's interpreter (for
     models LiteRT has no kernels for: an LSTM with int16 activations) and ``reference`` on LiteRT; the two
     models' inputs and outputs are matched by their order in the first subgraph."""
@@ -121,6 +127,8 @@ def micro_quantization_error(reference: bytes, model: bytes, samples: list[dict]
     ref = interpreter(reference, allocate=False)
     key = next(iter(ref.get_signature_list()))
     runner = ref.get_signature_runner(key)
+    if samples is None:
+        samples = draw_samples(runner, seed)
     order = [d["index"] for d in ref.get_input_details()]  # subgraph input order, by tensor index
     by_index = {d["index"]: name for name, d in runner.get_input_details().items()}
     names = [by_index[i] for i in order]
