@@ -253,3 +253,123 @@ def test_convert_takes_the_io_types_and_check_fusions_options(models):
     assert "scale" in sig["inputs"][0]["quantization"]
     checked = _run("verify", models / "lstm.keras", models / "io.tflite", "--tolerance", "0.05")
     assert checked.returncode == 0 and "PASSED" in checked.stdout, checked.stdout + checked.stderr
+
+
+_NO_TF_CHILD = """
+import sys, time
+t0 = time.perf_counter()
+from fuselite.cli import main
+code = main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras", "tf_keras"))
+print(f"SECONDS {time.perf_counter() - t0:.3f}", file=sys.__stdout__)
+print("LOADED " + " ".join(loaded[:5]), file=sys.__stdout__)
+sys.exit(code)
+"""
+
+
+def _without_tensorflow(*args):
+    """The CLI in a fresh process, and which TensorFlow / Keras modules it loaded (none, for these verbs)."""
+    out = subprocess.run([sys.executable, "-c", _NO_TF_CHILD, *map(str, args)], capture_output=True, text=True,
+                         timeout=120)
+    *lines, seconds, loaded = out.stdout.splitlines()
+    assert loaded == "LOADED ", f"{args[0]} imported {loaded[7:]}"
+    return out.returncode, "\n".join(lines), out.stderr, float(seconds.split()[1])
+
+
+def test_litert_verbs_and_input_errors_never_import_tensorflow(models, tmp_path):
+    """inspect and bench need only LiteRT, and a missing or damaged input is said before TensorFlow's import:
+    none of them loads a tensorflow or keras module (TensorFlow's import is what takes seconds)."""
+    _run("convert", models / "mlp.keras", "-o", models / "notf.tflite", "-q")
+    code, text, err, seconds = _without_tensorflow("inspect", models / "official.tflite")
+    assert code == 0 and "FULLY_CONNECTED 2" in text, err
+    assert f"conversion metadata: TensorFlow {tf.__version__}, source keras_model, optimizations none" in text
+    code, text, err, _ = _without_tensorflow("inspect", models / "notf.tflite", "--json")
+    assert code == 0 and json.loads(text)["conversion_metadata"]["tensorflow_version"] == tf.__version__, err
+    code, text, err, _ = _without_tensorflow("bench", models / "notf.tflite", "--seconds", "0.1")
+    assert code == 0 and "median" in text, err
+    (tmp_path / "cut.keras").write_bytes((models / "lstm.keras").read_bytes()[:2000])
+    for args, message in [
+            (("convert", tmp_path / "missing.keras", "-o", tmp_path / "x.tflite"), "Keras model file not found"),
+            (("convert", tmp_path / "no_saved_model", "-o", tmp_path / "x.tflite"), "SavedModel not found"),
+            (("convert", tmp_path / "cut.keras", "-o", tmp_path / "x.tflite"), "damaged or truncated"),
+            (("verify", tmp_path / "missing.keras", models / "notf.tflite"), "source model not found"),
+            (("verify", models / "lstm.keras", tmp_path / "missing.tflite"), "model not found"),
+            (("compare", tmp_path / "missing.keras"), "source model not found")]:
+        code, _, err, _ = _without_tensorflow(*args)
+        assert code == 1 and message in err and "Traceback" not in err, (args, err)
+
+
+def test_conversion_metadata_read_without_tensorflow_as_tensorflow_reads_it(models):
+    """inspect's own reader of CONVERSION_METADATA (conversion_metadata.fbs) gives what TensorFlow's reader
+    gives, on the official converter's files (float and dynamic range) and on fuselite's."""
+    from tensorflow.lite.python import util
+
+    from fuselite.inspect import describe
+
+    mlp = tf.keras.models.load_model(models / "mlp.keras", compile=False)
+    official = tf.lite.TFLiteConverter.from_keras_model(mlp)
+    official.optimizations = [tf.lite.Optimize.DEFAULT]
+    (models / "official_dynamic.tflite").write_bytes(official.convert())
+    _run("convert", models / "mlp.keras", "-o", models / "meta_dynamic.tflite", "-q", "--quantize", "dynamic")
+    _run("convert", models / "saved", "-o", models / "meta_saved.tflite", "-q")
+    kinds = {1: "tf_saved_model", 2: "keras_model"}
+    modes = {1002: "ptq_dynamic_range"}
+    seen = set()
+    for name in ("official.tflite", "official_dynamic.tflite", "meta_dynamic.tflite", "meta_saved.tflite"):
+        data = (models / name).read_bytes()
+        theirs = util.get_conversion_metadata(data)
+        ours = describe(data)["conversion_metadata"]
+        assert ours == {"tensorflow_version": theirs.environment.tensorflowVersion.decode(),
+                        "model_type": kinds[theirs.environment.modelType],
+                        "optimization_modes": [modes[m] for m in theirs.options.modelOptimizationModes]}, name
+        seen.add((ours["model_type"], tuple(ours["optimization_modes"])))
+    assert seen == {("keras_model", ()), ("keras_model", ("ptq_dynamic_range",)), ("tf_saved_model", ())}
+    renamed = (models / "official.tflite").read_bytes().replace(b"CONVERSION_METADATA", b"SOMETHING_ELSE_META")
+    assert describe(renamed)["conversion_metadata"] is None and "SOMETHING_ELSE_META" in describe(renamed)["metadata"]
+
+
+def test_damaged_keras_file_is_said_to_be_damaged(models, tmp_path):
+    """A .keras file cut short (it starts as a zip, but is not a readable one) is damaged or truncated; a file
+    that is not a zip at all is not a Keras model file."""
+    whole = (models / "lstm.keras").read_bytes()
+    (tmp_path / "cut.keras").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "text.keras").write_text("not a zip archive")
+    cut = _run("convert", tmp_path / "cut.keras", "-o", tmp_path / "x.tflite")
+    _one_line_error(cut, 1, f"'{tmp_path / 'cut.keras'}' is damaged or truncated")
+    _one_line_error(_run("verify", tmp_path / "cut.keras", models / "official.tflite"), 1, "damaged or truncated")
+    text = _run("convert", tmp_path / "text.keras", "-o", tmp_path / "x.tflite")
+    _one_line_error(text, 1, "is not a Keras model file: a .keras file is a zip archive")
+    assert "is damaged" not in text.stderr and not (tmp_path / "x.tflite").exists()
+
+
+def test_compare_gives_a_converters_reason_whole(monkeypatch, tmp_path):
+    """The official converter's error (its last error line) is kept whole and wrapped under the table, never cut
+    mid-word."""
+    from fuselite import compare
+
+    reason = ("ConverterError: Some ops are not supported by the native TFLite runtime, you can enable TF kernels "
+              "fallback using TF Select. See instructions: https://www.tensorflow.org/lite/guide/ops_select For "
+              "example, converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, "
+              "tf.lite.OpsSet.SELECT_TF_OPS] and then try again with the ops listed below.")
+    monkeypatch.setattr(compare, "_OFFICIAL", f"import sys\nprint({reason!r}, file=sys.stderr)\nsys.exit(1)\n")
+    data, error, _ = compare._official(str(tmp_path / "model.keras"), str(tmp_path))
+    assert data is None and error == reason
+    rows = [{"converter": "fuselite", "converts": True, "error": None, "seconds": 1.0, "ops": 3, "sequence_ops": 0,
+             "while": 0, "size": 100, "max_abs_error": 0.0, "latency_us": 5.0},
+            {"converter": "tf.lite.TFLiteConverter", "converts": False, "error": error, "seconds": 2.0}]
+    lines = compare.format_comparison(rows).splitlines()
+    notes = lines[lines.index(next(ln for ln in lines if ln.startswith("tf.lite.TFLiteConverter: "))):]
+    assert len(notes) > 1 and all(len(ln) <= 100 for ln in notes), notes
+    assert " ".join(ln.strip() for ln in notes) == f"tf.lite.TFLiteConverter: {reason}"
+
+
+def test_demo_prints_only_its_own_lines():
+    """``make demo`` (python -m fuselite.cli demo): no TensorFlow / LiteRT C++ log lines (CUDA, oneDNN, absl),
+    unless --verbose. (About 4 s.)"""
+    out = subprocess.run([sys.executable, "-m", "fuselite.cli", "demo"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("Building a small Keras 3 CNN") and "Ran on the stock LiteRT interpreter" in out.stdout
+    shown = out.stdout + out.stderr
+    for native in ("cuda", "oneDNN", "I0000", "absl", "XNNPACK", "cpu_feature_guard"):
+        assert native not in shown, shown

@@ -41,3 +41,33 @@ def test_report_text_and_json():
     d = json.loads(conv.report.to_json())
     assert d["ops_after"] == {"FULLY_CONNECTED": 1}
     assert d["total_seconds"] >= 0 and d["frozen_variables"][0]["shape"] == [3, 2]
+
+
+def test_a_long_op_list_is_counted_by_kind_on_wrapped_lines():
+    """A composite that became many ops (an unrolled GRU: ~12 per step) is summarised by kind on lines of at most
+    100 columns; a short one is listed op by op as before."""
+    from conftest import keras_flavour
+
+    k = keras_flavour("keras3")
+    k.utils.set_random_seed(0)
+    i = k.Input((10, 4), batch_size=1)
+    conv = fuselite.Converter.from_keras_model(k.Model(i, k.layers.Dense(3)(k.layers.GRU(8)(i))), rnn_form="unrolled")
+    conv.convert()
+    (gru,) = conv.report.composites
+    assert gru["status"] == "fused" and len(gru["into"]) > 100
+    lines = str(conv.report).splitlines()
+    at = next(n for n, ln in enumerate(lines) if ln.startswith("  composite 'keras.layers.GRU'"))
+    assert lines[at].endswith(f"fused into {len(gru['into'])} ops (form: unrolled):"), lines[at]
+    counted = []
+    for ln in lines[at + 1:]:
+        if not ln.startswith("      "):
+            break
+        counted += [item.split() for item in ln.strip().rstrip(",").split(", ")]
+    assert {kind: int(n) for kind, n in counted} == {kind: gru["into"].count(kind) for kind in set(gru["into"])}
+    assert all(len(ln) <= 100 for ln in lines[at:at + 1 + len(counted)]) and max(map(len, lines)) < 200
+
+    i = k.Input((6, 3), batch_size=1)
+    lstm = fuselite.Converter.from_keras_model(k.Model(i, k.layers.LSTM(4)(i)), rnn_form="fused")
+    lstm.convert()
+    (c,) = lstm.report.composites
+    assert 1 < len(c["into"]) <= 8 and f"fused into {', '.join(c['into'])} (form: fused)" in str(lstm.report)

@@ -1,10 +1,35 @@
 """fuselite: TensorFlow / Keras programs -> LiteRT flatbuffers, built around op fusion."""
 
-from fuselite.converter import Converter, write_atomic
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from fuselite.errors import ConversionError, InputError, MutableVariableError, UnsupportedOpsError
 from fuselite.fusion import Composite, FusionDeclined, FusionError, fusion, implements
-from fuselite.report import Report
+
+if TYPE_CHECKING:
+    from fuselite.converter import Converter, write_atomic
+    from fuselite.report import Report
 
 __version__ = "0.1.0"
 __all__ = ["Composite", "ConversionError", "Converter", "FusionDeclined", "FusionError", "InputError",
            "MutableVariableError", "Report", "UnsupportedOpsError", "fusion", "implements", "write_atomic"]
+
+# imported on first use, so that the command line's LiteRT-only verbs (inspect, bench) start without the
+# converter's modules (the converter never imports TensorFlow at import time either)
+_LAZY = {"Converter": "fuselite.converter", "write_atomic": "fuselite.converter", "Report": "fuselite.report"}
+
+
+def __getattr__(name: str):
+    """``fuselite.Converter``, ``write_atomic`` and ``Report``, imported when first asked for."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'fuselite' has no attribute '{name}'")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

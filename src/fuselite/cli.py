@@ -312,7 +312,8 @@ def cmd_pipeline(args) -> int:
 def cmd_demo(args) -> int:
     from fuselite.demo import main as demo_main
 
-    return demo_main()
+    with _native_logs_hidden(args.verbose):  # TensorFlow's import logs (CUDA, oneDNN): shown with --verbose
+        return demo_main()
 
 
 def main(argv=None) -> int:

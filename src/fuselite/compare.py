@@ -4,9 +4,9 @@ Converts ``SRC`` (a ``.keras`` file or a SavedModel directory) with both convert
 official one in a child process, since it can crash the process (its calibrator does) —
 then, for each model that converts, checks it against TensorFlow with
 :func:`fuselite.verify.verify` and times both with :func:`fuselite.verify.bench`
-(interleaved). :func:`format_comparison` prints one table: converts or not (and why),
-ops, recurrent ops (fused sequence ops and ``WHILE`` loops), size, max error against
-TensorFlow, latency.
+(interleaved). :func:`format_comparison` prints one table: converts or not (and why, in
+full: a reason is wrapped, never cut), ops, recurrent ops (fused sequence ops and ``WHILE``
+loops), size, max error against TensorFlow, latency.
 
 Example::
 
@@ -52,7 +52,7 @@ def _official(src: str, workdir: str) -> tuple[bytes | None, str | None, float]:
     if r.returncode != 0 or not os.path.exists(out):
         lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
         why = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
-        return None, (f"crashed (signal {-r.returncode})" if r.returncode < 0 else why[:200]), seconds
+        return None, (f"crashed (signal {-r.returncode})" if r.returncode < 0 else why), seconds
     with open(out, "rb") as f:
         return f.read(), None, seconds
 
@@ -72,7 +72,7 @@ def _fuselite(src: str) -> tuple[bytes | None, str | None, float]:
     try:
         data = load_source(src, _Args()).convert()
     except ConversionError as e:
-        return None, str(e).splitlines()[0][:200], time.perf_counter() - t0
+        return None, str(e).strip(), time.perf_counter() - t0
     return data, None, time.perf_counter() - t0
 
 
@@ -100,7 +100,7 @@ def compare(src: str, seconds: float = 2.0, tolerance: float = 1e-4) -> list[dic
                     row["max_abs_error"] = max((o["max_abs_error"] for o in result.outputs), default=0.0)
                     row["passed"] = result.passed
                 except Exception as e:  # it converts but does not run (or not as TensorFlow)
-                    row["error"] = f"does not run: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}"
+                    row["error"] = f"does not run: {str(e).strip() or type(e).__name__}"
             rows.append(row)
         runnable = [r for r in rows if r["converts"] and "max_abs_error" in r]
         if runnable:
@@ -109,6 +109,21 @@ def compare(src: str, seconds: float = 2.0, tolerance: float = 1e-4) -> list[dic
     for r in rows:
         r.pop("data")
     return rows
+
+
+_WIDTH = 100  # columns of the table's notes (a reason is wrapped, never cut)
+
+
+def _wrapped(text: str) -> list[str]:
+    """``text`` in lines of at most :data:`_WIDTH` columns (a word longer than that, a path or a URL, on its own
+    line), its own line breaks kept; continuation lines indented."""
+    import textwrap
+
+    lines: list[str] = []
+    for i, para in enumerate(text.splitlines() or [""]):
+        lines += textwrap.wrap(para, _WIDTH, initial_indent="" if i == 0 else "  ", subsequent_indent="  ",
+                               break_long_words=False, break_on_hyphens=False) or [""]
+    return lines
 
 
 def format_comparison(rows: list[dict]) -> str:
@@ -128,7 +143,7 @@ def format_comparison(rows: list[dict]) -> str:
     ]
     widths = [max(len(str(row[i])) for row in [head, *table]) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *table]]
-    lines += [f"{r['converter']}: {r['error']}" for r in rows if r["error"]]
+    lines += [line for r in rows if r["error"] for line in _wrapped(f"{r['converter']}: {r['error']}")]
     ratios = [r["latency_us"] for r in rows if r.get("latency_us")]
     if len(ratios) == 2:
         lines.append(f"latency fuselite / official: {ratios[0] / ratios[1]:.2f}x (interleaved)")

@@ -13,8 +13,7 @@ bindings; runs nothing. :func:`describe` returns a plain dict (what ``--json`` p
 - variables: resource variables (``VAR_HANDLE`` shared names) and ``is_variable``
   tensors (the in-place state of sequence ops);
 - metadata: the model description, ``min_runtime_version``, ``CONVERSION_METADATA``
-  (decoded with TensorFlow's reader when TensorFlow is installed) and the names of the
-  other metadata entries.
+  (decoded here, without TensorFlow) and the names of the other metadata entries.
 
 Example::
 
@@ -81,23 +80,39 @@ _OPTIMIZATION_MODES = {1001: "ptq_float16", 1002: "ptq_dynamic_range", 1003: "pt
                        3003: "structured_sparsity"}
 
 
-def _conversion_metadata(data: bytes) -> dict | None:
+def _conversion_metadata(buf: bytes) -> dict | None:
+    """The ``CONVERSION_METADATA`` buffer (``tensorflow/lite/schema/conversion_metadata.fbs``) decoded without
+    TensorFlow: ``environment`` (field 0: ``tensorflowVersion``, string field 0; ``modelType``, int field 2) and
+    ``options`` (field 1: ``modelOptimizationModes``, [int] field 0); None if the buffer is not such a flatbuffer."""
+    from flatbuffers import encode, packer
+    from flatbuffers.number_types import Int32Flags
+    from flatbuffers.table import Table
+
+    if not buf:
+        return None
+
+    def slot(table: Table | None, index: int) -> int:  # the field's vtable offset, 0 if absent
+        return table.Offset(4 + 2 * index) if table is not None else 0
+
+    def child(table: Table, index: int) -> Table | None:
+        o = slot(table, index)
+        return Table(buf, table.Indirect(table.Pos + o)) if o else None
+
     try:
-        from tensorflow.lite.python import util
-    except ImportError:
+        root = Table(buf, encode.Get(packer.uoffset, buf, 0))
+        env, options = child(root, 0), child(root, 1)
+        version, kind, modes = slot(env, 0), slot(env, 2), slot(options, 0)
+        model_type = None
+        if env is not None:
+            code = env.Get(Int32Flags, env.Pos + kind) if kind else 0  # the schema's default: NONE
+            model_type = _MODEL_TYPES.get(code, str(code))
+        codes = [options.Get(Int32Flags, options.Vector(modes) + 4 * j) for j in range(options.VectorLen(modes))] \
+            if modes else []
+        return {"tensorflow_version": _text(env.String(env.Pos + version)) if version else "",
+                "model_type": model_type,
+                "optimization_modes": [_OPTIMIZATION_MODES.get(m, str(m)) for m in codes]}
+    except Exception:  # not a conversion-metadata flatbuffer (another tool's, or damaged)
         return None
-    try:
-        meta = util.get_conversion_metadata(data)
-    except Exception:
-        return None
-    if meta is None:
-        return None
-    env, options = meta.environment, meta.options
-    modes = options.modelOptimizationModes if options is not None else None
-    return {"tensorflow_version": _text(env.tensorflowVersion) if env else "",
-            "model_type": _MODEL_TYPES.get(int(env.modelType), str(env.modelType)) if env else None,
-            "optimization_modes": [_OPTIMIZATION_MODES.get(int(m), str(m)) for m in (modes if modes is not None
-                                                                                       else [])]}
 
 
 def describe(data: bytes) -> dict:
@@ -149,13 +164,18 @@ def describe(data: bytes) -> dict:
                                       "inputs": [_tensor_info(sg.tensors[i]) for i in sg.inputs or []],
                                       "outputs": [_tensor_info(sg.tensors[i]) for i in sg.outputs or []]}
     metadata = {_text(md.name): md.buffer for md in m.metadata or []}
-    runtime = None
-    if "min_runtime_version" in metadata and buffers[metadata["min_runtime_version"]].data is not None:
-        runtime = bytes(buffers[metadata["min_runtime_version"]].data).rstrip(b"\0").decode("ascii", "replace")
+
+    def metadata_bytes(name: str) -> bytes | None:  # a metadata entry's bytes
+        at = metadata.get(name)
+        return bytes(buffers[at].data) if at is not None and 0 <= at < len(buffers) and buffers[at].data is not None \
+            else None
+
+    runtime = metadata_bytes("min_runtime_version")
+    runtime = runtime.rstrip(b"\0").decode("ascii", "replace") if runtime is not None else None
     return {
         "size_bytes": len(data), "schema_version": int(m.version), "description": _text(m.description),
-        "min_runtime_version": runtime, "conversion_metadata": _conversion_metadata(data)
-        if "CONVERSION_METADATA" in metadata else None,
+        "min_runtime_version": runtime,
+        "conversion_metadata": _conversion_metadata(metadata_bytes("CONVERSION_METADATA")),
         "metadata": sorted(metadata), "signatures": signatures, "subgraphs": subgraphs,
         "bytes": {"weights": weights, "activations": activations, "file": len(data)},
         "quantization": {"tensors": dict(quantized), "per_channel": per_channel},

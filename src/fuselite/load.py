@@ -15,32 +15,76 @@ import zipfile
 
 def load_source(src: str, args):
     """A Converter for ``src`` (a .keras / .h5 file or a SavedModel directory) with the options in ``args`` (the
-    CLI's namespace: ``signature_keys``, ``tags``, ``batch_size`` and :func:`converter_options`')."""
-    import fuselite
+    CLI's namespace: ``signature_keys``, ``tags``, ``batch_size`` and :func:`converter_options`'). A missing or
+    unreadable path is an :class:`~fuselite.InputError` before TensorFlow is imported (a second, not ten)."""
     from fuselite.errors import InputError
-    from fuselite.requirements import require_tensorflow
 
-    require_tensorflow()  # before Keras, which needs it as its backend here
-
-    if src.endswith(".keras") or src.endswith(".h5"):
+    keras_file = src.endswith((".keras", ".h5"))
+    if keras_file:
         if not os.path.exists(src):
             raise InputError(f"Keras model file not found: '{src}'")
         if args.signature_keys:
             raise InputError("--signature-keys is for SavedModels; a .keras file has one signature")
-        if src.endswith(".keras") and not zipfile.is_zipfile(src):
-            raise InputError(f"'{src}' is not a Keras model file: a .keras file is a zip archive "
-                             "(saved with model.save('name.keras'))")
+        if src.endswith(".keras"):
+            check_keras_file(src)
+    elif not os.path.exists(src):
+        raise InputError(f"SavedModel not found: '{src}' does not exist")
+
+    import fuselite
+    from fuselite.requirements import require_tensorflow
+
+    require_tensorflow()  # before Keras, which needs it as its backend here
+    if keras_file:
         import keras
 
         try:
             model = keras.models.load_model(src, compile=False)
         except Exception as e:
-            raise InputError(f"cannot load Keras model '{src}': {str(e).splitlines()[0] if str(e) else e}") from None
+            raise keras_load_error(src, e) from None
         return fuselite.Converter.from_keras_model(model, batch_size=args.batch_size, **converter_options(args))
     keys = args.signature_keys.split(",") if args.signature_keys else None
     tags = set(args.tags.split(",")) if args.tags else None
     return fuselite.Converter.from_saved_model(src, signature_keys=keys, tags=tags, batch_size=args.batch_size,
                                                **converter_options(args))
+
+
+_ZIP_MAGIC = b"PK\x03\x04"  # a zip archive's first local file header
+
+
+def check_keras_file(src: str) -> None:
+    """An :class:`~fuselite.InputError` unless ``src`` (a ``.keras`` file) is a readable zip archive, as
+    ``model.save('name.keras')`` writes: one that starts as a zip but cannot be read as one is damaged or
+    truncated (an interrupted download or copy); one that does not is not a Keras model file."""
+    from fuselite.errors import InputError
+
+    try:
+        with zipfile.ZipFile(src) as archive:
+            archive.namelist()
+        return
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        pass
+    try:
+        with open(src, "rb") as f:
+            head = f.read(len(_ZIP_MAGIC))
+    except OSError:  # a directory, no permission
+        head = b""
+    if head == _ZIP_MAGIC:
+        raise InputError(f"'{src}' is damaged or truncated: it starts as a zip archive (as a .keras file does) but "
+                         "cannot be read as one; copy or save it again")
+    raise InputError(f"'{src}' is not a Keras model file: a .keras file is a zip archive "
+                     "(saved with model.save('name.keras'))")
+
+
+def keras_load_error(src: str, e: Exception):
+    """The :class:`~fuselite.InputError` for ``keras.models.load_model(src)`` failing with ``e``: a member of
+    the archive that cannot be decompressed says the file is damaged."""
+    import zlib
+
+    from fuselite.errors import InputError
+
+    if isinstance(e, (zipfile.BadZipFile, zlib.error, EOFError)):
+        return InputError(f"'{src}' is damaged or truncated: {type(e).__name__}: {e}; copy or save it again")
+    return InputError(f"cannot load Keras model '{src}': {str(e).splitlines()[0] if str(e) else e}")
 
 
 def converter_options(args) -> dict:

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 
 _LISTED = 10  # frozen variables named in the text report
 _SLOWEST = 4  # passes named with their time in the text report (all of them in to_json())
+_INTO_LISTED = 8  # the ops a composite became, listed one by one up to this many; beyond, counted by kind
+_WIDTH = 100  # columns of the text report's wrapped lists
 
 
 @dataclass
@@ -87,10 +89,15 @@ class Report:
                          "check_fusions=False skips them)")
         for c in self.composites:
             by = f" by rule {c['rule']}" if c.get("rule") and c["status"] == "declined" else ""
-            what = f"fused into {', '.join(c['into'])}" if c["status"] == "fused" else \
-                f"{c['status']}{by}: {c['reason']}"
             form = f" (form: {c['form']})" if c.get("form") else ""
-            lines.append(f"  composite '{c['interface']}' ({c['call_sites']} call site(s)): {what}{form}")
+            head = f"  composite '{c['interface']}' ({c['call_sites']} call site(s)): "
+            if c["status"] != "fused":
+                lines.append(f"{head}{c['status']}{by}: {c['reason']}{form}")
+            elif len(c["into"]) <= _INTO_LISTED:
+                lines.append(f"{head}fused into {', '.join(c['into'])}{form}")
+            else:  # an unrolled recurrent layer: hundreds of ops, counted by kind (all in to_json())
+                lines.append(f"{head}fused into {len(c['into'])} ops{form}:")
+                lines += _wrapped([f"{k} {n}" for k, n in _by_count(c["into"])], "      ")
         if self.recurrent and any(c.get("form") for c in self.composites):
             lines.append(f"  recurrent forms: {self.recurrent['reason']}; target {self.recurrent['target']}")
         if self.calibration:
@@ -176,6 +183,26 @@ def _quantization_lines(q: dict) -> list[str]:
         lines.append(f"    error budget {100 * layers['max_relative_error']:.3g}%: {how}; "
                      f"{_percent(before)} -> {_percent(after)}")
     return lines
+
+
+def _by_count(kinds: list[str]) -> list[tuple[str, int]]:
+    """Each op kind with how many times it occurs, most frequent first (then by name)."""
+    counts: dict[str, int] = {}
+    for k in kinds:
+        counts[k] = counts.get(k, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _wrapped(items: list[str], indent: str) -> list[str]:
+    """``items`` joined with ", " in lines of at most :data:`_WIDTH` columns (an item longer than that on its own
+    line), each starting with ``indent``; no item is split."""
+    lines, line = [], ""
+    for item in items:
+        if line and len(indent) + len(line) + len(item) + 2 > _WIDTH:
+            lines.append(indent + line + ",")
+            line = ""
+        line = f"{line}, {item}" if line else item
+    return lines + [indent + line] if line else lines
 
 
 def _percent(x: float | None) -> str:

@@ -68,19 +68,21 @@ class _Source:
     """A callable TensorFlow program: named inputs -> named outputs (numpy)."""
 
     def __init__(self, path: str, signature_key: str | None = None):
+        from fuselite.load import check_keras_file, keras_load_error
         from fuselite.requirements import require_tensorflow
 
-        require_tensorflow()
-        if not os.path.exists(path):
+        if not os.path.exists(path):  # before TensorFlow's import: said at once
             raise InputError(f"source model not found: '{path}'")
+        if path.endswith(".keras"):
+            check_keras_file(path)
+        require_tensorflow()
         if path.endswith((".keras", ".h5")):
             import keras
 
             try:
                 self.model = keras.models.load_model(path, compile=False)
             except Exception as e:
-                raise InputError(f"cannot load Keras model '{path}': {str(e).splitlines()[0] if str(e) else e}") \
-                    from None
+                raise keras_load_error(path, e) from None
             self.input_names = [str(getattr(t, "name", f"input_{i}")).split(":")[0]
                                 for i, t in enumerate(self.model.inputs)]
             self.output_names = list(getattr(self.model, "output_names", None) or
