@@ -43,11 +43,16 @@ class Arg(Shaped):
 
 @dataclass
 class Result:
-    """One result of the composite, as the original body computes it."""
+    """One result of the composite, as the original body computes it.
+
+    ``placeholder``: the body computes it from none of the arguments (a constant, as the stand-in bodies of
+    exported detectors return ``tf.constant(0.0)``), so its shape says nothing about what the composite computes:
+    the fused op's shape is taken instead (callers' shapes follow)."""
 
     index: int
     dtype: Any
     shape: tuple | None
+    placeholder: bool = False
 
 
 class Composite:
@@ -66,6 +71,14 @@ class Composite:
         self.ops: list = []
         self.taken_names: set[str] = set()  # the module's function names (set by prepare_composites)
         self.subgraphs: list[Function] = []  # functions the rule made (loop bodies), added to the module with it
+        self.check_draws: dict[int, Any] = {}  # argument index -> draw(rng, shape) for the fusion check
+
+    def draw_for_check(self, index: int, draw) -> None:
+        """Declare how the fusion check (:mod:`fuselite.fusion.verify`) draws argument ``index``: the body's valid
+        domain, where plain random values are inputs the body was never meant for (boxes whose corners are in no
+        particular order). ``draw(rng, shape)`` returns a NumPy array of that shape (``rng`` is a NumPy
+        ``Generator``); a constant argument keeps its value whatever is declared."""
+        self.check_draws[index] = draw
 
     # -- checks ------------------------------------------------------------------
     def decline(self, reason: str):

@@ -88,6 +88,22 @@ def _args(fn: Function, sites, read_variable) -> list[Arg]:
     return args
 
 
+def _from_no_argument(fn: Function, v: Value) -> bool:
+    """Whether ``fn`` computes ``v`` from none of its arguments (a placeholder result such as ``tf.constant(0.0)``)."""
+    inputs = {x.uid for x in fn.inputs}
+    seen, todo = set(), [v]
+    while todo:
+        x = todo.pop()
+        if x is None or x.uid in seen:
+            continue
+        seen.add(x.uid)
+        if x.uid in inputs:
+            return False
+        if x.producer is not None:
+            todo.extend(x.producer.inputs)
+    return True
+
+
 def _shape_text(shape) -> str:
     return "unknown" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
@@ -100,7 +116,8 @@ def _shapes_agree(a, b) -> bool:
 
 
 def _check_outputs(c: Composite, outs) -> list[Value]:
-    """The rule's results must be what the composite's are (count, dtype, shape), and every op it emitted
+    """The rule's results must be what the composite's are (count, dtype, shape: a placeholder result's shape,
+    one the body computes from no argument, says nothing and is the rule's to give), and every op it emitted
     writable (a builtin, its own options, known enum values): else the rule's fusion is declined."""
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     if len(outs) != len(c.results):
@@ -110,7 +127,7 @@ def _check_outputs(c: Composite, outs) -> list[Value]:
             raise FusionDeclined(f"the rule returned {type(v).__name__}, not a value")
         if v.dtype != r.dtype:
             raise FusionDeclined(f"result {r.index} would change dtype from {r.dtype} to {v.dtype}")
-        if not _shapes_agree(v.shape, r.shape):
+        if not r.placeholder and not _shapes_agree(v.shape, r.shape):
             raise FusionDeclined(f"result {r.index} would change shape from {_shape_text(r.shape)} to "
                                  f"{_shape_text(v.shape)}")
     for op in c.ops:
@@ -118,6 +135,24 @@ def _check_outputs(c: Composite, outs) -> list[Value]:
         if problem:
             raise FusionDeclined(f"the rule emits an op LiteRT cannot take: {problem}")
     return outs
+
+
+def _reshape_call_sites(fn: Function, sites, c: Composite, outs: list[Value]) -> list[int]:
+    """Where the fused op gives a placeholder result another shape than the body's (a detector's stand-in body
+    returns scalars, the op [1, N, 4] boxes), every call site takes the op's shape and the values computed from
+    it in the caller lose theirs for shape refinement to infer again. Returns the results reshaped."""
+    changed = [r.index for r, v in zip(c.results, outs) if r.placeholder and v.shape != r.shape]
+    for caller, call in sites:
+        stale = set()
+        for i in changed:
+            call.outputs[i].shape = outs[i].shape
+            stale.add(call.outputs[i].uid)
+        for op in caller.ops[caller.ops.index(call) + 1:]:
+            if any(x is not None and x.uid in stale for x in op.inputs):
+                for o in op.outputs:
+                    o.shape = None
+                    stale.add(o.uid)
+    return changed
 
 
 def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
@@ -165,7 +200,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
         else:
             record["rule"] = getattr(rule, "__qualname__", getattr(rule, "__name__", repr(rule)))
             c = Composite(fn, iface, attrs, _args(fn, sites[fname], read_variable),
-                          [Result(i, v.dtype, v.shape) for i, v in enumerate(fn.outputs)])
+                          [Result(i, v.dtype, v.shape, _from_no_argument(fn, v)) for i, v in enumerate(fn.outputs)])
             c.batch_size = batch_size
             c.dynamic_batch = dynamic_batch
             c.taken_names = set(module.functions)
@@ -185,6 +220,9 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
                 record.update(status="declined", reason=f"rule {getattr(rule, '__name__', rule)} raised "
                                                         f"{type(e).__name__}: {e}")
             else:
+                reshaped = _reshape_call_sites(fn, sites[fname], c, outs)
+                if reshaped:
+                    record["shapes_from_op"] = {str(i): _shape_text(outs[i].shape) for i in reshaped}
                 fn.ops, fn.outputs = c.ops, outs
                 fn.attrs["_fused"] = True
                 for sub in c.subgraphs:  # loop bodies and conditions the rule made

@@ -1,10 +1,11 @@
 """Check a fusion before trusting it: the fused ops against the composite's own TensorFlow body.
 
 The body runs in TensorFlow (``evaluate_function``, no Grappler) and the fused ops run on
-stock LiteRT, on the same random arguments (constant arguments keep their values); the
-results must agree within ``atol + rtol * max|reference|``. A rule that emits something
-else than the body computes (an embedding composite whose body is ``gather * 2 + 1`` taken
-for a plain lookup), or one whose ops LiteRT rejects (a weight in the wrong layout), is
+stock LiteRT, on the same random arguments (constant arguments keep their values; a rule may
+declare the body's valid domain for an argument with ``Composite.draw_for_check``, such as
+boxes whose corners are ordered); the results must agree within ``atol + rtol * max|reference|``.
+A rule that emits something else than the body computes (an embedding composite whose body is
+``gather * 2 + 1`` taken for a plain lookup), or one whose ops LiteRT rejects (a weight in the wrong layout), is
 declined with the difference or LiteRT's message. Where the check cannot run (no TensorFlow
 function kept, a resource or string argument, a CUSTOM op without a kernel here, TensorFlow
 refusing random arguments), the record says why it was not checked.
@@ -25,13 +26,15 @@ class Mismatch(Exception):
     """The fused ops do not compute what the body computes."""
 
 
-def _random_argument(arg, rng, batch: int) -> np.ndarray | None:
+def _random_argument(arg, rng, batch: int, draw=None) -> np.ndarray | None:
     if arg.const is not None:
         return np.asarray(arg.const)
     if arg.shape is None or isinstance(arg.dtype, str):
         return None
     shape = [batch if d is None else int(d) for d in arg.shape]
     dtype = np.dtype(arg.dtype)
+    if draw is not None:  # the rule's valid domain for this argument (Composite.draw_for_check)
+        return np.asarray(draw(rng, tuple(shape))).astype(dtype).reshape(shape)
     if dtype.kind == "f":
         return rng.standard_normal(shape).astype(dtype)
     if dtype.kind in "iu":
@@ -54,7 +57,8 @@ def check_fusion(c, outs: list, seed: int = 0) -> dict:
     if any(op.kind == "CUSTOM" for op in c.ops):
         return {"checked": False, "why": "a CUSTOM op has no kernel here"}
     rng = np.random.default_rng(seed)
-    args = [_random_argument(a, rng, c.batch_size or 1) for a in c.args]
+    draws = getattr(c, "check_draws", {})
+    args = [_random_argument(a, rng, c.batch_size or 1, draws.get(a.index)) for a in c.args]
     if any(a is None for a in args):
         return {"checked": False, "why": "an argument is not a tensor of known shape (resource, string)"}
     try:
