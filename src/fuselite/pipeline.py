@@ -21,7 +21,7 @@ import numpy as np
 
 from fuselite import frontend
 from fuselite.budget import layer_of, plan_layers
-from fuselite.errors import ConversionError
+from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.export.micro import micro_problems
 from fuselite.fusion import is_composite, prepare_composites
@@ -167,9 +167,10 @@ QUANTIZED = ("dynamic", "int8", "int16x8")  # modes whose recurrent layers keep 
 
 
 def _dynamic_batch(ctx) -> bool:
-    """Whether fusion rules may leave an unknown batch dynamic: not for TFLite Micro (its FILL needs constant
-    dims) nor for integer quantization (the integer LSTM's calibration replays a static state shape). The
-    same conversions keep the fused LSTM by default (rnn/forms/policy.py, QUANTIZED_FORMS)."""
+    """Whether fusion rules, recognised loops and TensorList loops may leave an unknown batch dynamic: not for
+    TFLite Micro (its FILL needs constant dims) nor for integer quantization (the integer LSTM's calibration
+    replays a static state shape). The same conversions keep the fused LSTM by default (rnn/forms/policy.py,
+    QUANTIZED_FORMS)."""
     return not ctx.on_micro and ctx.quantization not in ("int8", "int16x8")
 
 
@@ -193,13 +194,13 @@ def fuse_composites(module, ctx) -> int:
 
 def fuse_recognised_loops(module, ctx) -> int:
     records = fuse_lstm_loops(module, ctx.batch_size, settle=lambda m: run_pipeline([SETTLE], m, ctx),
-                              rnn_forms=_forms(ctx))
+                              rnn_forms=_forms(ctx), dynamic_batch=_dynamic_batch(ctx))
     ctx.report.composites += records
     return len(records)
 
 
 def lower_tensor_list_ops(module, ctx) -> None:
-    lower_tensor_lists(module, ctx.report)
+    lower_tensor_lists(module, ctx.report, dynamic_batch=_dynamic_batch(ctx))
 
 
 def materialize_mutable_variables(module, ctx) -> int:
@@ -416,26 +417,41 @@ def _ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=Non
     return write_flatbuffer(module, tensor_names, provenance)
 
 
+DYNAMIC_SIZE = 3  # the size the check before writing gives a dynamic input dimension, beside the written one
+
+
 def check_on_litert(module, ctx) -> None:
     """Prepare (and on zeros, invoke) the written model on stock LiteRT, with XNNPACK and on the builtin
     kernels alone (users run both; XNNPACK takes some ops and checks less): what either rejects is an error.
+    Where the first signature has a dynamic input dimension, also at ``DYNAMIC_SIZE`` there (a shape the file
+    admits): a model that fails there only is converted again with a fixed batch (``NeedsStaticBatch``; the
+    report says why), or is an error if its batch is fixed already.
     A model for TFLite Micro with an op only it has a kernel for is run there instead (the next stage)."""
     if ctx.micro_only:
         ctx.report.warn(f"not run on LiteRT: {len(ctx.micro_only)} LSTM(s) with int16 activations (16x8), a kernel "
                         "TFLite Micro has and LiteRT has not (LiteRT's 16x8 models keep the 8x8->16 LSTM); run and "
                         "measured on TFLite Micro's interpreter instead")
         return
-    for builtin in (False, True):
-        try:
-            problem = litert_problem(ctx.output, builtin=builtin, shapes=_sample_shapes(ctx))
-        except MissingKernelError as e:
-            ctx.report.warn(f"not run on LiteRT before writing: {e}")
-            return
+    problem, sample, dynamic = None, _sample_shapes(ctx), _dynamic_shapes(ctx.output)
+    for shapes in [sample] + ([dynamic] if dynamic and dynamic != sample else []):
+        for builtin in (False, True):
+            try:
+                problem = litert_problem(ctx.output, builtin=builtin, shapes=shapes)
+            except MissingKernelError as e:
+                ctx.report.warn(f"not run on LiteRT before writing: {e}")
+                return
+            if problem is not None:
+                break
         if problem is not None:
             break
-    else:
+    if problem is None:
         return
     message, node, kind = problem
+    if dynamic is not None and shapes is dynamic:
+        at = ", ".join(f"{name} {list(shape)}" for name, shape in shapes.items())
+        message = f"with its dynamic input dimensions at {DYNAMIC_SIZE} ({at}): {message}"
+        if ctx.batch_size is None:
+            raise NeedsStaticBatch(f"LiteRT cannot run the model {message}")
     where = ""
     fn = module.functions[next(iter(module.signatures.values()))] if module.signatures else None
     if fn is not None and node is not None and node < len(fn.ops) and fn.ops[node].kind == kind:
@@ -445,6 +461,19 @@ def check_on_litert(module, ctx) -> None:
         where = f"{kind} '{op_name(op)}'{' at ' + op.location if op.location else ''} (inputs {types}; outputs {outs}): "
     kernels = "LiteRT's builtin kernels (no XNNPACK)" if builtin else "LiteRT (with XNNPACK)"
     raise ConversionError(f"{kernels} cannot run the converted model: {where}{message}")
+
+
+def _dynamic_shapes(model: bytes) -> dict[str, tuple] | None:
+    """The first signature's inputs with every dynamic dimension at ``DYNAMIC_SIZE``; None if it has none."""
+    from fuselite.inspect import describe
+
+    signatures = describe(model)["signatures"]
+    if not signatures:
+        return None
+    inputs = next(iter(signatures.values()))["inputs"]
+    if not any(-1 in i["shape"] for i in inputs):
+        return None
+    return {i["name"]: tuple(DYNAMIC_SIZE if d == -1 else d for d in i["shape"]) for i in inputs}
 
 
 def _sample_shapes(ctx) -> dict[str, tuple] | None:

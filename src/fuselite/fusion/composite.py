@@ -39,6 +39,7 @@ class Arg(Shaped):
     const: np.ndarray | None
     value: Value  # what to use as an operand (a constant value when ``const`` is set)
     variable: bool = False  # read from a (non-frozen) variable at every call site: a stateful layer's state
+    zeros: bool = False  # zeros at every call site: a constant, or a FILL of 0 (a zero state of a run-time batch)
 
 
 @dataclass

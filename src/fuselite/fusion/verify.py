@@ -44,6 +44,10 @@ def _random_argument(arg, rng, batch: int, draw=None) -> np.ndarray | None:
     return None
 
 
+def _zeros(rng, shape) -> np.ndarray:
+    return np.zeros(shape, np.float32)
+
+
 def check_fusion(c, outs: list, seed: int = 0) -> dict:
     """``{"checked": True, "max_abs_error", "seconds"}`` or ``{"checked": False, "why"}``; raises
     :class:`Mismatch` when the fused ops disagree with the body."""
@@ -58,7 +62,10 @@ def check_fusion(c, outs: list, seed: int = 0) -> dict:
         return {"checked": False, "why": "a CUSTOM op has no kernel here"}
     rng = np.random.default_rng(seed)
     draws = getattr(c, "check_draws", {})
-    args = [_random_argument(a, rng, c.batch_size or 1, draws.get(a.index)) for a in c.args]
+    # an argument that is zeros at every call site (a zero state of a run-time batch) is drawn as zeros, as a
+    # constant one keeps its value: rules may read it as zeros
+    args = [_random_argument(a, rng, c.batch_size or 1, draws.get(a.index) or (_zeros if a.zeros else None))
+            for a in c.args]
     if any(a is None for a in args):
         return {"checked": False, "why": "an argument is not a tensor of known shape (resource, string)"}
     try:

@@ -37,9 +37,41 @@ def _fold_shape_queries(fn: Function) -> bool:
                 fn.replace_uses(op.outputs[0], fn.const(val, op.name))
                 changed = True
                 continue
+        dims = _static_dims_sliced(op)
+        if dims is not None:
+            fn.replace_uses(op.outputs[0], fn.const(dims, op.name))
+            changed = True
+            continue
         kept.append(op)
     fn.ops = kept
     return changed
+
+
+def _static_dims_sliced(op) -> np.ndarray | None:
+    """``StridedSlice(Shape(x), ...)`` that picks only static dimensions of a partly known ``x`` (the number of
+    steps of a [time, batch, features] input whose batch is unknown), as a constant; else None."""
+    if op.kind != "StridedSlice" or op.dialect != "tf" or any(op.attrs.get(m, 0) for m in ("ellipsis_mask",
+                                                                                          "new_axis_mask")):
+        return None
+    shape_op = op.inputs[0].producer
+    if shape_op is None or shape_op.kind != "Shape" or shape_op.inputs[0].shape is None:
+        return None
+    if not all(v.is_const and v.const.shape == (1,) for v in op.inputs[1:4]):
+        return None
+    src = shape_op.inputs[0].shape
+    begin, end, stride = (int(v.const[0]) for v in op.inputs[1:4])
+    if stride == 0:
+        return None
+    picked = np.arange(len(src))[slice(None if op.attrs.get("begin_mask", 0) & 1 else begin,
+                                       None if op.attrs.get("end_mask", 0) & 1 else end, stride)]
+    if op.attrs.get("shrink_axis_mask", 0) & 1:
+        if not -len(src) <= begin < len(src):
+            return None
+        picked = np.array(begin % len(src))
+    dims = np.vectorize(lambda i: -1 if src[i] is None else src[i], otypes=[np.int64])(picked)
+    if (dims < 0).any():
+        return None
+    return dims.astype(op.outputs[0].dtype)
 
 
 def _foldable(op, region_out: set) -> bool:

@@ -3,9 +3,10 @@
 ``Reserve`` becomes zeros, ``FromTensor``/``Stack`` are the tensor itself, ``GetItem``
 is a GATHER and ``SetItem`` a DYNAMIC_UPDATE_SLICE (a dynamic-size list, reserved with 0 or
 an unknown number of elements, is padded up to the written index first). ``While`` loops that carry a list
-carry the dense tensor instead. Element shapes must be static: when they depend on an
-unknown batch size, :class:`NeedsStaticBatch` asks the converter to retrace with a
-fixed batch.
+carry the dense tensor instead. An element shape with an unknown (batch) dimension is read at run time
+where the loop writes a value it also carries (a Keras loop writes its ``h``): the list is zeros of
+``[N] + shape(that carry's initial value)``, so the loop takes any batch. Other unknown element shapes:
+:class:`NeedsStaticBatch` asks the converter to retrace with a fixed batch.
 """
 
 from __future__ import annotations
@@ -30,9 +31,66 @@ def _element_shape(op, arg: int) -> tuple | None:
     return tuple(int(d) for d in s)
 
 
-def _rewrite_function(fn: Function, module: Module) -> bool:
-    """Rewrite list ops whose list operand is already dense. Returns True if anything changed."""
-    changed = False
+def _carried_like(reserve: Value, fn: Function, module: Module):
+    """(the WHILE, the value before it whose run-time shape is the list's element shape) for a list that only a
+    WHILE takes and whose body writes a value it also carries (as the next step's state); else None."""
+    users = [op for op in fn.ops if any(v is reserve for v in op.inputs)]
+    if len(users) != 1 or users[0].type not in _WHILE:
+        return None
+    loop = users[0]
+    i = [k for k, v in enumerate(loop.inputs) if v is reserve]
+    body = module.functions.get(loop.attrs.get("body"))
+    if len(i) != 1 or body is None:
+        return None
+    for bop in body.ops:
+        if bop.kind == "TensorListSetItem" and bop.inputs[0] is body.inputs[i[0]]:
+            item = bop.inputs[2]
+            for j, out in enumerate(body.outputs):
+                init = loop.inputs[j]
+                if out is item and j != i[0] and init.dtype == item.dtype and init.shape is not None \
+                        and item.shape is not None and len(init.shape) == len(item.shape):
+                    return loop, init
+    return None
+
+
+def _dynamic_reserves(fn: Function, module: Module) -> bool:
+    """Lists of a static length whose element shape has an unknown dimension, where :func:`_carried_like`
+    finds the value to read it from: zeros of ``[N] + SHAPE(value)`` (SHAPE, CONCATENATION, FILL) just before
+    the WHILE that takes them. Returns True if anything changed."""
+    before: dict[int, list] = {}
+    dropped: set[int] = set()
+    for op in fn.ops:
+        if op.kind != "TensorListReserve" or op.dialect != "tf" or not op.inputs[1].is_const \
+                or int(op.inputs[1].const) <= 0 or _element_shape(op, 0) or _infer_element_shape(fn, module,
+                                                                                                  op.outputs[0]):
+            continue
+        found = _carried_like(op.outputs[0], fn, module)
+        if found is None:
+            continue
+        loop, like = found
+        n, dtype, name, loc = int(op.inputs[1].const), np.dtype(op.attrs["element_dtype"]), op.name, op.location
+        i32 = np.dtype(np.int32)
+        rank = len(like.shape)
+        shape = fn.make_op("tfl.SHAPE", [like], [(i32, (rank,))], {"out_type": i32}, name=name + "/element_shape",
+                           location=loc)
+        dims = fn.make_op("tfl.CONCATENATION", [fn.const(np.array([n], np.int32), name + "/length"),
+                                                shape.outputs[0]], [(i32, (rank + 1,))],
+                          {"axis": 0, "fused_activation_function": "NONE"}, name=name + "/dims", location=loc)
+        zeros = fn.make_op("tfl.FILL", [dims.outputs[0], fn.const(np.zeros((), dtype), name + "/zero")],
+                           [(dtype, (n, *like.shape))], name=name, location=loc)
+        fn.replace_uses(op.outputs[0], zeros.outputs[0])
+        before.setdefault(id(loop), []).extend([shape, dims, zeros])
+        dropped.add(id(op))
+    if not before:
+        return False
+    fn.ops = [new for op in fn.ops if id(op) not in dropped for new in (*before.get(id(op), ()), op)]
+    return True
+
+
+def _rewrite_function(fn: Function, module: Module, dynamic_batch: bool = True) -> bool:
+    """Rewrite list ops whose list operand is already dense (``dynamic_batch``: lists of a run-time element
+    shape too). Returns True if anything changed."""
+    changed = dynamic_batch and _dynamic_reserves(fn, module)
     new_ops = []
     for op in fn.ops:
         k = op.kind if op.dialect == "tf" else None
@@ -62,6 +120,9 @@ def _rewrite_function(fn: Function, module: Module) -> bool:
             elif k == "TensorListLength":
                 fn.replace_uses(out, fn.const(np.array(lst.shape[0], np.int32), op.name))
             elif k == "TensorListElementShape":
+                if None in lst.shape[1:]:
+                    new_ops.append(op)  # not known here: left, the pass ends in NeedsStaticBatch
+                    continue
                 fn.replace_uses(out, fn.const(np.array(lst.shape[1:], out.dtype), op.name))
             elif k == "TensorListGetItem":
                 g = fn.make_op("tfl.GATHER", [lst, op.inputs[1]], [(lst.dtype, lst.shape[1:])],
@@ -74,9 +135,14 @@ def _rewrite_function(fn: Function, module: Module) -> bool:
                 if lst.meta.get("growable"):
                     grow_ops, lst = _grow(fn, op, lst, idx)
                     new_ops += grow_ops
-                shape = fn.const(np.array((1,) + tuple(lst.shape[1:]), np.int32), op.name + "/shape")
-                r = fn.make_op("tfl.RESHAPE", [item, shape], [(lst.dtype, (1,) + tuple(lst.shape[1:]))],
-                               name=op.name + "/reshape", location=op.location)
+                one = (1,) + tuple(lst.shape[1:])
+                if None in one:  # an element dimension read at run time: the item with a leading axis
+                    r = fn.make_op("tfl.EXPAND_DIMS", [item, fn.const(np.array(0, np.int32), op.name + "/axis")],
+                                   [(lst.dtype, one)], name=op.name + "/reshape", location=op.location)
+                else:
+                    shape = fn.const(np.array(one, np.int32), op.name + "/shape")
+                    r = fn.make_op("tfl.RESHAPE", [item, shape], [(lst.dtype, one)], name=op.name + "/reshape",
+                                   location=op.location)
                 zeros = [fn.const(np.array(0, np.int32), op.name + "/zero") for _ in range(rank - 1)]
                 p = fn.make_op("tfl.PACK", [idx] + zeros, [(np.dtype(np.int32), (rank,))],
                                {"values_count": rank, "axis": 0}, name=op.name + "/start", location=op.location)
@@ -167,7 +233,9 @@ def has_tensor_lists(module: Module) -> bool:
     return any(op.kind.startswith("TensorList") for fn in module.functions.values() for op in fn.ops)
 
 
-def lower_tensor_lists(module: Module, report=None) -> None:
+def lower_tensor_lists(module: Module, report=None, dynamic_batch: bool = True) -> None:
+    """Every TensorList as a dense tensor, or :class:`NeedsStaticBatch`. ``dynamic_batch``: an element shape may
+    be read at run time (not for TFLite Micro, whose FILL takes constant dims, nor integer quantization)."""
     from fuselite.passes.shapes import refine_shapes
 
     if not has_tensor_lists(module):
@@ -175,7 +243,7 @@ def lower_tensor_lists(module: Module, report=None) -> None:
     for _ in range(100):
         changed = False
         for fn in list(module.functions.values()):
-            changed |= _rewrite_function(fn, module)
+            changed |= _rewrite_function(fn, module, dynamic_batch)
         if changed:
             refine_shapes(module)
         else:

@@ -46,7 +46,26 @@ def run(model: bytes, inputs: dict | list, signature_key: str | None = None, num
         if len(inputs) != len(names):
             raise ValueError(f"signature '{key}' takes {len(names)} input(s) ({', '.join(names)}), got {len(inputs)}")
         inputs = dict(zip(names, inputs))
+    check_input_shapes(runner.get_input_details(), inputs, key)
     return {k: np.asarray(v) for k, v in runner(**inputs).items()}
+
+
+def check_input_shapes(details: dict, inputs: dict, key: str) -> None:
+    """An :class:`~fuselite.errors.InputError` naming the input when its shape differs from the signature's
+    where that has a static dimension (LiteRT's signature runner resizes any dimension, and the kernels fail
+    deep inside when the model was written for one size: a static batch the report explains)."""
+    from fuselite.errors import InputError
+
+    for name, value in inputs.items():
+        d = details.get(name)
+        if d is None:
+            continue
+        want = [int(x) for x in d.get("shape_signature", d["shape"])]
+        got = list(np.shape(value))
+        if len(got) != len(want) or any(w != -1 and w != g for w, g in zip(want, got)):
+            raise InputError(f"input '{name}' of signature '{key}' has shape {got}, the model takes "
+                             f"{['?' if w == -1 else w for w in want]} ('?': any size; a fixed batch is said in "
+                             f"the conversion report, and batch_size=N converts for another)")
 
 
 def kernel_set(builtin: bool) -> dict:

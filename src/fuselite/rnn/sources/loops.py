@@ -13,8 +13,18 @@ writes ``h`` into another TensorList. A loop is fused into one
   GRU (gates z, r, h; ``reset_after`` True or False) into the unrolled builtins of
   ``forms/unrolled.py`` (LiteRT has no GRU op; at most ``MAX_UNROLL`` steps).
 
+A masked layer's loop (Keras 3: ``mask_zero=True`` upstream) reads a second TensorList, the step's
+mask, and ends in ``SelectV2``s that keep the states, and the output (another carry, or zeros with
+``zero_output_for_mask``), where it is off; it is recognised too, and written in the form a masked
+layer gets (the loop form, or unrolled; the fused ops have no mask).
+
+An unknown batch stays dynamic where the form allows it, as for the same layer converted from memory
+(``rnn/sources/keras_layers.py``): the loop form always, the fused op and the unrolled LSTM / SimpleRNN from
+zero initial states; else :class:`NeedsStaticBatch` (the unrolled GRU, a masked unrolled layer, TFLite Micro
+and integer quantization).
+
 Anything else stays a loop. ``go_backwards`` needs no special case: the loop reads
-its (already reversed) time-major input in order. Constants and shapes are folded before
+its (already reversed) time-major input, and mask, in order. Constants and shapes are folded before
 matching (the pipeline's ``settle`` group), and again after a fusion, for a loop that reads a fused one.
 """
 
@@ -30,7 +40,7 @@ from fuselite.fusion.composite import Composite
 from fuselite.ir import Function, Module, Op, Value
 from fuselite.passes.fold_tf import evaluate_ops
 from fuselite.rnn.build import MAX_UNROLL, pack_steps, time_step
-from fuselite.rnn.cells import GRUCell, keras_cell
+from fuselite.rnn.cells import keras_cell
 from fuselite.rnn.cells.gru import numpy_gru_cell
 from fuselite.rnn.cells.lstm import numpy_lstm_cell
 from fuselite.rnn.cells.simple_rnn import numpy_simple_rnn_cell
@@ -55,7 +65,8 @@ class LoopMatch:
     """What the matcher found in a recognised Keras RNN ``while`` loop.
 
     ``i_*`` are positions among the loop's variables: the hidden state, the LSTM cell
-    state (``None`` otherwise) and the output TensorList. Weights are in Keras' layout.
+    state (``None`` otherwise) and the output TensorList. Weights are in Keras' layout. ``h_new`` and
+    ``c_new`` are the body's cell results (before a masked loop's selects).
     """
 
     body: Function
@@ -73,6 +84,10 @@ class LoopMatch:
     sequences: bool  # every step's output, or only the last one
     cell: str  # "LSTM", "GRU" or "SimpleRNN"
     reset_after: bool
+    h_new: Value
+    c_new: Value | None
+    mask: Value | None = None  # a masked loop's time-major bool mask [time, batch, 1] (in processing order)
+    zero_output: bool = False  # a masked loop writes zeros, not the previous output, where the mask is off
 
 
 def _position(values: list, v) -> int:
@@ -126,14 +141,43 @@ def _cell_values(body: Function, feeds: dict, wanted: list):
     return [values[w.uid] for w in wanted]
 
 
+def _selected(v, flag: Value):
+    """(then, else) of ``v = SelectV2(flag, then, else)``, ``flag`` possibly tiled (a masked loop's step);
+    None for any other ``v``."""
+    p = _producer(v, "SelectV2")
+    if p is None:
+        return None
+    cond = p.inputs[0]
+    tile = _producer(cond, "Tile")
+    if tile is not None and tile.inputs[1].is_const:
+        cond = tile.inputs[0]
+    return (p.inputs[1], p.inputs[2]) if cond is flag else None
+
+
+def _is_zeros(v) -> bool:
+    """``v`` is zeros: a constant, or a FILL of 0 / ZerosLike (a state of a run-time batch)."""
+    if v is None:
+        return False
+    if v.is_const:
+        return not np.asarray(v.const).any()
+    fill, like = _producer(v, "Fill"), _producer(v, "ZerosLike")
+    zero_fill = fill is not None and fill.inputs[1].is_const and not np.asarray(fill.inputs[1].const).any()
+    return like is not None or zero_fill
+
+
 def _match(module: Module, fn: Function, op) -> LoopMatch:
     body, cond = module.functions.get(op.attrs.get("body")), module.functions.get(op.attrs.get("cond"))
     if body is None or cond is None or not (len(body.inputs) == len(body.outputs) == len(op.inputs)):
         raise _NoMatch
     ins = body.inputs
-    get = _find(body, lambda o: o.kind == "TensorListGetItem")
+    reads = [o for o in body.ops if o.kind == "TensorListGetItem"]
+    mm_x = _find(body, lambda o: o.kind == "MatMul" and o.inputs[1].is_const
+                 and any(o.inputs[0] is g.outputs[0] for g in reads))
+    get = next(g for g in reads if mm_x.inputs[0] is g.outputs[0])
+    flags = [g for g in reads if g is not get]  # a masked loop's step mask: bool [batch, 1]
+    if len(flags) > 1 or any(g.outputs[0].dtype != np.bool_ for g in flags):
+        raise _NoMatch
     i_in, i_time = _position(ins, get.inputs[0]), _position(ins, get.inputs[1])
-    mm_x = _find(body, lambda o: o.kind == "MatMul" and o.inputs[0] is get.outputs[0] and o.inputs[1].is_const)
     rec_mms = [o for o in body.ops if o.kind == "MatMul" and o is not mm_x and o.inputs[1].is_const]
     mm_h = _find(body, lambda o: o in rec_mms and o.inputs[0] in ins)
     if any(o.attrs.get("transpose_a") or o.attrs.get("transpose_b") for o in (mm_x, *rec_mms)):
@@ -158,14 +202,47 @@ def _match(module: Module, fn: Function, op) -> LoopMatch:
         biases = [v.const for o in body.ops for v in o.inputs if o.kind in ("BiasAdd", "AddV2", "Add")
                   and v is not None and v.is_const and v.const.shape == (gates * units,)]
         bias = biases[0] if len(biases) == 1 else np.zeros(gates * units, np.float32)
-    floats = [i for i, v in enumerate(ins) if v.dtype == np.float32 and v.rank == 2 and i != i_h]
+    put = _find(body, lambda o: o.kind == "TensorListSetItem")
+    i_out = _position(ins, put.inputs[0])
+    if body.outputs[i_out] is not put.outputs[0]:
+        raise _NoMatch
+    written, mask, zero_output, i_prev, i_zeros = put.inputs[2], None, False, None, None
+    h_new = body.outputs[i_h]
+    if flags:  # h_new where the mask is on, else the state kept; the output written: h_new, else the previous
+        flag = flags[0].outputs[0]
+        kept, out = _selected(h_new, flag), _selected(written, flag)
+        if kept is None or out is None or kept[1] is not ins[i_h] or out[0] is not kept[0]:
+            raise _NoMatch
+        h_new = kept[0]
+        other = next((i for i, v in enumerate(ins) if v is out[1]), None)
+        # zeros where the mask is off (zero_output_for_mask): a constant, or zeros passed through the loop
+        zero_output = _is_zeros(out[1]) or other is not None and body.outputs[other] is ins[other] \
+            and _is_zeros(op.inputs[other])
+        if not zero_output and (other is None or body.outputs[other] is not written):
+            raise _NoMatch
+        # the previous output, carried (Keras carries it also where it writes zeros)
+        i_prev = next((i for i, o in enumerate(body.outputs) if o is written and i != i_out), None)
+        i_zeros = other if zero_output else None
+        i_mask = _position(ins, flags[0].inputs[0])
+        if flags[0].inputs[1] is not ins[i_time] or body.outputs[i_mask] is not ins[i_mask]:
+            raise _NoMatch
+        listed = _producer(op.inputs[i_mask], "TensorListFromTensor")
+        mask = listed.inputs[0] if listed is not None else None
+        if mask is None or mask.dtype != np.bool_ or mask.rank not in (2, 3) or mask.shape[0] is None:
+            raise _NoMatch
+    elif written is not h_new:
+        raise _NoMatch
+    floats = [i for i, v in enumerate(ins) if v.dtype == np.float32 and v.rank == 2 and i not in (i_h, i_prev,
+                                                                                                  i_zeros)]
     if len(floats) != (1 if cell == "LSTM" else 0):
         raise _NoMatch
     i_c = floats[0] if floats else None
-    put = _find(body, lambda o: o.kind == "TensorListSetItem")
-    i_out = _position(ins, put.inputs[0])
-    if put.inputs[2] is not body.outputs[i_h] or body.outputs[i_out] is not put.outputs[0]:
-        raise _NoMatch
+    c_new = body.outputs[i_c] if i_c is not None else None
+    if c_new is not None and flags:
+        kept_c = _selected(c_new, flags[0].outputs[0])
+        if kept_c is None or kept_c[1] is not ins[i_c]:
+            raise _NoMatch
+        c_new = kept_c[0]
     step = body.outputs[i_time].producer
     if step is None or step.kind != "AddV2" or step.inputs[0] is not ins[i_time] or _const_scalar(step.inputs[1]) != 1:
         raise _NoMatch
@@ -179,7 +256,7 @@ def _match(module: Module, fn: Function, op) -> LoopMatch:
     if xt.rank != 3 or xt.shape[0] is None or xt.shape[2] != kernel.shape[0]:
         raise _NoMatch
     steps = xt.shape[0]
-    if cell == "GRU" and steps > MAX_UNROLL:
+    if mask is not None and mask.shape[0] != steps:
         raise _NoMatch
     less = [o for o in cond.ops if o.kind == "Less" and o.inputs[0] is cond.inputs[i_time]]
     if len(less) != 1 or _const_scalar(less[0].inputs[1]) != steps:
@@ -196,7 +273,7 @@ def _match(module: Module, fn: Function, op) -> LoopMatch:
         raise _NoMatch
     return LoopMatch(body=body, get=get, i_h=i_h, i_c=i_c, i_out=i_out, kernel=kernel, rec=rec, bias=bias,
                      bias_rec=bias_rec, units=units, xt=xt, steps=steps, sequences=sequences, cell=cell,
-                     reset_after=reset_after)
+                     reset_after=reset_after, h_new=h_new, c_new=c_new, mask=mask, zero_output=zero_output)
 
 
 def _gru_recurrent_kernel(mm_h, rec_mms, units):
@@ -232,10 +309,10 @@ def _verify(m: LoopMatch) -> str:
     h = rng.standard_normal((batch, units)).astype(np.float32)
     c = rng.standard_normal((batch, units)).astype(np.float32)
     feeds = {m.get.outputs[0].uid: x, body.inputs[m.i_h].uid: h}
-    wanted = [body.outputs[m.i_h]]
+    wanted = [m.h_new]
     if m.cell == "LSTM":
         feeds[body.inputs[m.i_c].uid] = c
-        wanted.append(body.outputs[m.i_c])
+        wanted.append(m.c_new)
     got = _cell_values(body, feeds, wanted)
     for name in _CANDIDATE_ACTIVATIONS[m.cell]:
         try:
@@ -257,96 +334,110 @@ def _reference_step(m, x, h, c, activation: str) -> tuple:
     return numpy_lstm_cell(x, h, c, k, rk, b, activation=activation, dtype=None)
 
 
-def _initial(c, v, batch, units):
-    if v.is_const and not v.const.any():
-        return state(c, batch, units)
-    return state(c, batch, units, v)
+def _states(op, m) -> list:
+    """The loop's initial states (h, and c for an LSTM): None where zeros (a constant, or a FILL of a run-time
+    batch), else the value."""
+    inits = [op.inputs[m.i_h]] + ([op.inputs[m.i_c]] if m.cell == "LSTM" else [])
+    return [None if _is_zeros(v) else v for v in inits]
 
 
 def _form(op, m, rnn_forms: dict) -> str:
-    """The recognised loop's form (``forms.policy.traced_form``): "loop", "fused" or, for a GRU, "unrolled". A
-    stateful layer's state is read from a variable."""
+    """The recognised loop's form (``forms.policy.traced_form``): "loop", "unrolled" or "fused" (a GRU, which
+    has no LiteRT op, and a masked layer, which the fused ops cannot take, unrolled). A stateful layer's state
+    is read from a variable."""
     states = (op.inputs[m.i_h], op.inputs[m.i_c] if m.cell == "LSTM" else None)
     stateful = any(v is not None and v.producer is not None and v.producer.kind == "ReadVariableOp" for v in states)
-    form = traced_form(rnn_forms, m.cell, stateful)
-    return form if form == "loop" else "unrolled" if m.cell == "GRU" else "fused"
+    form = traced_form(rnn_forms, m.cell, stateful, masked=m.mask is not None)
+    return form if form in ("loop", "unrolled") else "unrolled" if m.cell == "GRU" or m.mask is not None else "fused"
 
 
-def _replace_with_loop(module: Module, fn: Function, op, m, c, activation: str, batch: int):
-    """The loop -> the loop form (``forms/loop.py``) over its time-major input: the input projection
-    hoisted, a WHILE without TensorLists for the steps."""
-    inits = [op.inputs[m.i_h]] + ([op.inputs[m.i_c]] if m.cell == "LSTM" else [])
-    states = [None if v.is_const and not v.const.any() else v for v in inits]
-    w = keras_cell(m.cell, m.kernel, m.rec, m.bias, activation, reset_after=m.reset_after, recurrent_bias=m.bias_rec)
-    c.taken_names = set(module.functions)
-    seq, finals, _ = loop_steps(c, w, m.xt, states, tm=True, backwards=False, batch=batch, steps=m.steps,
-                             sequence=m.sequences)
-    for sub in c.subgraphs:
-        module.add(sub)
-    if seq is None:  # the loop kept only the last step, as a list of one
-        seq = c.op("RESHAPE", [finals[0], np.array([1, batch, m.units], np.int32)], dtype=np.float32,
-                   shape=(1, batch, m.units))
-    results = [(m.i_out, seq), (m.i_h, finals[0])]
-    if m.cell == "LSTM":
-        results.append((m.i_c, finals[1]))
-    _splice(fn, op, c.ops, results)
+def _static_batch_needed(op, m, form: str) -> str | None:
+    """Why the form needs a static batch (as the same layer converted from memory does), or None."""
+    if form == "loop":
+        return None
+    if form == "unrolled" and (m.cell == "GRU" or m.mask is not None):
+        return f"the unrolled {'masked ' if m.mask is not None else ''}{m.cell} needs a static batch size"
+    if any(s is not None for s in _states(op, m)):
+        return f"a recognised {m.cell} loop given initial states keeps them in tensors that need a static batch size"
+    return None
 
 
-def _replace(module: Module, fn: Function, op, m, activation: str, batch_size, form: str = "fused"):
+def _step_flags(c, m, batch):
+    """A masked loop's mask as the forms take it: [batch, time] (float32 1 / 0, in processing order)."""
+    mask = m.mask
+    if mask.rank == 2:  # [time, batch]
+        mask = c.op("RESHAPE", [mask, np.array([m.steps, -1, 1], np.int32)], dtype=np.bool_, shape=(m.steps, batch, 1))
+    flags = c.op("CAST", [mask], dtype=np.float32, shape=(m.steps, batch, 1))
+    flags = c.op("TRANSPOSE", [flags, np.array([1, 0, 2], np.int32)], dtype=np.float32, shape=(batch, m.steps, 1))
+    return c.op("RESHAPE", [flags, np.array([-1, m.steps], np.int32)], dtype=np.float32, shape=(batch, m.steps))
+
+
+def _cell(m, activation: str):
+    return keras_cell(m.cell, m.kernel, m.rec, m.bias, activation, reset_after=m.reset_after, recurrent_bias=m.bias_rec)
+
+
+def _last_as_list(c, last, batch, units):
+    """A loop that kept only its last step, as a list of one: [1, batch, units] (an unknown batch at run time)."""
+    return c.op("RESHAPE", [last, np.array([1, -1, units], np.int32)], dtype=np.float32, shape=(1, batch, units))
+
+
+def _replace(module: Module, fn: Function, op, m, activation: str, batch_size, form: str = "fused",
+             dynamic_batch: bool = True):
+    """The loop -> its form over the loop's time-major input: the loop form (``forms/loop.py``: the input
+    projection hoisted, a WHILE without TensorLists), the unrolled builtins (``forms/unrolled.py``) or LiteRT's
+    sequence op. An unknown batch stays dynamic where the form takes one (``_static_batch_needed``) and
+    ``dynamic_batch`` allows it (not TFLite Micro, not integer quantization)."""
     xt, units, steps = m.xt, m.units, m.steps
     batch = xt.shape[1] or batch_size
-    if batch is None:
-        state = op.inputs[m.i_h]  # a stateful layer's state variable fixes the batch
-        raise NeedsStaticBatch("the unrolled GRU needs a static batch size" if m.cell == "GRU" else
-                               f"a recognised {m.cell} loop keeps its state in tensors that need a static batch size",
-                               state.shape[0] if state.rank == 2 and not state.is_const else None)
+    need = _static_batch_needed(op, m, form) if dynamic_batch else \
+        f"a recognised {m.cell} loop needs a static batch size for this target or quantization"
+    if batch is None and need:
+        state_in = op.inputs[m.i_h]  # a stateful layer's state variable fixes the batch
+        raise NeedsStaticBatch(need, state_in.shape[0] if state_in.rank == 2 and not state_in.is_const else None)
     c = Composite(fn, f"Keras {m.cell} loop", {}, [], [])
+    c.taken_names = set(module.functions)
+    states = _states(op, m)
+    flags = _step_flags(c, m, batch) if m.mask is not None else None
     if form == "loop":
-        _replace_with_loop(module, fn, op, m, c, activation, batch)
-        return c.ops
-    if m.cell == "GRU":
-        _replace_gru(fn, op, m, c, activation, batch)
-        return c.ops
-    h = _initial(c, op.inputs[m.i_h], batch, units)
-    lstm = m.cell == "LSTM"
-    cs = _initial(c, op.inputs[m.i_c], batch, units) if lstm else None
-    wi, wr, bs = keras_to_litert(m.kernel, m.rec, m.bias, 4 if lstm else 1, units)
-    bs = [b.astype(np.float32) for b in bs]
-    # the loop reads its input time-major, which is also the fused kernels' fast layout
-    shape = (steps, batch, units)
-    opts = {"fused_activation_function": FUSED_ACTIVATIONS[activation], "time_major": True,
-            "asymmetric_quantize_inputs": False}
-    if lstm:
-        opts.update(cell_clip=0.0, proj_clip=0.0)
-        seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", lstm_operands(xt, wi, wr, bs, h, cs), opts, dtype=np.float32,
-                   shape=shape)
+        seq, finals, last = loop_steps(c, _cell(m, activation), xt, states, tm=True, backwards=False, batch=batch,
+                                       steps=steps, sequence=m.sequences, mask=flags, zero_output=m.zero_output)
+        for sub in c.subgraphs:
+            module.add(sub)
+    elif form == "unrolled":
+        outs, finals = unroll(c, _cell(m, activation), xt, states, tm=True, backwards=False, batch=batch,
+                              steps=steps, mask=flags, zero_output=m.zero_output)
+        last = outs[-1]
+        seq = pack_steps(c, outs, time_major=True) if m.sequences else None
     else:
-        seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", rnn_operands(xt, wi, wr, bs, h), opts, dtype=np.float32, shape=shape)
-    last = time_step(c, seq, -1, True)
-    if m.sequences:
-        out_list = seq
-    else:  # the loop kept only the last step, as a list of one
-        out_list = c.op("RESHAPE", [last, np.array([1, batch, units], np.int32)], dtype=np.float32,
-                        shape=(1, batch, units))
-    results = [(m.i_out, out_list), (m.i_h, last)]
-    if lstm:
-        results.append((m.i_c, read_state(c, cs, last)))
+        seq, finals = _fused_sequence(c, m, activation, states, batch)
+        last = finals[0]
+    results = [(m.i_out, seq if m.sequences else _last_as_list(c, last, batch, units)), (m.i_h, finals[0])]
+    if m.cell == "LSTM":
+        results.append((m.i_c, finals[1]))
     _splice(fn, op, c.ops, results)
     return c.ops
 
 
-def _replace_gru(fn: Function, op, m, c, activation: str, batch: int):
-    """The loop -> the unrolled GRU (``forms/unrolled.py``) over its time-major input."""
-    v = op.inputs[m.i_h]
-    h0 = None if v.is_const and not v.const.any() else v
-    cell = GRUCell(m.kernel, m.rec, m.bias, activation, reset_after=m.reset_after, recurrent_bias=m.bias_rec)
-    outs, _ = unroll(c, cell, m.xt, [h0], tm=True, backwards=False, batch=batch, steps=m.steps)
-    if m.sequences:
-        out_list = pack_steps(c, outs, time_major=True)
-    else:  # the loop kept only the last step, as a list of one
-        out_list = c.op("RESHAPE", [outs[-1], np.array([1, batch, m.units], np.int32)], dtype=np.float32,
-                        shape=(1, batch, m.units))
-    _splice(fn, op, c.ops, [(m.i_out, out_list), (m.i_h, outs[-1])])
+def _fused_sequence(c, m, activation: str, states: list, batch):
+    """(the sequence, [h, c]) of LiteRT's sequence op (LSTM or SimpleRNN) over the loop's time-major input, its
+    state tensors rewritten on every invoke (zeros of a run-time batch where ``batch`` is None)."""
+    xt, units, lstm = m.xt, m.units, m.cell == "LSTM"
+    tensors = [state(c, batch, units, s, like=xt, axis=1) for s in states]
+    wi, wr, bs = keras_to_litert(m.kernel, m.rec, m.bias, 4 if lstm else 1, units)
+    bs = [b.astype(np.float32) for b in bs]
+    # the loop reads its input time-major, which is also the fused kernels' fast layout
+    opts = {"fused_activation_function": FUSED_ACTIVATIONS[activation], "time_major": True,
+            "asymmetric_quantize_inputs": False}
+    shape = (m.steps, batch, units)
+    if lstm:
+        opts.update(cell_clip=0.0, proj_clip=0.0)
+        seq = c.op("UNIDIRECTIONAL_SEQUENCE_LSTM", lstm_operands(xt, wi, wr, bs, *tensors), opts, dtype=np.float32,
+                   shape=shape)
+    else:
+        seq = c.op("UNIDIRECTIONAL_SEQUENCE_RNN", rnn_operands(xt, wi, wr, bs, *tensors), opts, dtype=np.float32,
+                   shape=shape)
+    last = time_step(c, seq, -1, True)
+    return seq, [last] + ([read_state(c, tensors[1], last)] if lstm else [])
 
 
 def _splice(fn: Function, op, ops, results):
@@ -366,7 +457,7 @@ def _loops(module: Module) -> list:
 
 
 def fuse_lstm_loops(module: Module, batch_size: int | None = None, *, settle: Callable[[Module], object],
-                    rnn_forms: dict | None = None) -> list[dict]:
+                    rnn_forms: dict | None = None, dynamic_batch: bool = True) -> list[dict]:
     """Fuse every recognised Keras LSTM / SimpleRNN / GRU loop; one report record per loop.
 
     ``settle(module)`` folds constants and shapes and binds loop invariants (the
@@ -374,14 +465,15 @@ def fuse_lstm_loops(module: Module, batch_size: int | None = None, *, settle: Ca
     loop (its composite just inlined) carries its weights as loop variables, the bias
     rows unstacked from a constant; and a loop that reads the output of a loop fused in
     the round before only gets static shapes (its number of steps) then. ``rnn_forms``: the form of each
-    family (``forms.policy.rnn_forms``); a "loop" entry writes the loop form (``forms/loop.py``), else the
-    fused op (a GRU unrolled).
+    family (``forms.policy.rnn_forms``); a "loop" entry writes the loop form (``forms/loop.py``), "unrolled" the
+    unrolled one, else the fused op (a GRU, and a masked layer, unrolled). ``dynamic_batch``: whether an unknown
+    batch may stay dynamic (not for TFLite Micro nor integer quantization).
     """
     records: list[dict] = []
     declined: dict[str, dict] = {}  # loops that look like a Keras cell but do not compute one: said once each
     while _loops(module):
         settle(module)
-        results = [_fuse(module, fn, op, batch_size, rnn_forms or {}) for fn, op in _loops(module)]
+        results = [_fuse(module, fn, op, batch_size, rnn_forms or {}, dynamic_batch) for fn, op in _loops(module)]
         fused = [r for r in results if r is not None and r["status"] == "fused"]
         declined.update((r["function"], r) for r in results if r is not None and r["status"] != "fused")
         if not fused:
@@ -390,7 +482,7 @@ def fuse_lstm_loops(module: Module, batch_size: int | None = None, *, settle: Ca
     return records + list(declined.values())
 
 
-def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict) -> dict | None:
+def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict, dynamic_batch: bool = True) -> dict | None:
     try:
         m = _match(module, fn, op)
     except _NoMatch:
@@ -403,7 +495,11 @@ def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict) -> dict
                 "reason": f"the loop has the shape of a Keras {m.cell} but its body does not compute that cell's "
                           "step as matched; it stays a WHILE loop (correct, not fused)"}
     form = _form(op, m, rnn_forms)
-    ops = _replace(module, fn, op, m, activation, batch_size, form)
+    if form == "unrolled" and m.steps > MAX_UNROLL:  # too many steps to unroll: the fused op, else a loop stays
+        if m.cell == "GRU" or m.mask is not None:
+            return None
+        form = "fused"
+    ops = _replace(module, fn, op, m, activation, batch_size, form, dynamic_batch)
     into = {"LSTM": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "SimpleRNN": ["UNIDIRECTIONAL_SEQUENCE_RNN"]}.get(
         m.cell) if form == "fused" else None
     into = into or list(dict.fromkeys(o.kind for o in ops))
@@ -411,4 +507,5 @@ def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict) -> dict
     if m.cell == "GRU":
         attrs.update(reset_after=m.reset_after, activation=activation, steps=m.steps)
     return {"function": fn.name, "interface": f"Keras {m.cell} loop (recognised)", "call_sites": 1,
-            "attrs": attrs, "status": "fused", "into": into, "form": form, "reason": ""}
+            "attrs": attrs, "status": "fused", "into": into, "reason": "",
+            "form": f"{form} (masked)" if m.mask is not None else form}

@@ -108,10 +108,10 @@ def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_for
 def fuse_tf_keras_saved_lstm(c):
     # the loop form or the fused op (a stateful layer's states are read from variables)
     h0, c0 = c.args[1:3] if len(c.args) >= 3 else (None, None)
-    loop = h0 is not None and traced_form(c.rnn_forms, "LSTM", h0.variable or c0.variable, _masked(c),
-                                           "tf_keras") == "loop"
-    fdef, library, mask = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, "the fused op", loop)
-    return _fuse_keras_lstm(c, fdef, library, indy=False, mask=mask, loop=loop)
+    form = "fused" if h0 is None else traced_form(c.rnn_forms, "LSTM", h0.variable or c0.variable, _masked(c),
+                                                  "tf_keras")
+    fdef, library, mask = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, f"the {form} form", form == "loop")
+    return _fuse_keras_lstm(c, fdef, library, indy=False, mask=mask, form=form)
 
 
 @fusion("indy_lstm_*")
@@ -130,7 +130,7 @@ def fuse_indy_lstm(c):
     c.expect_results(5)
     if any(a.dtype != np.float32 for a in c.args) or any(r.dtype != np.float32 for r in c.results):
         c.decline(f"only float32 IndyLSTMs are fused (arguments: {', '.join(str(a.dtype) for a in c.args)})")
-    return _fuse_keras_lstm(c, fdef, c.function.attrs.get("_library") or {}, indy=True, mask=None, loop=False)
+    return _fuse_keras_lstm(c, fdef, c.function.attrs.get("_library") or {}, indy=True, mask=None, form="fused")
 
 
 def _diagonal_kernel(rk: np.ndarray) -> np.ndarray:
@@ -139,7 +139,17 @@ def _diagonal_kernel(rk: np.ndarray) -> np.ndarray:
     return np.concatenate([np.diag(rk[:, g]) for g in range(4)], axis=1).reshape(units, 4 * units)
 
 
-def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, loop: bool):
+def _zeros(arg) -> bool:
+    """An initial state that is zeros at every call site (a constant, or a FILL of a run-time batch)."""
+    return arg.zeros or arg.const is not None and not np.any(arg.const)
+
+
+def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, form: str):
+    """A tf-keras LSTM (or IndyLSTM) composite in ``form``: "loop", "unrolled" (an unmasked LSTM) or "fused".
+    An unknown batch stays dynamic in the loop form, and in the others from zero initial states (as the same
+    layer converted from memory)."""
+    loop = form == "loop"
+    form = form if loop or form == "unrolled" and not indy else "fused"
     x, h0, c0, k, rk, b = c.args[:6]
     if x.rank != 3 or x.shape[2] is None:
         c.decline(f"the sequence input must have rank 3 and static features, got shape {x.shape}")
@@ -165,20 +175,24 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, loop: bo
     # time_major flag as an attribute; the evaluation below has the last word.
     hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
     what = "IndyLSTM" if indy else "tf-keras LSTM"
-    # the loop form (forms/loop.py, chosen by the caller) takes any batch
-    if c.batch_size is None and x.shape[1 if hint else 0] is None and not (loop and c.dynamic_batch):
-        raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
+    # the loop form (forms/loop.py) takes any batch, the others one read at run time from zero initial states
+    zero_states = all(_zeros(s) for s in (h0, c0))
+    dynamic = c.dynamic_batch and (loop or zero_states)
+    need = f"the {form} {what} {'keeps its state in tensors that need' if form == 'fused' else 'needs'} a static " \
+           "batch size" + ("" if zero_states else " (it is given initial states)")
+    if c.batch_size is None and x.shape[1 if hint else 0] is None and not dynamic:
+        raise NeedsStaticBatch(need)
 
     time_major, go_backwards, return_sequences, zero_output, runtime = _determine_flags(c, fdef, library, indy=indy,
                                                                                          mask=mask)
     batch = x.shape[1 if time_major else 0] or c.batch_size
-    if batch is None and not (loop and c.dynamic_batch):
-        raise NeedsStaticBatch(f"fused {what} keeps its state in tensors that need a static batch size")
+    if batch is None and not dynamic:
+        raise NeedsStaticBatch(need)
     initial = []
     for s in (h0, c0):
         if s.shape[0] not in (None, batch):
             c.decline(f"initial state '{s.name}' has batch {s.shape[0]}, the sequence has batch {batch}")
-        initial.append(None if s.const is not None and not np.any(s.const) else s)  # zeros: FILL
+        initial.append(None if _zeros(s) else s)  # zeros: FILL
 
     if loop:
         states = [None if s is None else s.value for s in initial]
@@ -188,8 +202,17 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, loop: bo
                                        zero_output=zero_output)
         c.form = "loop" if mask is None else "loop (masked)"
         return _results(c, last, seq, h, cs, runtime, batch, units, time_major)
-    c.form = "fused"
-    h, cs = (state(c, batch, units, s) for s in initial)
+    c.form = form
+    if form == "unrolled":
+        steps = x.shape[0 if time_major else 1]
+        if steps is None or steps > MAX_UNROLL:
+            c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
+        outs, (h, cs) = unroll(c, LSTMCell(k.const, full, b.const, "tanh"), x, [None if s is None else s.value
+                                                                               for s in initial],
+                               tm=time_major, backwards=go_backwards, batch=batch, steps=steps)
+        return _results(c, outs[-1], pack_steps(c, outs, time_major) if return_sequences else None, h, cs, runtime,
+                        batch, units, time_major)
+    h, cs = (state(c, batch, units, s, like=x, axis=1 if time_major else 0) for s in initial)
     seq = lstm_sequence(c, x, wi, wr, bias, h, cs, time_major=time_major, go_backwards=go_backwards,
                         diagonal_recurrence=indy)
     last = time_step(c, seq, -1, time_major)
@@ -202,7 +225,8 @@ def _results(c, last, seq, h, cell, runtime, batch, units, time_major) -> list:
     only, which tf-keras returns with a time axis of 1."""
     if seq is None:
         shape = (1, batch, units) if time_major else (batch, 1, units)
-        seq = c.op("RESHAPE", [last, np.array(shape, np.int32)], dtype=np.float32, shape=shape)
+        seq = c.op("RESHAPE", [last, np.array([-1 if d is None else d for d in shape], np.int32)],
+                   dtype=np.float32, shape=shape)  # an unknown batch (the loop form) read at run time
     return [last, seq, h, cell, c.const(np.asarray(runtime, np.float32), name="runtime")]
 
 
@@ -369,7 +393,7 @@ def fuse_tf_keras_saved_gru(c):
     if h0.shape[0] not in (None, batch):
         c.decline(f"initial state 'init_h' has batch {h0.shape[0]}, the sequence has batch {batch}")
 
-    if h0.const is not None and not np.any(h0.const):
+    if _zeros(h0):
         h = None  # zero state: the first step's recurrent projection folds to a constant
     elif h0.shape == (batch, units):
         h = h0.value
