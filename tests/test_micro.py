@@ -184,6 +184,18 @@ def test_the_litert_targets_reset_witness_is_not_a_micro_problem():
     assert micro.report.micro.get("ran") or any("not run on TFLite Micro" in w for w in micro.report.warnings)
 
 
+def test_micro_sources_of_a_litert_target_model_name_its_reset_witness(tmp_path):
+    """Firmware sources asked of a LiteRT-target model with a reset witness: an error before anything is written
+    that names the witness and says to convert with target='micro' (not TFLite Micro's own missing-op line)."""
+    m = _Accumulator()
+    conv = fuselite.Converter.from_concrete_functions([m.__call__.get_concrete_function()], m,
+                                                      micro_sources=tmp_path / "src")
+    with pytest.raises(fuselite.ConversionError) as e:
+        conv.convert_to(tmp_path / "m.tflite")
+    assert "reset witness" in str(e.value) and "target='micro'" in str(e.value), e.value
+    assert not (tmp_path / "m.tflite").exists()
+
+
 def test_the_micro_target_gelu_forms_are_exact_in_float():
     """GELU, approximate and exact, as elementwise builtins: float within 1e-5 of Keras over a wide range."""
     k = keras_flavour("keras3")

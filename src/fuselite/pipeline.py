@@ -38,7 +38,7 @@ from fuselite.passes.manager import FixedPoint, Group, Pass, check_pipeline, run
 from fuselite.passes.micro_forms import expand_gelu, int32_select_as_arithmetic
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
-from fuselite.passes.reset_witness import add_reset_witnesses
+from fuselite.passes.reset_witness import WITNESS, add_reset_witnesses
 from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.unroll_rnn import unroll_sequence_rnns
@@ -511,9 +511,14 @@ def check_micro_target(module, ctx) -> None:
 def run_on_tflite_micro(module, ctx) -> None:
     """Load the written model in TFLite Micro's interpreter and run it on zeros (a subprocess); for the
     firmware sources, measure its tensor arena."""
-    if ctx.report.micro["problems"]:  # the LiteRT target, asked for firmware sources
+    problems = list(ctx.report.micro["problems"])
+    witness = [op for fn in module.functions.values() for op in fn.ops if op.name.startswith(WITNESS + "/")]
+    if witness:  # not the model's problem (the static check leaves it out), but in this file
+        problems.append(f"{witness[0].kind} '{witness[0].name}': fuselite's reset witness for LiteRT's "
+                        "reset_all_variables() (the LiteRT target's; TFLite Micro has no kernel for it)")
+    if problems:  # the LiteRT target, asked for firmware sources
         raise ConversionError("micro_sources: this model would not run on TFLite Micro (convert with "
-                              "target='micro' for the forms it runs):\n  " + "\n  ".join(ctx.report.micro["problems"]))
+                              "target='micro' for the forms it runs):\n  " + "\n  ".join(problems))
     fn = module.functions[next(iter(module.signatures.values()))] if module.signatures else None
     inputs = [([1 if d is None else d for d in v.shape], v.dtype.name) for v in fn.inputs] if fn else []
     try:
