@@ -188,19 +188,14 @@ def _from_runtime(y: np.ndarray, d: dict) -> np.ndarray:
 
 
 def _invoke(runner, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from fuselite.runtime import check_input_shapes
+
     details, out_details = runner.get_input_details(), runner.get_output_details()
     missing = sorted(set(details) - set(inputs))
     if missing:
         raise InputError(f"inputs lack {', '.join(missing)} (the model's inputs: {', '.join(details)})")
-    feed = {}
-    for name, d in details.items():
-        x = _to_runtime(inputs[name], d)
-        sig = d.get("shape_signature")
-        dims = list(sig if sig is not None and len(sig) else d["shape"])
-        if len(dims) != x.ndim or any(int(a) >= 0 and int(a) != b for a, b in zip(dims, x.shape)):
-            raise InputError(f"input '{name}' has shape {list(x.shape)}; the model takes "
-                             f"{[int(a) if int(a) >= 0 else None for a in dims]}")
-        feed[name] = x
+    feed = {name: _to_runtime(inputs[name], d) for name, d in details.items()}
+    check_input_shapes(details, feed)
     out = runner(**feed)
     return {k: _from_runtime(np.asarray(v), out_details[k]) for k, v in out.items()}
 

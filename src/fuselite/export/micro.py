@@ -77,14 +77,11 @@ def _type_limit(op) -> str | None:
     return None
 
 
-_WITNESS = "reset_witness/"  # its ops' name scope: WITNESS in passes/reset_witness.py (a unit export may not import)
-
-
-def _reset_witness(op) -> bool:
-    """An op of fuselite's own reset witness (``passes/reset_witness.py``): added for LiteRT's
+def reset_witness(op) -> bool:
+    """An op of fuselite's own reset witness (``passes/reset_witness.py`` marks them): added for LiteRT's
     ``reset_all_variables()`` on the LiteRT target only (TFLM's ``MicroInterpreter::Reset()`` resets resource
     variables itself, and target='micro' leaves the witness out), so it says nothing about the model."""
-    return op.name.startswith(_WITNESS)
+    return bool(op.attrs.get("_reset_witness"))
 
 
 def micro_problems(module) -> list[str]:
@@ -94,7 +91,7 @@ def micro_problems(module) -> list[str]:
     problems = []
     for fn in module.functions.values():
         for op in fn.ops:
-            if _reset_witness(op):
+            if reset_witness(op):
                 continue
             if op.kind == "CUSTOM":
                 why = "a custom op: TFLite Micro has no kernel for it (you would register your own)"

@@ -19,6 +19,19 @@ from fuselite.ir import Function, Value
 from fuselite.ir.core import Shaped
 
 
+def is_zeros(v: Value | None) -> bool:
+    """``v`` is zeros: a constant, or a TensorFlow ``Fill`` of 0 / ``ZerosLike`` (zeros whose shape is read at run
+    time, as a Keras layer's initial state of an unknown batch)."""
+    if v is None:
+        return False
+    if v.is_const:
+        return not np.asarray(v.const).any()
+    p = v.producer
+    if p is None or p.dialect != "tf":
+        return False
+    return p.kind == "ZerosLike" or p.kind == "Fill" and p.inputs[1].is_const and not np.asarray(p.inputs[1].const).any()
+
+
 class FusionDeclined(Exception):
     """Raised by :meth:`Composite.decline`; the composite is converted from its body."""
 

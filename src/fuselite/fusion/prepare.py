@@ -15,7 +15,7 @@ import numpy as np
 
 from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.export.flatbuffer import check_op
-from fuselite.fusion.composite import Arg, Composite, CompositeRefused, FusionDeclined, Result
+from fuselite.fusion.composite import Arg, Composite, CompositeRefused, FusionDeclined, Result, is_zeros
 from fuselite.fusion.registry import RuleSet
 from fuselite.fusion.verify import Mismatch, check_fusion
 from fuselite.ir import Function, Module, Value
@@ -69,16 +69,6 @@ def _reader_dtype(fn: Function, inp: Value):
                  if op.kind == "ReadVariableOp" and op.inputs and op.inputs[0] is inp), None)
 
 
-def _fills_zeros(v: Value) -> bool:
-    """``v`` is a FILL of 0 or a ZerosLike (zeros whose shape is read at run time)."""
-    p = v.producer
-    if p is None or p.dialect != "tf":
-        return False
-    if p.kind == "ZerosLike":
-        return True
-    return p.kind == "Fill" and p.inputs[1].is_const and not np.asarray(p.inputs[1].const).any()
-
-
 def _args(fn: Function, sites, read_variable) -> list[Arg]:
     args = []
     for i, inp in enumerate(fn.inputs):
@@ -94,7 +84,7 @@ def _args(fn: Function, sites, read_variable) -> list[Arg]:
         name = fn.input_names[i] if i < len(fn.input_names) else inp.name
         variable = const is None and bool(sites) and all(
             op.inputs[i].producer is not None and op.inputs[i].producer.kind == "ReadVariableOp" for _, op in sites)
-        zeros = not const.any() if const is not None else bool(sites) and all(_fills_zeros(op.inputs[i])
+        zeros = not const.any() if const is not None else bool(sites) and all(is_zeros(op.inputs[i])
                                                                                for _, op in sites)
         args.append(Arg(i, name, dtype, shape, const, value, variable, zeros))
     return args

@@ -68,10 +68,10 @@ def _static_dims_sliced(op) -> np.ndarray | None:
         if not -len(src) <= begin < len(src):
             return None
         picked = np.array(begin % len(src))
-    dims = np.vectorize(lambda i: -1 if src[i] is None else src[i], otypes=[np.int64])(picked)
-    if (dims < 0).any():
+    dims = [src[i] for i in picked.reshape(-1)]
+    if None in dims:
         return None
-    return dims.astype(op.outputs[0].dtype)
+    return np.array(dims, op.outputs[0].dtype).reshape(picked.shape)
 
 
 def _foldable(op, region_out: set) -> bool:

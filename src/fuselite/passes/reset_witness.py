@@ -78,6 +78,8 @@ def add_reset_witnesses(module: Module) -> int:
                          {"fused_activation_function": "RELU", "time_major": False,
                           "asymmetric_quantize_inputs": False, "_pinned": True},
                          name=f"{WITNESS}/mark")
+        for op in (equal, branch, cast, rnn):
+            op.attrs["_reset_witness"] = True  # not the model's: TFLite Micro's checks leave it out
         fn.ops[init + 1:init + 1] = [equal, branch, cast, rnn]
         done += 1
     return done

@@ -50,20 +50,22 @@ def run(model: bytes, inputs: dict | list, signature_key: str | None = None, num
     return {k: np.asarray(v) for k, v in runner(**inputs).items()}
 
 
-def check_input_shapes(details: dict, inputs: dict, key: str) -> None:
+def check_input_shapes(details: dict, inputs: dict, key: str | None = None) -> None:
     """An :class:`~fuselite.errors.InputError` naming the input when its shape differs from the signature's
     where that has a static dimension (LiteRT's signature runner resizes any dimension, and the kernels fail
     deep inside when the model was written for one size: a static batch the report explains)."""
     from fuselite.errors import InputError
+    from fuselite.runtime.calibrate import fits
 
     for name, value in inputs.items():
         d = details.get(name)
         if d is None:
             continue
-        want = [int(x) for x in d.get("shape_signature", d["shape"])]
-        got = list(np.shape(value))
-        if len(got) != len(want) or any(w != -1 and w != g for w, g in zip(want, got)):
-            raise InputError(f"input '{name}' of signature '{key}' has shape {got}, the model takes "
+        sig = d.get("shape_signature")
+        want = [int(x) for x in (sig if sig is not None and len(sig) else d["shape"])]
+        if not fits(np.shape(value), want):
+            where = f" of signature '{key}'" if key else ""
+            raise InputError(f"input '{name}'{where} has shape {list(np.shape(value))}, the model takes "
                              f"{['?' if w == -1 else w for w in want]} ('?': any size; a fixed batch is said in "
                              f"the conversion report, and batch_size=N converts for another)")
 

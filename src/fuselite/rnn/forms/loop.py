@@ -46,8 +46,9 @@ def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, bat
                mask=None, zero_output: bool = False):
     """(the outputs as a sequence in processing order, or None without ``sequence``; the final states; the last
     output) of one direction of a layer over ``x``, its steps in a WHILE. ``states``: initial values, or None
-    (zeros). ``mask``: Keras' bool [batch, time] mask (in time order), or None: where it is off, the states keep
-    their values and the output repeats the previous one (zeros before the first), or is zeros with
+    (zeros). ``mask``: Keras' bool [batch, time] mask (in time order; or float32 1 / 0), or None: where it is
+    off, the states keep their values and the output repeats the previous one (zeros before the first), or is
+    zeros with
     ``zero_output`` (Keras' ``zero_output_for_mask``), as in the unrolled form (``forms/unrolled.py``)."""
     t_axis, b_axis = (0, 1) if tm else (1, 0)
     if backwards:
@@ -62,7 +63,7 @@ def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, bat
     # (it starts at zeros), or that output zeros
     tracked = mask is not None and (zero_output or any(s is not None for s in states))
     if mask is not None:  # a read-only carry, as float32 [batch, time, 1] (TFLite Micro gathers no bool)
-        flags = c.op("CAST", [mask], dtype=np.float32, shape=(batch, steps))
+        flags = mask if mask.dtype == np.float32 else c.op("CAST", [mask], dtype=np.float32, shape=(batch, steps))
         if backwards:
             flags = c.op("REVERSE_V2", [flags, np.array([1], np.int32)], dtype=np.float32, shape=flags.shape)
         carries.append(c.op("RESHAPE", [flags, np.array([-1, steps, 1], np.int32)], dtype=np.float32,

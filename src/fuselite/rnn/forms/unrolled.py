@@ -30,7 +30,7 @@ def unroll(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, batch, 
            zero_output: bool = False) -> tuple[list, list]:
     """(outputs per step in processing order, final states) of ``cell`` unrolled over ``x`` ([batch, time,
     features], or [time, batch, features] with ``tm``). ``states``: initial values, None for zeros. ``mask``:
-    Keras' bool [batch, time] mask (in time order) or None (no SELECT_V2s)."""
+    Keras' bool [batch, time] mask (in time order; or float32 1 / 0) or None (no SELECT_V2s)."""
     first = len(c.ops)
     width, units = cell.input.shape[0], cell.units
     if backwards:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fuselite.errors import NeedsStaticBatch
-from fuselite.fusion.composite import Composite
+from fuselite.fusion.composite import Composite, is_zeros
 from fuselite.ir import Function, Module, Op, Value
 from fuselite.passes.fold_tf import evaluate_ops
 from fuselite.rnn.build import MAX_UNROLL, pack_steps, time_step
@@ -154,17 +154,6 @@ def _selected(v, flag: Value):
     return (p.inputs[1], p.inputs[2]) if cond is flag else None
 
 
-def _is_zeros(v) -> bool:
-    """``v`` is zeros: a constant, or a FILL of 0 / ZerosLike (a state of a run-time batch)."""
-    if v is None:
-        return False
-    if v.is_const:
-        return not np.asarray(v.const).any()
-    fill, like = _producer(v, "Fill"), _producer(v, "ZerosLike")
-    zero_fill = fill is not None and fill.inputs[1].is_const and not np.asarray(fill.inputs[1].const).any()
-    return like is not None or zero_fill
-
-
 def _match(module: Module, fn: Function, op) -> LoopMatch:
     body, cond = module.functions.get(op.attrs.get("body")), module.functions.get(op.attrs.get("cond"))
     if body is None or cond is None or not (len(body.inputs) == len(body.outputs) == len(op.inputs)):
@@ -216,8 +205,8 @@ def _match(module: Module, fn: Function, op) -> LoopMatch:
         h_new = kept[0]
         other = next((i for i, v in enumerate(ins) if v is out[1]), None)
         # zeros where the mask is off (zero_output_for_mask): a constant, or zeros passed through the loop
-        zero_output = _is_zeros(out[1]) or other is not None and body.outputs[other] is ins[other] \
-            and _is_zeros(op.inputs[other])
+        zero_output = is_zeros(out[1]) or other is not None and body.outputs[other] is ins[other] \
+            and is_zeros(op.inputs[other])
         if not zero_output and (other is None or body.outputs[other] is not written):
             raise _NoMatch
         # the previous output, carried (Keras carries it also where it writes zeros)
@@ -228,7 +217,7 @@ def _match(module: Module, fn: Function, op) -> LoopMatch:
             raise _NoMatch
         listed = _producer(op.inputs[i_mask], "TensorListFromTensor")
         mask = listed.inputs[0] if listed is not None else None
-        if mask is None or mask.dtype != np.bool_ or mask.rank not in (2, 3) or mask.shape[0] is None:
+        if mask is None or mask.dtype != np.bool_ or mask.rank != 3 or mask.shape[0] is None:
             raise _NoMatch
     elif written is not h_new:
         raise _NoMatch
@@ -338,7 +327,7 @@ def _states(op, m) -> list:
     """The loop's initial states (h, and c for an LSTM): None where zeros (a constant, or a FILL of a run-time
     batch), else the value."""
     inits = [op.inputs[m.i_h]] + ([op.inputs[m.i_c]] if m.cell == "LSTM" else [])
-    return [None if _is_zeros(v) else v for v in inits]
+    return [None if is_zeros(v) else v for v in inits]
 
 
 def _form(op, m, rnn_forms: dict) -> str:
@@ -364,9 +353,7 @@ def _static_batch_needed(op, m, form: str) -> str | None:
 
 def _step_flags(c, m, batch):
     """A masked loop's mask as the forms take it: [batch, time] (float32 1 / 0, in processing order)."""
-    mask = m.mask
-    if mask.rank == 2:  # [time, batch]
-        mask = c.op("RESHAPE", [mask, np.array([m.steps, -1, 1], np.int32)], dtype=np.bool_, shape=(m.steps, batch, 1))
+    mask = m.mask  # [time, batch, 1], as Keras 3 unstacks it
     flags = c.op("CAST", [mask], dtype=np.float32, shape=(m.steps, batch, 1))
     flags = c.op("TRANSPOSE", [flags, np.array([1, 0, 2], np.int32)], dtype=np.float32, shape=(batch, m.steps, 1))
     return c.op("RESHAPE", [flags, np.array([-1, m.steps], np.int32)], dtype=np.float32, shape=(batch, m.steps))
