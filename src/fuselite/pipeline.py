@@ -23,7 +23,7 @@ from fuselite import frontend
 from fuselite.budget import layer_of, plan_layers
 from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.export.flatbuffer import write_flatbuffer
-from fuselite.export.micro import micro_problems
+from fuselite.export.micro import micro_problems, reset_witness
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.ir import Quantization, Value
 from fuselite.lower import lower_module
@@ -38,7 +38,7 @@ from fuselite.passes.manager import FixedPoint, Group, Pass, check_pipeline, run
 from fuselite.passes.micro_forms import expand_gelu, int32_select_as_arithmetic
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
-from fuselite.passes.reset_witness import WITNESS, add_reset_witnesses
+from fuselite.passes.reset_witness import add_reset_witnesses
 from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.unroll_rnn import unroll_sequence_rnns
@@ -423,17 +423,17 @@ DYNAMIC_SIZE = 3  # the size the check before writing gives a dynamic input dime
 def check_on_litert(module, ctx) -> None:
     """Prepare (and on zeros, invoke) the written model on stock LiteRT, with XNNPACK and on the builtin
     kernels alone (users run both; XNNPACK takes some ops and checks less): what either rejects is an error.
-    Where the first signature has a dynamic input dimension, also at ``DYNAMIC_SIZE`` there (a shape the file
-    admits): a model that fails there only is converted again with a fixed batch (``NeedsStaticBatch``; the
-    report says why), or is an error if its batch is fixed already.
+    Where the first signature has an input of a dynamic batch, also at a batch of ``DYNAMIC_SIZE`` (a shape the
+    file admits): a model that fails there only is converted again with a fixed batch (``NeedsStaticBatch``; the
+    report says why).
     A model for TFLite Micro with an op only it has a kernel for is run there instead (the next stage)."""
     if ctx.micro_only:
         ctx.report.warn(f"not run on LiteRT: {len(ctx.micro_only)} LSTM(s) with int16 activations (16x8), a kernel "
                         "TFLite Micro has and LiteRT has not (LiteRT's 16x8 models keep the 8x8->16 LSTM); run and "
                         "measured on TFLite Micro's interpreter instead")
         return
-    problem, sample, dynamic = None, _sample_shapes(ctx), _dynamic_shapes(ctx.output)
-    for shapes in [sample] + ([dynamic] if dynamic and dynamic != sample else []):
+    problem, shapes, dynamic = None, _sample_shapes(ctx), None
+    while problem is None:
         for builtin in (False, True):
             try:
                 problem = litert_problem(ctx.output, builtin=builtin, shapes=shapes)
@@ -442,14 +442,17 @@ def check_on_litert(module, ctx) -> None:
                 return
             if problem is not None:
                 break
-        if problem is not None:
-            break
-    if problem is None:
-        return
+        if problem is None:  # it runs as written (or at the samples' shapes): then at another batch, once
+            if dynamic is not None:
+                return
+            dynamic = _dynamic_shapes(ctx.output)
+            if dynamic is None or dynamic == shapes:
+                return
+            shapes = dynamic
     message, node, kind = problem
     if dynamic is not None and shapes is dynamic:
         at = ", ".join(f"{name} {list(shape)}" for name, shape in shapes.items())
-        message = f"with its dynamic input dimensions at {DYNAMIC_SIZE} ({at}): {message}"
+        message = f"at a batch of {DYNAMIC_SIZE} ({at}): {message}"
         if ctx.batch_size is None:
             raise NeedsStaticBatch(f"LiteRT cannot run the model {message}")
     where = ""
@@ -464,16 +467,20 @@ def check_on_litert(module, ctx) -> None:
 
 
 def _dynamic_shapes(model: bytes) -> dict[str, tuple] | None:
-    """The first signature's inputs with every dynamic dimension at ``DYNAMIC_SIZE``; None if it has none."""
-    from fuselite.inspect import describe
+    """The first signature's inputs with a dynamic batch (their first dimension) at ``DYNAMIC_SIZE``, their other
+    dimensions as written (a dynamic height or length may have a smallest size the model takes); None if no
+    input has a dynamic batch."""
+    from fuselite.runtime import interpreter
 
-    signatures = describe(model)["signatures"]
+    interp = interpreter(model, allocate=False)
+    signatures = interp.get_signature_list()
     if not signatures:
         return None
-    inputs = next(iter(signatures.values()))["inputs"]
-    if not any(-1 in i["shape"] for i in inputs):
+    details = interp.get_signature_runner(next(iter(signatures))).get_input_details()
+    if not any(len(d["shape_signature"]) and d["shape_signature"][0] == -1 for d in details.values()):
         return None
-    return {i["name"]: tuple(DYNAMIC_SIZE if d == -1 else d for d in i["shape"]) for i in inputs}
+    return {name: tuple(DYNAMIC_SIZE if k == 0 and len(d["shape_signature"]) and d["shape_signature"][0] == -1
+                        else int(n) for k, n in enumerate(d["shape"])) for name, d in details.items()}
 
 
 def _sample_shapes(ctx) -> dict[str, tuple] | None:
@@ -512,7 +519,7 @@ def run_on_tflite_micro(module, ctx) -> None:
     """Load the written model in TFLite Micro's interpreter and run it on zeros (a subprocess); for the
     firmware sources, measure its tensor arena."""
     problems = list(ctx.report.micro["problems"])
-    witness = [op for fn in module.functions.values() for op in fn.ops if op.name.startswith(WITNESS + "/")]
+    witness = [op for fn in module.functions.values() for op in fn.ops if reset_witness(op)]
     if witness:  # not the model's problem (the static check leaves it out), but in this file
         problems.append(f"{witness[0].kind} '{witness[0].name}': fuselite's reset witness for LiteRT's "
                         "reset_all_variables() (the LiteRT target's; TFLite Micro has no kernel for it)")
