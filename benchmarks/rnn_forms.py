@@ -79,8 +79,8 @@ def convert(flavour: str, name: str, threads: list[int], silence: bool):
             conv = fuselite.Converter.from_keras_model(model, rnn_form="auto", threads=n)
             conv.convert()
             chosen = conv.report.recurrent["auto"]
-            timed = " / ".join(f"{f} {us:.0f}" for f, us in (chosen["median_us"] or {}).items())
-            auto[n] = f"{chosen['chosen']}|{timed}"  # the form kept, and the µs auto measured for each
+            timed = " / ".join(f"{f} {us:.0f}" for f, us in (chosen["fastest_block_us"] or {}).items())
+            auto[n] = f"{chosen['chosen']}|{timed}"  # the form kept, and each form's fastest block as auto timed it
         # the official converter last: its from_keras_model leaves a tf-keras model that fuselite can no longer
         # trace layer by layer in the same process ("Function composite has _implements=func ...")
         if flavour == "tf_keras":
@@ -179,7 +179,8 @@ def report(tables: dict[int, list[str]], started, seconds: float, settings, how:
         "(its `from_keras_model` fails on Keras 3 RNNs; WHILE loops); *TF WHILE*: tf-keras through the concrete "
         "function too. *default*: the form `rnn_form=\"default\"` gives the family at that thread count "
         "(**(default)**); *auto*: the form `rnn_form=\"auto\", threads=N` kept (timed at conversion, on the "
-        "converting machine), its time over the best form's here, and the times auto measured for each form. LiteRT `num_threads=N`, the models (with a "
+        "converting machine), its time over the best form's here, and each form's time as auto measured it (its fastest block, which auto "
+        "ranks by). LiteRT `num_threads=N`, the models (with a "
         f"second instance of TF's, *A/A*) interleaved in fresh interpreters, {settings.burst} invoke(s) of one "
         f"before the next, {settings.latency_blocks} blocks; ratios to TF per block, median (range).",
     ]
