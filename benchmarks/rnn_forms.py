@@ -142,22 +142,29 @@ def _ratio(r: list[float]) -> str:
     return f"{statistics.median(r):.2f} ({min(r):.2f}–{max(r):.2f})"
 
 
-def row(flavour: str, name: str, m: dict, default: str, auto: str) -> str:
+def _over_best(form: str, m: dict) -> str:
+    """``form``'s time over the best form's: by the median ratios to TF, and by each form's fastest block."""
+    ratios, fastest = m["ratios"], m["fastest"]
+    best = min(statistics.median(ratios[f]) for f in FORMS)
+    return (f"{statistics.median(ratios[form]) / best:.2f}× best; fastest blocks "
+            f"{fastest[form] / min(fastest[f] for f in FORMS):.2f}× best")
+
+
+def row(flavour: str, name: str, m: dict, default: str, auto: str, here: dict) -> str:
     us, ratios, sizes = m["us"], m["ratios"], m["sizes"]
-    best = min(FORMS, key=lambda f: statistics.median(ratios[f]))
     mark = {f: " **(default)**" if f == default else "" for f in FORMS}
     errs = " / ".join(f"{m['errors'][s]:.1e}" for s in FORMS) if m["errors"] else "—"
     size = " / ".join(f"{sizes[f] / sizes['tf']:.2f}" for f in FORMS)
     auto, _, timed = auto.partition("|")
-    fastest = m["fastest"]
-    auto_vs_best = (f"{auto} ({statistics.median(ratios[auto]) / statistics.median(ratios[best]):.2f}× best; "
-                    f"fastest blocks {fastest[auto] / min(fastest[f] for f in FORMS):.2f}× best"
-                    f"{'; timed ' + timed + ' µs' if timed else ''})" if auto in FORMS else auto)
+    at_conversion = (f"{auto} ({_over_best(auto, m)}{'; timed ' + timed + ' µs' if timed else ''})"
+                     if auto in FORMS else auto)
+    timed_here = " / ".join(f"{f} {us:.0f}" for f, us in (here["fastest_block_us"] or {}).items())
+    auto_here = f"{here['chosen']} ({_over_best(here['chosen'], m)}{'; timed ' + timed_here + ' µs' if timed_here else ''})"
     tf_while = _ratio(ratios["tf_while"]) if "tf_while" in ratios else "—"
     return (f"| {flavour} | {name} | {m['official']} | "
             f"{' / '.join(f'{us[s]:.1f}' for s in (*FORMS, 'tf'))} | "
             + " | ".join(f"{_ratio(ratios[f])}{mark[f]}" for f in FORMS)
-            + f" | {statistics.median(ratios[default]):.2f} | {auto_vs_best} | {tf_while} | "
+            + f" | {statistics.median(ratios[default]):.2f} | {at_conversion} | {auto_here} | {tf_while} | "
             f"{_ratio(ratios['tf_twin'])} | {size} | {errs} |")
 
 
@@ -181,10 +188,11 @@ def report(tables: dict[int, list[str]], started, seconds: float, settings, how:
         "`from_keras_model` output (the fused ops where it writes them), for Keras 3 a batch-1 concrete function "
         "(its `from_keras_model` fails on Keras 3 RNNs; WHILE loops); *TF WHILE*: tf-keras through the concrete "
         "function too. *default*: the form `rnn_form=\"default\"` gives the family at that thread count "
-        "(**(default)**); *auto*: the form `rnn_form=\"auto\", threads=N` kept (timed at conversion, on the "
-        "converting machine), its time over the best form's here (by the median ratios, and by each form's "
-        "fastest block: load on the machine only adds time), and each form's time as auto measured it (its "
-        "fastest block, which auto ranks by). LiteRT `num_threads=N`, the models (with a "
+        "(**(default)**); *auto (at conversion)*: the form `rnn_form=\"auto\", threads=N` kept (timed at "
+        "conversion, on the converting machine); *auto (here)*: the form auto's timing (`fuselite.verify."
+        "fastest_form`, LiteRT alone) chooses on this machine just before the forms are timed; for both, its time "
+        "over the best form's here (by the median ratios, and by each form's fastest block: load on the machine "
+        "only adds time) and each form's time as auto measured it (its fastest block, which auto ranks by). LiteRT `num_threads=N`, the models (with a "
         f"second instance of TF's, *A/A*) interleaved in fresh interpreters, {settings.burst} invoke(s) of one "
         f"before the next, {settings.latency_blocks} blocks; ratios to TF per block, median (range).",
     ]
@@ -194,9 +202,9 @@ def report(tables: dict[int, list[str]], started, seconds: float, settings, how:
             f"## {n} thread{'s' if n > 1 else ''}",
             "",
             "| flavour | model | TF's form | µs fused / unrolled / loop / TF | × fused/TF | × unrolled/TF | × loop/TF | "
-            "× default/TF | auto | × TF WHILE/TF | A/A | size × TF (fused / unrolled / loop) | "
-            "max abs err vs Keras (fused / unrolled / loop) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "× default/TF | auto (at conversion) | auto (here) | × TF WHILE/TF | A/A | "
+            "size × TF (fused / unrolled / loop) | max abs err vs Keras (fused / unrolled / loop) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     return "\n".join(lines) + "\n"
@@ -218,6 +226,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     from measure import Settings
 
+    try:
+        from fuselite.verify import fastest_form
+    except ImportError:  # a machine with LiteRT alone (--time): the sources beside this script
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+        from fuselite.verify import fastest_form
+
     settings = Settings(latency_seconds=args.latency_seconds, latency_blocks=args.latency_blocks, control=False,
                         burst=args.burst)
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
@@ -227,8 +241,9 @@ def main(argv=None) -> int:
         for n in args.threads:
             print(f"[rnn-forms] {flavour} / {name}: {n} thread(s) ...", file=sys.stderr, flush=True)
             settings.threads = n
+            here = fastest_form({f: datas[f] for f in FORMS}, n)  # auto's choice made here, just before the timing
             m = measure(datas, inputs, names, reference, settings)
-            tables[n].append(row(flavour, name, m, defaults[str(n)], auto.get(str(n), "—")))
+            tables[n].append(row(flavour, name, m, defaults[str(n)], auto.get(str(n), "—"), here))
 
     if args.time:  # LiteRT and NumPy only
         from importlib.metadata import version

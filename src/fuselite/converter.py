@@ -10,7 +10,6 @@ Example::
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
 from importlib import metadata
 
@@ -225,15 +224,11 @@ class Converter:
         return self._run_with_batch(mode, keep_float, self.rnn_form)
 
     def _fastest_form(self, mode, keep_float) -> bytes:
-        """rnn_form="auto": each form converted, timed on this machine's LiteRT at ``threads`` (interleaved, in
-        ``AUTO_BLOCKS`` blocks of fresh interpreters, as benchmarks/rnn_forms.py times them), and the one whose
-        fastest block (its median invoke in the block) is the fastest is kept: load on the machine only adds time,
-        and comes in bursts that slow the forms unevenly (measured here: a block at 1.6x for the fused form and
-        1.3x for the unrolled one), so each form's least-disturbed block is the best estimate of its time on a
-        quiet machine. Where the two fastest are within ``AUTO_MARGIN`` of each other, as many blocks again are
-        timed before choosing. The report gives each form's fastest block, the median of its blocks and its
-        slowest block. Forms that come out as the same model are timed once."""
-        from fuselite.verify import bench
+        """rnn_form="auto": each form converted, timed on this machine's LiteRT at ``threads`` and the fastest kept
+        (``verify.fastest_form``: each form's fastest block of interleaved invokes in fresh interpreters, as
+        benchmarks/rnn_forms.py times them). The report gives each form's fastest block, the median of its blocks
+        and its slowest block. Forms that come out as the same model are timed once."""
+        from fuselite.verify import fastest_form
 
         report, models = self.report, {}
         forms = ("fused", "unrolled") if mode in ("int8", "int16x8") else ("fused", "unrolled", "loop")
@@ -242,33 +237,17 @@ class Converter:
             data = self._run_with_batch(mode, keep_float, form)
             if all(data != other[0] for other in models.values()):
                 models[form] = (data, self.report, self.module)
-        times = worst = fastest = None
-        blocks: list[list[dict]] = []
-        if len(models) == 1:
-            chosen = "fused"  # no layer has another form
-        else:
-            def block():
-                return bench([m[0] for m in models.values()], seconds=AUTO_SECONDS / AUTO_BLOCKS,
-                             num_threads=self.threads, burst=AUTO_BURST)
-
-            blocks = [block() for _ in range(AUTO_BLOCKS)]
-            ranked = _ranking(list(models), blocks)
-            if len(ranked) > 1 and ranked[1][1] / ranked[0][1] < 1 + AUTO_MARGIN:
-                blocks += [block() for _ in range(AUTO_BLOCKS)]  # too close to call on this many
-                ranked = _ranking(list(models), blocks)
-            chosen = ranked[0][0]
-            fastest = {form: dict(ranked)[form] for form in models}  # in the order of the forms
-            times = {form: statistics.median(b[n]["median_us"] for b in blocks) for n, form in enumerate(models)}
-            worst = {form: max(b[n]["median_us"] for b in blocks) for n, form in enumerate(models)}
+        timed = fastest_form({form: m[0] for form, m in models.items()}, self.threads)
+        chosen = timed["chosen"]  # "fused" where no layer has another form
         data, self.report, self.module = models[chosen]
         self.report.warnings[:0] = report.warnings
-        self.report.recurrent["auto"] = {"chosen": chosen, "threads": self.threads, "fastest_block_us": fastest,
-                                         "median_us": times, "slowest_block_us": worst, "blocks": len(blocks)}
-        if times is not None:
+        self.report.recurrent["auto"] = {"threads": self.threads, **timed}
+        if timed["blocks"]:
+            fastest, times, worst = timed["fastest_block_us"], timed["median_us"], timed["slowest_block_us"]
             measured = ", ".join(f"{form} {fastest[form]:.1f} us ({times[form]:.1f}, {worst[form]:.1f})"
                                  for form in times)
             self.report.warn(f"rnn_form='auto': the {chosen} form is the fastest here ({measured} per invoke: "
-                             f"fastest of {len(blocks)} blocks (median, slowest); LiteRT, "
+                             f"fastest of {timed['blocks']} blocks (median, slowest); LiteRT, "
                              f"{self.threads} thread{'s' if self.threads > 1 else ''})")
         return data
 
@@ -397,19 +376,6 @@ def _version() -> str:
 
 TARGETS = ("litert", "micro", "ethos-u")
 BIDIRECTIONAL_FORMS = ("split", "fused")
-AUTO_SECONDS = 2.0  # rnn_form="auto": seconds of interleaved invokes timing the forms
-AUTO_BURST = 10  # invokes of one form in a row (each form timed with its own weights in the caches)
-AUTO_BLOCKS = 8  # blocks of fresh interpreters; the form with the fastest block is kept
-AUTO_MARGIN = 0.05  # the two fastest forms closer than this: as many blocks again before choosing
-
-
-def _ranking(forms: list[str], blocks: list[list[dict]]) -> list[tuple[str, float]]:
-    """The forms, fastest first, each with its fastest block's median invoke (µs): load only adds time, so the
-    least-disturbed block of each form estimates its time on a quiet machine."""
-    return sorted(((form, min(b[n]["median_us"] for b in blocks)) for n, form in enumerate(forms)),
-                  key=lambda item: item[1])
-
-
 def _check_sources_dir(directory, option: str = "micro_sources") -> None:
     """Before converting: ``option`` names a directory that is there or can be made."""
     directory = os.path.abspath(os.fspath(directory))

@@ -295,3 +295,50 @@ def bench(models: list[bytes], seconds: float = 2.0, num_threads: int = 1, input
         rounds += 1
     return [{"median_us": statistics.median(s), "p10_us": float(np.percentile(s, 10)),
              "p90_us": float(np.percentile(s, 90)), "invokes": len(s)} for s in samples]
+
+
+# rnn_form="auto" (fastest_form): its timing, the same wherever it runs (the converter; benchmarks/rnn_forms.py
+# --time on a machine with LiteRT alone)
+AUTO_SECONDS = 2.0  # seconds of interleaved invokes timing the forms
+AUTO_BURST = 10  # invokes of one form in a row (each form timed with its own weights in the caches)
+AUTO_BLOCKS = 8  # blocks of fresh interpreters; the form with the fastest block is kept
+AUTO_MARGIN = 0.05  # the two fastest forms closer than this: as many blocks again before choosing
+
+
+def fastest_form(models: dict[str, bytes], num_threads: int = 1) -> dict:
+    """The fastest of ``models`` ({form: .tflite bytes}) on this machine's LiteRT at ``num_threads``, as
+    ``rnn_form="auto"`` chooses: interleaved (:func:`bench`, ``AUTO_BURST`` invokes of one before the next) in
+    ``AUTO_BLOCKS`` blocks of fresh interpreters over ``AUTO_SECONDS``, and the form whose fastest block (its
+    median invoke in the block) is the fastest is kept. Load on the machine only adds time, and comes in bursts
+    that slow the forms unevenly (measured on a shared 2-core VM: blocks at 1.6x for a single-threaded fused op
+    and 1.3x for the unrolled form), so each form's least-disturbed block is the best estimate of its time on a
+    quiet machine. Where the two fastest are within ``AUTO_MARGIN`` of each other, as many blocks again are timed
+    before choosing. Models with the same bytes are timed once, under the first name.
+
+    Returns {"chosen": form, "fastest_block_us", "median_us", "slowest_block_us": {form: µs}, "blocks": n}."""
+    forms: dict[str, bytes] = {}
+    for form, data in models.items():
+        if all(data != other for other in forms.values()):
+            forms[form] = data
+    if len(forms) == 1:
+        return {"chosen": next(iter(forms)), "fastest_block_us": None, "median_us": None, "slowest_block_us": None,
+                "blocks": 0}
+    names, datas = list(forms), list(forms.values())
+
+    def block() -> list[float]:
+        return [r["median_us"] for r in bench(datas, seconds=AUTO_SECONDS / AUTO_BLOCKS, num_threads=num_threads,
+                                              burst=AUTO_BURST)]
+
+    def ranked(blocks: list[list[float]]) -> list[tuple[str, float]]:
+        return sorted(((f, min(b[n] for b in blocks)) for n, f in enumerate(names)), key=lambda item: item[1])
+
+    blocks = [block() for _ in range(AUTO_BLOCKS)]
+    order = ranked(blocks)
+    if order[1][1] / order[0][1] < 1 + AUTO_MARGIN:
+        blocks += [block() for _ in range(AUTO_BLOCKS)]  # too close to call on this many
+        order = ranked(blocks)
+    return {"chosen": order[0][0],
+            "fastest_block_us": {f: min(b[n] for b in blocks) for n, f in enumerate(names)},
+            "median_us": {f: statistics.median(b[n] for b in blocks) for n, f in enumerate(names)},
+            "slowest_block_us": {f: max(b[n] for b in blocks) for n, f in enumerate(names)},
+            "blocks": len(blocks)}
