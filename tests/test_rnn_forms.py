@@ -322,6 +322,35 @@ def test_auto_times_every_form_and_keeps_the_fastest():
     assert_stateless_and_matches(data, model, _inputs(model), TOL)
 
 
+def test_fastest_form_keeps_the_fastest_block_and_times_a_model_once(monkeypatch):
+    import fuselite.verify as verify
+
+    k = keras_flavour("keras3")
+    small = fuselite.Converter.from_keras_model(_model(k, lambda L, i: L.Dense(4)(i), shape=(8,))).convert()
+    big = fuselite.Converter.from_keras_model(_model(k, lambda L, i: L.Dense(4)(L.Dense(1024)(L.Dense(1024)(i))),
+                                                     shape=(8,))).convert()
+    timed = verify.fastest_form({"big": big, "small": small, "copy": bytes(bytearray(small))})
+    assert timed["chosen"] == "small" and timed["blocks"] == verify.AUTO_BLOCKS  # 1024x1024 products: not close
+    assert set(timed["fastest_block_us"]) == {"big", "small"}  # the copy timed once, under the first name
+    assert all(timed["fastest_block_us"][f] <= timed["median_us"][f] <= timed["slowest_block_us"][f]
+               for f in ("big", "small")), timed
+    assert verify.fastest_form({"a": small, "b": small}) == {
+        "chosen": "a", "fastest_block_us": None, "median_us": None, "slowest_block_us": None, "blocks": 0}
+    # a burst of load that slows one block of the fastest form does not change the choice; close forms get as
+    # many blocks again
+    calls = []
+
+    def loaded(models, seconds, num_threads, burst):
+        calls.append(len(models))
+        disturbed = len(calls) == 1
+        return [{"median_us": 300.0 if disturbed else 100.0}, {"median_us": 104.0}]
+
+    monkeypatch.setattr(verify, "bench", loaded)
+    timed = verify.fastest_form({"unrolled": small, "loop": big})
+    assert timed["chosen"] == "unrolled" and timed["blocks"] == 2 * verify.AUTO_BLOCKS  # 4% apart: timed again
+    assert timed["slowest_block_us"]["unrolled"] == 300.0 and timed["fastest_block_us"]["unrolled"] == 100.0
+
+
 def test_auto_without_recurrent_layers_converts_once_and_says_nothing():
     k = keras_flavour("keras3")
     model = _model(k, lambda L, i: L.Dense(2)(i))
