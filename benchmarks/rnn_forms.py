@@ -11,7 +11,10 @@ fused ops), with its concrete-function route besides; for Keras 3 ``from_concret
 model (*A/A*: its distance from 1 is the noise floor). Per thread count (``--threads``), LiteRT
 ``num_threads=N``, batch 1, all interleaved in fresh interpreters per block; ratios per block, the median (range
 in brackets). The default form of each family at that thread count (``rnn/forms/policy.py``,
-``default_forms``) is marked, and the form ``rnn_form="auto", threads=N`` kept is given. Example::
+``default_forms``) is marked. The form ``rnn_form="auto", threads=N`` kept at conversion is given, and the form
+its timing (``fuselite.verify.fastest_form``, LiteRT alone) chooses on the timing machine just before the forms
+are timed; each against the best form with every form also timed alone (its own interpreter, as in an app).
+Example::
 
     .venv/bin/python benchmarks/rnn_forms.py --threads 1 2 --out docs/rnn-forms-benchmarks.md
 
