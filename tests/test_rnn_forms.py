@@ -336,6 +336,8 @@ def test_fastest_form_keeps_the_fastest_block_and_times_a_model_once(monkeypatch
                for f in ("big", "small")), timed
     assert verify.fastest_form({"a": small, "b": small}) == {
         "chosen": "a", "fastest_block_us": None, "median_us": None, "slowest_block_us": None, "blocks": 0}
+    with pytest.raises(InputError, match="at least one model"):
+        verify.fastest_form({})
     # a burst of load that slows one block of the fastest form does not change the choice; close forms get as
     # many blocks again
     calls = []

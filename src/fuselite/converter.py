@@ -376,6 +376,8 @@ def _version() -> str:
 
 TARGETS = ("litert", "micro", "ethos-u")
 BIDIRECTIONAL_FORMS = ("split", "fused")
+
+
 def _check_sources_dir(directory, option: str = "micro_sources") -> None:
     """Before converting: ``option`` names a directory that is there or can be made."""
     directory = os.path.abspath(os.fspath(directory))

@@ -316,6 +316,8 @@ def fastest_form(models: dict[str, bytes], num_threads: int = 1) -> dict:
     before choosing. Models with the same bytes are timed once, under the first name.
 
     Returns {"chosen": form, "fastest_block_us", "median_us", "slowest_block_us": {form: µs}, "blocks": n}."""
+    if not models:
+        raise InputError("fastest_form needs at least one model ({form: .tflite bytes})")
     forms: dict[str, bytes] = {}
     for form, data in models.items():
         if all(data != other for other in forms.values()):
