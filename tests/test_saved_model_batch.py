@@ -196,3 +196,27 @@ def test_a_model_that_fails_at_another_batch_is_converted_with_a_fixed_one():
     assert describe(data)["signatures"]["serving_default"]["inputs"][0]["shape"] == [1, 4]
     x = np.arange(4, dtype=np.float32).reshape(1, 4)
     np.testing.assert_allclose(next(iter(run(data, [x]).values())), np.asarray(model(x)))
+
+
+@pytest.mark.parametrize("flavour,layer", [("keras3", "GRU"), ("keras3", "LSTM"), ("tf_keras", "LSTM")])
+def test_a_layer_too_long_to_unroll_says_so(tmp_path, flavour, layer):
+    """rnn_form="unrolled" on more steps than are unrolled (MAX_UNROLL): an LSTM takes the fused op, as from
+    memory, a GRU (no fused op) stays a WHILE loop, and the report says why for each; the file still gives
+    Keras' outputs at batches 1 and 2."""
+    from fuselite.rnn.build import MAX_UNROLL
+
+    k = _keras(flavour)
+    k.utils.set_random_seed(0)
+    steps = MAX_UNROLL + 8
+    model = k.Sequential([k.Input((steps, 2)), getattr(k.layers, layer)(4)])
+    conv = fuselite.Converter.from_saved_model(_save(model, flavour, tmp_path / "sm"), rnn_form="unrolled")
+    data = conv.convert()
+    (record,) = [r for r in conv.report.composites if layer in r["interface"] or r["interface"].startswith("lstm")]
+    why = f"not unrolled: {steps} steps, at most {MAX_UNROLL} are unrolled"
+    if layer == "GRU":
+        assert record["status"] == "not fused" and why in record["reason"], record
+    else:
+        assert record["status"] == "fused" and record["form"] == f"fused ({why})", record
+    for batch in (1, 2):
+        x = np.random.default_rng(batch).standard_normal((batch, steps, 2)).astype(np.float32)
+        assert np.abs(next(iter(run(data, [x]).values())) - np.asarray(model(x))).max() <= TOL

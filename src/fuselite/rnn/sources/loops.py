@@ -482,9 +482,14 @@ def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict, dynamic
                 "reason": f"the loop has the shape of a Keras {m.cell} but its body does not compute that cell's "
                           "step as matched; it stays a WHILE loop (correct, not fused)"}
     form = _form(op, m, rnn_forms)
+    why_not = None
     if form == "unrolled" and m.steps > MAX_UNROLL:  # too many steps to unroll: the fused op, else a loop stays
+        why_not = f"not unrolled: {m.steps} steps, at most {MAX_UNROLL} are unrolled"
         if m.cell == "GRU" or m.mask is not None:
-            return None
+            return {"function": fn.name, "interface": f"Keras {m.cell} loop (recognised)", "call_sites": 1,
+                    "attrs": {"units": m.units}, "status": "not fused",
+                    "reason": f"{why_not}, and a {'masked layer' if m.mask is not None else 'GRU'} has no fused "
+                              "LiteRT op; it stays a WHILE loop (correct, not fused)"}
         form = "fused"
     ops = _replace(module, fn, op, m, activation, batch_size, form, dynamic_batch)
     into = {"LSTM": ["UNIDIRECTIONAL_SEQUENCE_LSTM"], "SimpleRNN": ["UNIDIRECTIONAL_SEQUENCE_RNN"]}.get(
@@ -495,4 +500,4 @@ def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict, dynamic
         attrs.update(reset_after=m.reset_after, activation=activation, steps=m.steps)
     return {"function": fn.name, "interface": f"Keras {m.cell} loop (recognised)", "call_sites": 1,
             "attrs": attrs, "status": "fused", "into": into, "reason": "",
-            "form": f"{form} (masked)" if m.mask is not None else form}
+            "form": f"{form} (masked)" if m.mask is not None else f"{form} ({why_not})" if why_not else form}

@@ -203,10 +203,11 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, form: st
         c.form = "loop" if mask is None else "loop (masked)"
         return _results(c, last, seq, h, cs, runtime, batch, units, time_major)
     c.form = form
+    steps = x.shape[0 if time_major else 1]
+    if form == "unrolled" and (steps is None or steps > MAX_UNROLL):  # as from memory: the fused op, and why
+        c.form = f"fused (not unrolled: {steps or 'an unknown number of'} steps, at most {MAX_UNROLL} are unrolled)"
+        form = "fused"
     if form == "unrolled":
-        steps = x.shape[0 if time_major else 1]
-        if steps is None or steps > MAX_UNROLL:
-            c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
         outs, (h, cs) = unroll(c, LSTMCell(k.const, full, b.const, "tanh"), x, [None if s is None else s.value
                                                                                for s in initial],
                                tm=time_major, backwards=go_backwards, batch=batch, steps=steps)
