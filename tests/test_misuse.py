@@ -280,3 +280,20 @@ def test_cli_unwritable_output_directory_is_named_before_any_work(keras_file, tm
     assert cli.main(["convert", str(keras_file), "-o", str(tmp_path / "m.tflite")]) == 1
     err = capsys.readouterr().err
     assert "no permission to write in" in err and "Traceback" not in err
+
+
+def test_runtime_run_names_a_wrong_signature_or_wrong_inputs():
+    """fuselite.runtime.run: an unknown signature key, the wrong number of positional inputs, or inputs that are
+    not the signature's are InputErrors naming what the model takes (not LiteRT's own ValueError)."""
+    from fuselite.runtime import run
+
+    x1, x2 = tf.keras.Input((3,), name="a"), tf.keras.Input((3,), name="b")
+    data = fuselite.Converter.from_keras_model(tf.keras.Model([x1, x2], x1 + x2)).convert()
+    ones = np.ones((1, 3), np.float32)
+    np.testing.assert_allclose(next(iter(run(data, [ones, ones]).values())), 2 * ones)
+    with pytest.raises(InputError, match=r"no signature 'nope' in the model \(it has: serving_default\)"):
+        run(data, [ones, ones], signature_key="nope")
+    with pytest.raises(InputError, match=r"takes 2 input\(s\) \(a, b\), got 1"):
+        run(data, [ones])
+    with pytest.raises(InputError, match="takes the inputs a, b; given a, c"):
+        run(data, {"a": ones, "c": ones})

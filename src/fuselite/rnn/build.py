@@ -62,8 +62,8 @@ def reverse(c, x, axis: int):
 
 
 def step_masks(c, mask, steps: int, batch: int, backwards: bool) -> list:
-    """Keras' [batch, time] mask (bool, or float32 1 / 0) as one [batch, 1] bool per step, in processing order. Unstacked as float32
-    (TFLite Micro's UNPACK takes no bool), each step compared back to a bool."""
+    """Keras' [batch, time] mask (bool, or float32 1 / 0) as one [batch, 1] bool per step, in processing order.
+    Unstacked as float32 (TFLite Micro's UNPACK takes no bool), each step compared back to a bool."""
     flags = mask if mask.dtype == F32 else c.op("CAST", [mask], dtype=F32, shape=(batch, steps))
     per_step = unpack(c, flags, steps, 1, (batch,))
     if backwards:

@@ -34,18 +34,28 @@ def run(model: bytes, inputs: dict | list, signature_key: str | None = None, num
     """Run one signature of ``model``; inputs by name (dict) or in signature order (list).
     ``builtin_kernels``: LiteRT's builtin kernels alone (no XNNPACK delegate).
 
-    Returns ``{output_name: array}``.
+    Returns ``{output_name: array}``. An unknown signature, inputs that are not the signature's, or a shape the
+    model does not take is an :class:`~fuselite.errors.InputError` naming them.
     """
     # allocated by the signature runner, after it resizes a dynamic dimension to the input's
     interp = interpreter(model, num_threads, kernels, allocate=False, **kernel_set(builtin_kernels))
+    from fuselite.errors import InputError
+
     sigs = interp.get_signature_list()
+    if not sigs:
+        raise InputError("the model has no signatures (fuselite and the official converter always write them)")
     key = signature_key or next(iter(sigs))
+    if key not in sigs:
+        raise InputError(f"no signature '{key}' in the model (it has: {', '.join(sigs)})")
     runner = interp.get_signature_runner(key)
+    names = signature_inputs(model, key) or sigs[key]["inputs"]
     if not isinstance(inputs, dict):
-        names = signature_inputs(model, key) or sigs[key]["inputs"]
         if len(inputs) != len(names):
-            raise ValueError(f"signature '{key}' takes {len(names)} input(s) ({', '.join(names)}), got {len(inputs)}")
+            raise InputError(f"signature '{key}' takes {len(names)} input(s) ({', '.join(names)}), got {len(inputs)}")
         inputs = dict(zip(names, inputs))
+    wrong = sorted(set(inputs) ^ set(names))
+    if wrong:
+        raise InputError(f"signature '{key}' takes the inputs {', '.join(names)}; given {', '.join(inputs) or 'none'}")
     check_input_shapes(runner.get_input_details(), inputs, key)
     return {k: np.asarray(v) for k, v in runner(**inputs).items()}
 

@@ -48,8 +48,7 @@ def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, bat
     output) of one direction of a layer over ``x``, its steps in a WHILE. ``states``: initial values, or None
     (zeros). ``mask``: Keras' bool [batch, time] mask (in time order; or float32 1 / 0), or None: where it is
     off, the states keep their values and the output repeats the previous one (zeros before the first), or is
-    zeros with
-    ``zero_output`` (Keras' ``zero_output_for_mask``), as in the unrolled form (``forms/unrolled.py``)."""
+    zeros with ``zero_output`` (Keras' ``zero_output_for_mask``), as in the unrolled form (``forms/unrolled.py``)."""
     t_axis, b_axis = (0, 1) if tm else (1, 0)
     if backwards:
         x = reverse(c, x, t_axis)
