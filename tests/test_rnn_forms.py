@@ -194,17 +194,19 @@ def test_loop_form_with_dynamic_range_quantization():
 
 
 @pytest.mark.parametrize("form", ["unrolled", "loop"])
-def test_forms_fall_back_to_the_fused_op_where_they_cannot_be_written(form):
-    """A dynamic number of steps can be neither unrolled nor looped here: the fused op, and the report says why."""
+def test_a_dynamic_number_of_steps_takes_the_loop_form(form):
+    """A dynamic number of steps cannot be unrolled: the loop form, which reads the length at run time, and the
+    report says why (the loop form asked for takes it as it is)."""
     k = keras_flavour("keras3")
     k.utils.set_random_seed(0)
     i = k.Input((None, 3))
     model = k.Model(i, k.layers.LSTM(4)(i))
     conv = fuselite.Converter.from_keras_model(model, rnn_form=form)
     data = conv.convert()
-    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in litert_op_names(data)
+    assert "WHILE" in litert_op_names(data) and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in litert_op_names(data)
     (record,) = conv.report.composites
-    assert record["form"].startswith(f"fused (not {form}") and "time steps" in record["form"], record
+    want = "loop" if form == "loop" else "loop (not unrolled: the number of time steps is known only at run time)"
+    assert record["form"] == want, record
 
 
 def test_default_forms_are_the_measured_ones():
@@ -246,7 +248,7 @@ def test_thread_count_leaves_quantized_and_micro_forms_alone():
     kernels); an asked form is the asked form at any thread count."""
     for threads in (1, 2, 8):
         assert rnn_forms("default", True, threads=threads) == {**QUANTIZED_FORMS, "stateful": "fused",
-                                                               "masked": "unrolled"}
+                                                               "masked": "unrolled", "unknown_length": "loop"}
         assert rnn_forms("loop", False, threads=threads)["LSTM"] == "loop"
     model = _model(keras_flavour("keras3"), LAYERS["lstm_last"][1])
     conv = fuselite.Converter.from_keras_model(model, target="micro", threads=4)

@@ -170,6 +170,16 @@ def _threads(text: str) -> int:
     return int(text)
 
 
+def _input_shape(text: str) -> tuple[str, tuple]:
+    """``--input-shape NAME:DIMS``: (name, shape), DIMS comma-separated sizes or '?' (else a usage error)."""
+    name, sep, dims = text.rpartition(":")
+    parts = dims.split(",") if dims else []
+    if not sep or not name or not parts or not all(p == "?" or p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"an input shape is NAME:DIMS, DIMS comma-separated positive sizes or '?' "
+                                         f"for an unknown one (frames:?,50,40), got {text!r}")
+    return name, tuple(None if p == "?" else int(p) for p in parts)
+
+
 def _read_model(path: str) -> bytes:
     from fuselite.errors import InputError
 
@@ -336,6 +346,9 @@ def main(argv=None) -> int:
     c.add_argument("--signature-keys", help="comma-separated SavedModel signature keys (default: serving_default)")
     c.add_argument("--tags", help="comma-separated SavedModel tags (default: serve)")
     c.add_argument("--batch-size", type=int, help="fix unknown batch dimensions to this size")
+    c.add_argument("--input-shape", action="append", type=_input_shape, metavar="NAME:DIMS",
+                   help="fix an input's unknown dimensions, e.g. frames:?,50,40 (a sequence length of 50; '?' "
+                        "leaves a dimension unknown); repeatable, one per input")
     c.add_argument("--strict-fusion", action="store_true",
                    help="fail if a composite (experimental_implements / api_implements) is not fused")
     c.add_argument("--rules", action="append", metavar="MODULE",

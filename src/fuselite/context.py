@@ -37,6 +37,7 @@ class ConversionContext:
     strict_fusion: bool = False
     check_fusions: bool = True  # run each fusion against the composite's body before trusting it
     batch_size: int | None = None  # the batch size this run converts with (None: keep dynamic)
+    input_shapes: dict = field(default_factory=dict)  # {input name: shape}: dimensions fixed at conversion
     verify_ir: bool = False  # run the IR verifier after every pass
     print_after: frozenset[str] = frozenset()  # pass names after which the IR is printed
     print_stream: IO[str] | None = None  # where (default: stderr)

@@ -52,14 +52,14 @@ class Converter:
     OPTIONS = ("batch_size", "rules", "strict_fusion", "check_fusions", "verify_ir", "print_after", "print_stream",
                "optimizations", "target_spec", "representative_dataset", "inference_input_type",
                "inference_output_type", "keep_float", "max_quantization_error", "target", "micro_sources", "bidirectional",
-               "rnn_form", "threads", "accelerator_config", "vela_output", "progress")
+               "rnn_form", "threads", "accelerator_config", "vela_output", "progress", "input_shapes")
     _STATE = ("source", "report", "module")
 
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
                  fusions=None, strict_fusion: bool = False, verify_ir: bool | None = None,
                  print_after=(), print_stream=None, target: str = "litert", micro_sources=None,
                  bidirectional: str = "split", rnn_form: str = "default", threads: int = DEFAULT_THREADS,
-                 accelerator_config: str | None = None, vela_output=None):
+                 accelerator_config: str | None = None, vela_output=None, input_shapes=None):
         self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
         self._model_type = "TF_CONCRETE_FUNCTIONS"  # what CONVERSION_METADATA says the source was
@@ -97,6 +97,8 @@ class Converter:
         self.rnn_form = rnn_form  # LSTM / SimpleRNN / GRU: "default", "fused", "unrolled", "loop" or "auto" (timed)
         self.threads = threads  # the LiteRT thread count the model will run with (the forms' policy, "auto")
         self.progress = None  # a callable given each pass's name as it starts (the CLI shows it on a terminal)
+        # {input name: shape}: unknown dimensions fixed at conversion (None keeps one), e.g. a sequence length
+        self.input_shapes = input_shapes
         self._output_name = "model"  # the name Vela's kept files take (convert_to: the output file's)
         self._settings = ()  # the quantization settings of the conversion under way (_quantization_settings)
 
@@ -187,6 +189,7 @@ class Converter:
             raise InputError(f"threads is the LiteRT num_threads the model will run with, an integer from 1 to "
                              f"1024, got {self.threads!r}")
         self._check_ethos_u()
+        input_shapes_option(self.input_shapes)  # refused before anything is traced
         if self.bidirectional not in BIDIRECTIONAL_FORMS:
             raise InputError(f"bidirectional must be one of {', '.join(map(repr, BIDIRECTIONAL_FORMS))}, "
                              f"got {self.bidirectional!r}")
@@ -321,7 +324,8 @@ class Converter:
             "max_quantization_error": None if self.max_quantization_error is None else float(self.max_quantization_error)}
         ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
                                 strict_fusion=self.strict_fusion, check_fusions=bool(self.check_fusions),
-                                batch_size=batch_size, verify_ir=self.verify_ir,
+                                batch_size=batch_size, input_shapes=input_shapes_option(self.input_shapes),
+                                verify_ir=self.verify_ir,
                                 print_after=self.print_after, print_stream=self.print_stream,
                                 quantization=mode, keep_float=keep_float, target=self.target,
                                 bidirectional=self.bidirectional, rnn_form=rnn_form, threads=self.threads,
@@ -413,3 +417,27 @@ def write_atomic(path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def input_shapes_option(value) -> dict[str, tuple]:
+    """The ``input_shapes`` option as {input name: (dim or None, ...)}, or an :class:`InputError` saying what it
+    takes: a dict of input names to shapes (lists or tuples of positive ints, None for a dimension left unknown).
+    Example: ``{"frames": [None, 50, 40]}`` fixes a sequence input's length to 50 steps, its batch left dynamic."""
+    if value is None:
+        return {}
+    what = ("input_shapes is a dict of input names to shapes, e.g. {'x': [None, 20, 8]} (None: a dimension left "
+            "unknown)")
+    if not isinstance(value, dict):
+        raise InputError(f"{what}; got {type(value).__name__}")
+    shapes = {}
+    for name, shape in value.items():
+        if not isinstance(name, str) or isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+            raise InputError(f"{what}; got {name!r}: {shape!r}")
+        dims = list(shape)
+        bad = [d for d in dims if d is not None and (isinstance(d, bool) or not isinstance(d, int)
+                                                     or not 1 <= d < 2**31)]
+        if bad:
+            raise InputError(f"input_shapes['{name}']: each dimension is a positive integer below 2**31 or None, "
+                             f"got {shape!r}")
+        shapes[name] = tuple(dims)
+    return shapes

@@ -29,6 +29,12 @@ class MutableVariableError(ConversionError):
     """
 
 
+class NeedsStaticLength(ConversionError):
+    """A layer's form needs a static number of time steps (it is written step by step: TFLite Micro, an
+    integer-only model), and its input's length is unknown. Fixing the batch cannot help; the message says how
+    to give the length (a static ``keras.Input`` shape, or the ``input_shapes`` option)."""
+
+
 class NeedsStaticBatch(ConversionError):
     """Part of the model (a tensor list, a fused RNN's state) needs a static batch size.
 

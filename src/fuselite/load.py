@@ -93,7 +93,18 @@ def converter_options(args) -> dict:
             "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources,
             "bidirectional": args.bidirectional, "rnn_form": args.rnn_form,
             "threads": args.threads, "accelerator_config": args.accelerator_config,
-            "vela_output": args.vela_output, "fusions": rule_modules(args.rules or [])}
+            "vela_output": args.vela_output, "fusions": rule_modules(args.rules or []),
+            "input_shapes": _input_shapes(getattr(args, "input_shape", None) or [])}
+
+
+def _input_shapes(pairs: list) -> dict | None:
+    """``--input-shape`` (repeatable) as the ``input_shapes`` option; an input named twice is an InputError."""
+    from fuselite.errors import InputError
+
+    twice = sorted({name for name, _ in pairs if [n for n, _ in pairs].count(name) > 1})
+    if twice:
+        raise InputError(f"--input-shape gives input {', '.join(map(repr, twice))} more than once")
+    return dict(pairs) or None
 
 
 def rule_modules(modules: list[str]) -> list:

@@ -23,7 +23,7 @@ from fuselite import frontend
 from fuselite.budget import layer_of, plan_layers
 from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.export.flatbuffer import write_flatbuffer
-from fuselite.export.micro import micro_problems, reset_witness
+from fuselite.export.micro import dynamic_input_problems, micro_problems, reset_witness
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.ir import Quantization, Value
 from fuselite.lower import lower_module
@@ -41,14 +41,14 @@ from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.reset_witness import add_reset_witnesses
 from fuselite.passes.shapes import refine_shapes
 from fuselite.passes.tensor_lists import lower_tensor_lists
-from fuselite.passes.unroll_rnn import unroll_sequence_rnns
+from fuselite.passes.unroll_rnn import of_unknown_length, unroll_sequence_rnns
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
 from fuselite.quantize.fake_quant import FAKE_QUANT_OPS, absorb_fake_quants
 from fuselite.quantize.int8 import LSTM_16X8, computes_16x8, quantize_int8
 from fuselite.quantize.options import QuantizationOptionError
 from fuselite.quantize.select import op_name
-from fuselite.rnn.forms.policy import forms_reason, rnn_forms
+from fuselite.rnn.forms.policy import forms_reason, rnn_forms, static_length_error
 from fuselite.rnn.sources.loops import fuse_lstm_loops
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.compare import micro_quantization_error, quantization_error
@@ -71,7 +71,7 @@ def count_ops(module) -> dict[str, int]:
 
 def import_program(module, ctx) -> bool:
     entries = ctx.trace(ctx)
-    imported = frontend.import_concrete_functions(entries, ctx.batch_size)
+    imported = frontend.import_concrete_functions(entries, ctx.batch_size, ctx.input_shapes)
     module.functions.update(imported.functions)
     module.signatures.update(imported.signatures)
     ctx.report.signatures = list(module.signatures)
@@ -179,7 +179,17 @@ def _forms(ctx) -> dict:
     quantized = ctx.on_micro or ctx.quantization in QUANTIZED
     ctx.report.recurrent = {"threads": ctx.threads, "target": ctx.target, "rnn_form": ctx.rnn_form,
                             "reason": forms_reason(ctx.rnn_form, quantized, ctx.threads, ctx.target)}
-    return rnn_forms(ctx.rnn_form, quantized, ctx.bidirectional, ctx.threads)
+    return rnn_forms(ctx.rnn_form, quantized, ctx.bidirectional, ctx.threads, _static_length(ctx))
+
+
+def _static_length(ctx) -> str | None:
+    """Why a recurrent layer of unknown length cannot take the loop form in this conversion (None: it can)."""
+    if ctx.on_micro:
+        return "TFLite Micro runs the shapes written in the model only"
+    if ctx.integer_only and ctx.quantization in ("int8", "int16x8"):
+        return ("an integer-only model (target_spec.supported_ops without TFLITE_BUILTINS) has no integer loop "
+                "form in fuselite")
+    return None
 
 
 def fuse_composites(module, ctx) -> int:
@@ -252,7 +262,12 @@ def split_bidirectional_ops(module, ctx) -> int:
 
 def unroll_rnns(module, ctx) -> int:
     keep = KeepFloat(ctx.keep_float)
-    return unroll_sequence_rnns(module, skip=lambda op: keep.match(op) is not None)
+    skip = lambda op: keep.match(op) is not None  # noqa: E731
+    why = _static_length(ctx)
+    unknown = of_unknown_length(module, skip) if why else []
+    if unknown:  # an integer-only or TFLite Micro model has no other SimpleRNN form than the unrolled one
+        raise static_length_error(f"the SimpleRNN {unknown[0].describe()}", why)
+    return unroll_sequence_rnns(module, skip=skip)
 
 
 def calibrate(module, ctx) -> int:
@@ -498,17 +513,18 @@ def _operand(v) -> str:
     return f"{v.dtype} (scale {v.quant.scale[0]:.3g}, zero point {v.quant.zero_point[0]})"
 
 
+def check_static_inputs(module, ctx) -> None:
+    """The micro target: an input with a dynamic dimension besides the batch is an error at once (before forms
+    that would fail on it for another reason)."""
+    problems = dynamic_input_problems(module)
+    if problems:
+        raise ConversionError(f"TFLite Micro cannot run this model (target={ctx.target!r}): {len(problems)} "
+                              "problem(s):\n  " + "\n  ".join(problems))
+
+
 def check_micro_target(module, ctx) -> None:
     """The micro target: every op TFLite Micro could not run, listed together, is a conversion error."""
-    problems = micro_problems(module)
-    for fn in (module.functions[f] for f in dict.fromkeys(module.signatures.values())):
-        for v in fn.inputs:
-            if v.shape is None or None in v.shape[1:]:
-                shape = "unknown" if v.shape is None else "[" + ", ".join("?" if d is None else str(d)
-                                                                           for d in v.shape) + "]"
-                problems.append(f"input '{v.name}' has a dynamic dimension (shape {shape}): TFLite Micro runs the "
-                                "shapes written in the model; give the input a static shape (the batch may stay "
-                                "dynamic: it runs as 1)")
+    problems = micro_problems(module) + dynamic_input_problems(module)
     if problems:
         raise ConversionError(f"TFLite Micro cannot run this model (target={ctx.target!r}): {len(problems)} "
                               "problem(s):\n  "
@@ -603,6 +619,10 @@ SETTLE = Group("settle", [
 
 PIPELINE = [
     Pass("import", import_program, "trace the program; import its graph and function library"),
+    Group("micro-inputs", [
+        Pass("check-static-inputs", check_static_inputs,
+             "an input with a dynamic dimension besides the batch is an error (TFLite Micro runs static shapes)"),
+    ], "the micro target's inputs", when=lambda m, ctx: ctx.on_micro),
     Pass("settle-quantization-mode", settle_quantization_mode,
          "a quantization-aware-trained program (FakeQuant ops) asked to be optimized is made int8 from its ranges"),
     Pass("inline-calls", inline_plain_calls, "inline every call except to composite functions"),

@@ -102,6 +102,25 @@ def micro_problems(module) -> list[str]:
     return problems
 
 
+def dynamic_input_problems(module) -> list[str]:
+    """Each signature input with a dimension besides the batch that is known only at run time: TFLite Micro runs
+    the shapes written in the model (its kernels and arena plan are sized once)."""
+    problems = []
+    for fn in (module.functions[f] for f in dict.fromkeys(module.signatures.values())):
+        for v in fn.inputs:
+            if v.shape is None or None in v.shape[1:]:
+                shape = "unknown" if v.shape is None else "[" + ", ".join("?" if d is None else str(d)
+                                                                           for d in v.shape) + "]"
+                sizes = [] if v.shape is None else \
+                    ["None" if i == 0 and d is None else "<size>" if d is None else str(d) for i, d in enumerate(v.shape)]
+                cli = ",".join("?" if s == "None" else s for s in sizes) or "..."
+                problems.append(f"input '{v.name}' has a dynamic dimension (shape {shape}): TFLite Micro runs the "
+                                "shapes written in the model only; give the input a static shape (in keras.Input, "
+                                f"or convert with input_shapes={{'{v.name}': [{', '.join(sizes) or '...'}]}}, CLI "
+                                f"--input-shape {v.name}:{cli}; the batch may stay dynamic: it runs as 1)")
+    return problems
+
+
 def _identifier(name: str) -> str:
     ident = re.sub(r"\W", "_", name) or "model"
     return f"_{ident}" if ident[0].isdigit() else ident

@@ -65,6 +65,7 @@ def _config(layer) -> dict:
         "time_major": bool(getattr(layer, "time_major", False)),
         "use_bias": bool(cell.use_bias),
         "flavour": _flavour(layer),  # "keras" or "tf_keras" (the default forms differ: rnn/forms/policy.py)
+        "layer_name": str(layer.name),  # the layer, as errors and the report name it
     }
     if hasattr(cell, "recurrent_activation"):
         cfg["recurrent_activation"] = _act_name(cell.recurrent_activation)
@@ -176,7 +177,7 @@ def _make_call(layer, kind: str, notes: list, zero_initial):
     if kind == "Bidirectional":
         inner = type(layer.forward_layer).__name__
         attrs = _config(layer.forward_layer)
-        attrs.update(layer=inner, merge_mode=str(layer.merge_mode).lower(),
+        attrs.update(layer=inner, layer_name=str(layer.name), merge_mode=str(layer.merge_mode).lower(),
                      backward_go_backwards=bool(layer.backward_layer.go_backwards))
         interface = "keras.layers.Bidirectional"
     else:

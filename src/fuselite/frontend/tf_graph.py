@@ -116,17 +116,20 @@ class GraphImporter:
 
     # -- entry points ----------------------------------------------------------
     def import_concrete_function(self, cf, name: str, input_names=None, output_names=None,
-                                 batch_size: int | None = None) -> Function:
+                                 batch_size: int | None = None, input_shapes: dict | None = None) -> Function:
         """Import a ConcreteFunction as an entry function named ``name``.
 
-        With ``batch_size``, unknown leading input dimensions are fixed to it and the
-        function is re-derived from its FunctionDef so that every shape is static.
+        With ``batch_size``, unknown leading input dimensions are fixed to it; with ``input_shapes`` ({input
+        name: shape, None for a dimension left as traced}), the named inputs' dimensions are fixed to those
+        given. Either way the function is re-derived from its FunctionDef with those input shapes, so that the
+        shapes they fix are static throughout.
         """
         graph = cf.graph
         fn = Function(self.module_unique(name))
         captures = {id(internal): external for external, internal in graph.captures}
-        if batch_size is not None:
-            graph, captures = _static_batch_graph(cf, batch_size)
+        names = list(input_names) if input_names else None
+        if batch_size is not None or input_shapes:
+            graph, captures = _static_batch_graph(cf, batch_size, _shapes_by_position(cf, names, input_shapes or {}))
         var_names = {}
         for var in getattr(graph, "variables", []):
             try:
@@ -315,13 +318,46 @@ def graph_from_function_def(fdef, arg_shapes: list):
     return function_def_to_graph(fdef_copy, input_shapes=shapes)
 
 
-def _static_batch_graph(cf, batch_size: int):
-    """``cf``'s FunctionDef as a graph whose unknown batch dimensions are ``batch_size``."""
+def _shapes_by_position(cf, names: list | None, input_shapes: dict) -> dict[int, list]:
+    """``input_shapes`` ({input name: shape}) by the position of the user's input in ``cf``'s inputs, each checked
+    against the traced shape (its rank; a static dimension may only be given as itself or None)."""
+    internal = {id(t) for t in cf.graph.internal_captures}
+    user = [t for t in cf.graph.inputs if id(t) not in internal]
+    names = names or [t.op.name for t in user]
+    positions = {}
+    for name, shape in input_shapes.items():
+        if name not in names:
+            continue  # another signature's input (import_concrete_functions checks each name is someone's)
+        t = user[names.index(name)]
+        traced = t.shape.as_list() if t.shape.rank is not None else None
+        given = [None if d is None else int(d) for d in shape]
+        if traced is not None and len(traced) != len(given):
+            raise InputError(f"input_shapes: input '{name}' has rank {len(traced)} (shape "
+                             f"{_shape_text(traced)}), got {len(given)} dimensions {_shape_text(given)}")
+        if traced is not None:
+            for i, (d, g) in enumerate(zip(traced, given)):
+                if d is not None and g is not None and d != g:
+                    raise InputError(f"input_shapes: input '{name}' has size {d} in dimension {i} (shape "
+                                     f"{_shape_text(traced)}), got {g}: only unknown dimensions can be fixed")
+            given = [d if g is None else g for d, g in zip(traced, given)]
+        positions[cf.graph.inputs.index(t)] = given
+    return positions
+
+
+def _shape_text(dims) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _static_batch_graph(cf, batch_size: int | None, fixed: dict[int, list] | None = None):
+    """``cf``'s FunctionDef as a graph whose unknown batch dimensions are ``batch_size`` (None: left unknown) and
+    whose inputs at the positions of ``fixed`` have the shapes given there."""
     internal = {id(t) for t in cf.graph.internal_captures}
     shapes = []
-    for t in cf.graph.inputs:
+    for k, t in enumerate(cf.graph.inputs):
         dims = t.shape.as_list() if t.shape.rank is not None else None
-        if id(t) not in internal and dims and dims[0] is None:
+        if fixed and k in fixed:
+            dims = list(fixed[k])
+        if id(t) not in internal and dims and dims[0] is None and batch_size is not None:
             dims[0] = batch_size
         shapes.append(dims)
     graph = graph_from_function_def(cf.function_def, shapes)
@@ -348,14 +384,26 @@ def library_of(graph) -> dict[str, Any]:
     return {f.signature.name: f for f in gdef.library.function}
 
 
-def import_concrete_functions(entries, batch_size: int | None = None) -> Module:
-    """Import ``[(signature_key, concrete_function, input_names, output_names), ...]``."""
+def import_concrete_functions(entries, batch_size: int | None = None, input_shapes: dict | None = None) -> Module:
+    """Import ``[(signature_key, concrete_function, input_names, output_names), ...]``; ``input_shapes``: {input
+    name: shape} fixed in every signature that has that input (a name no signature has is an InputError)."""
     module = Module()
     library: dict[str, Any] = {}
     for _, cf, _, _ in entries:
         library.update(library_of(cf.graph))
+    if input_shapes:
+        known = {n for _, cf, names, _ in entries for n in (names or _user_input_names(cf))}
+        unknown = sorted(set(input_shapes) - known)
+        if unknown:
+            raise InputError(f"input_shapes names {', '.join(map(repr, unknown))}, but the model's inputs are "
+                             f"{', '.join(map(repr, sorted(known)))}")
     importer = GraphImporter(module, library)
     for key, cf, in_names, out_names in entries:
-        fn = importer.import_concrete_function(cf, key, in_names, out_names, batch_size)
+        fn = importer.import_concrete_function(cf, key, in_names, out_names, batch_size, input_shapes)
         module.signatures[key] = fn.name
     return module
+
+
+def _user_input_names(cf) -> list[str]:
+    internal = {id(t) for t in cf.graph.internal_captures}
+    return [t.op.name for t in cf.graph.inputs if id(t) not in internal]

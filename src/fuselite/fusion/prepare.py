@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuselite.errors import ConversionError, NeedsStaticBatch
+from fuselite.errors import ConversionError, NeedsStaticBatch, NeedsStaticLength
 from fuselite.export.flatbuffer import check_op
 from fuselite.fusion.composite import Arg, Composite, CompositeRefused, FusionDeclined, Result, is_zeros
 from fuselite.fusion.registry import RuleSet
@@ -212,7 +212,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
                 outs = _check_outputs(c, rule(c))
                 if check:
                     record["check"] = check_fusion(c, outs)
-            except (NeedsStaticBatch, CompositeRefused):
+            except (NeedsStaticBatch, NeedsStaticLength, CompositeRefused):
                 raise
             except (FusionDeclined, Mismatch) as e:
                 record.update(status="declined", reason=str(e))

@@ -84,6 +84,28 @@ def lower_conv2d(ctx):
     return [ctx.emit("CONV_2D", [x, filt, bias], opts)]
 
 
+@lowering("Conv3D")
+def lower_conv3d(ctx):
+    """A 3-D convolution (ConvLSTM3D's steps, Conv3D layers) -> ``CONV_3D``, its filter in TensorFlow's own
+    [depth, height, width, in, out] layout (``conv3d.cc``: float32 only, the bias optional; LiteRT 2.5+)."""
+    x, w = ctx.input(0), ctx.input(1)
+    if ctx.attr("data_format", "NDHWC") != "NDHWC":
+        ctx.fail(f"data_format {ctx.attr('data_format')} is not supported (LiteRT is channels-last)")
+    if not w.is_const:
+        ctx.fail("the filter must be constant (frozen weights)")
+    if x.dtype != np.float32:
+        ctx.fail(f"LiteRT's CONV_3D is float32 only, got {x.dtype}")
+    if x.shape is not None and x.shape[-1] is not None and x.shape[-1] != w.const.shape[3]:
+        ctx.fail(f"grouped 3-D convolution ({x.shape[-1]} input channels, filters of {w.const.shape[3]}): "
+                 "LiteRT's CONV_3D takes no groups")
+    strides, dil = ctx.attr("strides", [1] * 5), ctx.attr("dilations", [1] * 5)
+    opts = {"padding": _padding(ctx), "stride_d": int(strides[1]), "stride_h": int(strides[2]),
+            "stride_w": int(strides[3]), "dilation_d_factor": int(dil[1]), "dilation_h_factor": int(dil[2]),
+            "dilation_w_factor": int(dil[3]), "fused_activation_function": "NONE"}
+    bias = ctx.const(np.zeros(w.const.shape[4], x.dtype))
+    return [ctx.emit("CONV_3D", [x, w, bias], opts)]
+
+
 @lowering("DepthwiseConv2dNative")
 def lower_depthwise_conv2d(ctx):
     x, w = ctx.input(0), ctx.input(1)

@@ -1,12 +1,14 @@
 """TensorLists (TensorArrays in Keras 3 RNN loops) become dense ``[N, *element]`` tensors.
 
 ``Reserve`` becomes zeros, ``FromTensor``/``Stack`` are the tensor itself, ``GetItem``
-is a GATHER and ``SetItem`` a DYNAMIC_UPDATE_SLICE (a dynamic-size list, reserved with 0 or
-an unknown number of elements, is padded up to the written index first). ``While`` loops that carry a list
-carry the dense tensor instead. An element shape with an unknown (batch) dimension is read at run time
-where the loop writes a value it also carries (a Keras loop writes its ``h``): the list is zeros of
-``[N] + shape(that carry's initial value)``, so the loop takes any batch. Other unknown element shapes:
-:class:`NeedsStaticBatch` asks the converter to retrace with a fixed batch.
+is a GATHER and ``SetItem`` a DYNAMIC_UPDATE_SLICE (a dynamic-size list, reserved with 0 elements, is
+padded up to the written index first). ``While`` loops that carry a list carry the dense tensor instead. A
+list reserved with a number of elements known only at run time (a Keras loop over an input of unknown
+length reserves the input's length) is zeros of that many rows, a ``FILL`` whose first dim is that number.
+An element shape with an unknown (batch) dimension is read at run time where the loop writes a value it
+also carries (a Keras loop writes its ``h``): the list is zeros of ``[N] + shape(that carry's initial
+value)``, so the loop takes any batch. Other unknown element shapes: :class:`NeedsStaticBatch` asks the
+converter to retrace with a fixed batch.
 """
 
 from __future__ import annotations
@@ -53,44 +55,66 @@ def _carried_like(reserve: Value, fn: Function, module: Module):
     return None
 
 
-def _dynamic_reserves(fn: Function, module: Module) -> bool:
-    """Lists of a static length whose element shape has an unknown dimension, where :func:`_carried_like`
-    finds the value to read it from: zeros of ``[N] + SHAPE(value)`` (SHAPE, CONCATENATION, FILL) just before
-    the WHILE that takes them. Returns True if anything changed."""
+def _run_time_length(n: Value) -> bool:
+    """A list's number of elements known only at run time: an int32 scalar that is no constant."""
+    return not n.is_const and n.dtype == np.int32 and n.shape == ()
+
+
+def _dynamic_reserves(fn: Function, module: Module, dynamic_batch: bool) -> bool:
+    """Lists of zeros written at run time, just before the WHILE that takes them (or in place of the reserve):
+    a list whose element shape has an unknown dimension, where :func:`_carried_like` finds the value to read it
+    from (``dynamic_batch`` only): zeros of ``[N] + SHAPE(value)``; and a list of a number of elements ``N``
+    known only at run time: zeros of ``[N] + element shape`` (SHAPE, CONCATENATION, FILL). Returns True if
+    anything changed."""
     before: dict[int, list] = {}
     dropped: set[int] = set()
     for op in fn.ops:
-        if op.kind != "TensorListReserve" or op.dialect != "tf" or not op.inputs[1].is_const \
-                or int(op.inputs[1].const) <= 0 or _element_shape(op, 0) or _infer_element_shape(fn, module,
-                                                                                                  op.outputs[0]):
+        if op.kind != "TensorListReserve" or op.dialect != "tf":
             continue
-        found = _carried_like(op.outputs[0], fn, module)
-        if found is None:
+        n = op.inputs[1]
+        run_time = _run_time_length(n)
+        if not run_time and (not n.is_const or int(n.const) <= 0):
             continue
-        loop, like = found
-        n, dtype, name, loc = int(op.inputs[1].const), np.dtype(op.attrs["element_dtype"]), op.name, op.location
+        elem = _element_shape(op, 0) or _infer_element_shape(fn, module, op.outputs[0])
+        found = None if elem else _carried_like(op.outputs[0], fn, module) if dynamic_batch else None
+        if (elem is None and found is None) or (elem is not None and not run_time):
+            continue
+        dtype, name, loc = np.dtype(op.attrs["element_dtype"]), op.name, op.location
         i32 = np.dtype(np.int32)
-        rank = len(like.shape)
-        shape = fn.make_op("tfl.SHAPE", [like], [(i32, (rank,))], {"out_type": i32}, name=name + "/element_shape",
-                           location=loc)
-        dims = fn.make_op("tfl.CONCATENATION", [fn.const(np.array([n], np.int32), name + "/length"),
-                                                shape.outputs[0]], [(i32, (rank + 1,))],
+        new = []
+        if run_time:
+            length = fn.make_op("tfl.RESHAPE", [n, fn.const(np.array([1], np.int32), name + "/one")],
+                                [(i32, (1,))], name=name + "/length", location=loc)
+            new.append(length)
+            length = length.outputs[0]
+        else:
+            length = fn.const(np.array([int(n.const)], np.int32), name + "/length")
+        size = None if run_time else int(n.const)
+        if found is not None:
+            loop, like = found
+            shape = fn.make_op("tfl.SHAPE", [like], [(i32, (len(like.shape),))], {"out_type": i32},
+                               name=name + "/element_shape", location=loc)
+            new.append(shape)
+            element, elem = shape.outputs[0], tuple(like.shape)
+        else:
+            loop, element = op, fn.const(np.array(elem, np.int32), name + "/element_shape")
+        dims = fn.make_op("tfl.CONCATENATION", [length, element], [(i32, (len(elem) + 1,))],
                           {"axis": 0, "fused_activation_function": "NONE"}, name=name + "/dims", location=loc)
         zeros = fn.make_op("tfl.FILL", [dims.outputs[0], fn.const(np.zeros((), dtype), name + "/zero")],
-                           [(dtype, (n, *like.shape))], name=name, location=loc)
+                           [(dtype, (size, *elem))], name=name, location=loc)
         fn.replace_uses(op.outputs[0], zeros.outputs[0])
-        before.setdefault(id(loop), []).extend([shape, dims, zeros])
+        before.setdefault(id(loop), []).extend([*new, dims, zeros])
         dropped.add(id(op))
     if not before:
         return False
-    fn.ops = [new for op in fn.ops if id(op) not in dropped for new in (*before.get(id(op), ()), op)]
+    fn.ops = [new for op in fn.ops for new in (*before.get(id(op), ()), op) if id(new) not in dropped]
     return True
 
 
 def _rewrite_function(fn: Function, module: Module, dynamic_batch: bool = True) -> bool:
     """Rewrite list ops whose list operand is already dense (``dynamic_batch``: lists of a run-time element
     shape too). Returns True if anything changed."""
-    changed = dynamic_batch and _dynamic_reserves(fn, module)
+    changed = _dynamic_reserves(fn, module, dynamic_batch)
     new_ops = []
     for op in fn.ops:
         k = op.kind if op.dialect == "tf" else None
@@ -118,7 +142,16 @@ def _rewrite_function(fn: Function, module: Module, dynamic_batch: bool = True) 
             if k == "TensorListStack":
                 fn.replace_uses(out, lst)
             elif k == "TensorListLength":
-                fn.replace_uses(out, fn.const(np.array(lst.shape[0], np.int32), op.name))
+                if lst.shape[0] is None:  # a length known at run time
+                    i32 = np.dtype(np.int32)
+                    dims = fn.make_op("tfl.SHAPE", [lst], [(i32, (len(lst.shape),))], {"out_type": i32},
+                                      name=op.name + "/shape", location=op.location)
+                    first = fn.make_op("tfl.GATHER", [dims.outputs[0], fn.const(np.array(0, np.int32), op.name)],
+                                       [(i32, ())], {"axis": 0, "batch_dims": 0}, name=op.name, location=op.location)
+                    new_ops += [dims, first]
+                    fn.replace_uses(out, first.outputs[0])
+                else:
+                    fn.replace_uses(out, fn.const(np.array(lst.shape[0], np.int32), op.name))
             elif k == "TensorListElementShape":
                 if None in lst.shape[1:]:
                     new_ops.append(op)  # not known here: left, the pass ends in NeedsStaticBatch
@@ -251,4 +284,5 @@ def lower_tensor_lists(module: Module, report=None, dynamic_batch: bool = True) 
     for fn in module.functions.values():
         for op in fn.ops:
             if op.kind == "TensorListReserve":
-                raise NeedsStaticBatch(f"tensor list {op.describe()} has a dynamic element shape or length")
+                raise NeedsStaticBatch(f"tensor list {op.describe()} has an element shape with an unknown (batch) "
+                                       "dimension that is not read at run time here")

@@ -99,6 +99,19 @@ def _direction(fn: Function, op: Op, operands: tuple, backward: bool, new: list[
     return hs
 
 
+def of_unknown_length(module: Module, skip: Callable[[Op], bool] = lambda op: False) -> list[Op]:
+    """The sequence RNN ops (not ``skip``ped) whose number of time steps is known only at run time: they cannot be
+    unrolled."""
+    found = []
+    for fn in module.functions.values():
+        for op in fn.ops:
+            x = op.inputs[0] if op.kind in _DIRECTIONS else None
+            if x is not None and x.shape is not None and len(x.shape) == 3 and not skip(op) \
+                    and x.shape[0 if op.attrs.get("time_major") else 1] is None:
+                found.append(op)
+    return found
+
+
 def unroll_sequence_rnns(module: Module, skip: Callable[[Op], bool] = lambda op: False) -> int:
     """Unroll every ``UNIDIRECTIONAL_SEQUENCE_RNN`` / ``BIDIRECTIONAL_SEQUENCE_RNN`` that can be (and is not
     one ``skip`` names: an op the user keeps in float); how many."""

@@ -4,8 +4,8 @@ One place for the ops a step or a sequence is made of: :func:`fc` (``FULLY_CONNE
 (``ADD`` / ``SUB`` / ``MUL`` without a fused activation), :func:`activation` (a Keras activation as its
 LiteRT op), :func:`split_v`, the per-step masks (:func:`step_masks`), stacking steps (:func:`pack_steps`),
 one step of a sequence (:func:`time_step`), batch and time swapped (:func:`swap_batch_and_time`,
-:func:`time_major_input`), and shapes or zeros whose batch is read at run time (:func:`runtime_dims`,
-:func:`zeros`).
+:func:`time_major_input`), and shapes, zeros or lengths read at run time (:func:`runtime_dims`,
+:func:`zeros`, :func:`runtime_length`).
 
 Example (one SimpleRNN step on builder ``c``)::
 
@@ -111,22 +111,41 @@ def time_major_input(c, x, time_major: bool, go_backwards: bool):
     return x_tm
 
 
-def runtime_dims(c, like, batch_axis: int, shape: tuple):
-    """``shape`` as an int32 tensor, its unknown (None) batch read from ``like``'s dimension ``batch_axis`` at run
-    time (SHAPE, STRIDED_SLICE, CONCATENATION)."""
+def runtime_dims(c, like, batch_axis: int, shape: tuple, axes: tuple | None = None):
+    """``shape`` as an int32 tensor, its unknown (None) dims read from ``like`` at run time (SHAPE, STRIDED_SLICE,
+    CONCATENATION): each from ``like``'s dimension ``axes[i]`` (default: every unknown dim is the batch,
+    ``batch_axis``)."""
     dims = c.op("SHAPE", [like], {"out_type": I32}, dtype=np.int32, shape=(like.rank,))
-    batch = c.op("STRIDED_SLICE", [dims, np.array([batch_axis], np.int32), np.array([batch_axis + 1], np.int32),
-                                   np.array([1], np.int32)],
-                 {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0,
-                  "offset": False}, dtype=np.int32, shape=(1,))
-    parts = [batch if d is None else np.array([d], np.int32) for d in shape]
+    read = {}
+
+    def dim(axis):
+        if axis not in read:
+            read[axis] = c.op("STRIDED_SLICE", [dims, np.array([axis], np.int32), np.array([axis + 1], np.int32),
+                                                np.array([1], np.int32)],
+                              {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0,
+                               "shrink_axis_mask": 0, "offset": False}, dtype=np.int32, shape=(1,))
+        return read[axis]
+
+    axes = axes or (batch_axis,) * len(shape)
+    parts = [dim(axes[i]) if d is None else np.array([d], np.int32) for i, d in enumerate(shape)]
     return c.op("CONCATENATION", parts, {"axis": 0, "fused_activation_function": "NONE"}, dtype=np.int32,
                 shape=(len(shape),))
 
 
-def zeros(c, shape: tuple, like, batch_axis: int):
-    """A float32 zero tensor of ``shape``; an unknown (None) batch read from ``like`` at run time."""
+def zeros(c, shape: tuple, like, batch_axis: int, axes: tuple | None = None):
+    """A float32 zero tensor of ``shape``; an unknown (None) dim read from ``like`` at run time: the batch, from
+    ``like``'s dimension ``batch_axis``, or each from ``like``'s dimension ``axes[i]``."""
     if None not in shape:
         return c.const(np.zeros(shape, np.float32), name="zeros")
-    dims = runtime_dims(c, like, batch_axis, shape)
+    dims = runtime_dims(c, like, batch_axis, shape, axes)
     return c.op("FILL", [dims, np.array(0.0, np.float32)], dtype=np.float32, shape=shape)
+
+
+def runtime_length(c, like, axis: int):
+    """``like``'s dimension ``axis`` as an int32 scalar read at run time (SHAPE, STRIDED_SLICE): an unknown
+    number of steps."""
+    dims = c.op("SHAPE", [like], {"out_type": I32}, dtype=np.int32, shape=(like.rank,))
+    return c.op("STRIDED_SLICE", [dims, np.array([axis], np.int32), np.array([axis + 1], np.int32),
+                                  np.array([1], np.int32)],
+                {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 1,
+                 "offset": False}, dtype=np.int32, shape=())

@@ -22,6 +22,7 @@ from fuselite.rnn.build import MAX_UNROLL, pack_steps, swap_batch_and_time, time
 from fuselite.rnn.cells.base import Cell
 from fuselite.rnn.forms.fused import read_state, state
 from fuselite.rnn.forms.loop import loop_steps
+from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, at_length
 from fuselite.rnn.forms.unrolled import unroll
 
 
@@ -67,7 +68,8 @@ def sequence(c, cell: Cell, x, *, initial_states: list | None = None, time_major
     features] with ``time_major``): the whole sequence (in processing order) with ``return_sequences``, else
     the last output. The form is ``form`` or what the conversion's ``rnn_form`` gives the cell's family
     (``cell.form_key`` or ``cell.kind``; ``c.form`` says which): "loop", "unrolled", or "fused" where the cell
-    has a LiteRT sequence op (else unrolled). ``initial_states``: values, or None (zeros).
+    has a LiteRT sequence op (else unrolled); an unknown number of steps takes the loop form where the form asked
+    needs a static one (``policy.at_length``). ``initial_states``: values, or None (zeros).
 
     Example (in a rule; ``cell`` built from the composite's constant weights)::
 
@@ -79,9 +81,8 @@ def sequence(c, cell: Cell, x, *, initial_states: list | None = None, time_major
     form = form or c.rnn_forms.get(cell.form_key or cell.kind, "fused")
     if form == "fused" and type(cell).fused is Cell.fused:
         form = "unrolled"  # no LiteRT op for this cell
-    if steps is None:
-        c.decline(f"the {form} form of a {cell.kind} needs a static number of time steps")
-    c.form = form
+    asked, form = form, at_length(c.rnn_forms, form, steps, f"a {cell.kind}", fused=type(cell).fused is not Cell.fused)
+    c.form = form if form == asked else form + UNKNOWN_LENGTH_NOTE.replace("unrolled", asked)
     if form == "loop":
         seq, finals, last = loop_steps(c, cell, x, states, tm=tm, backwards=go_backwards, batch=batch, steps=steps,
                                        sequence=return_sequences)

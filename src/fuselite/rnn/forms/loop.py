@@ -24,29 +24,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuselite.rnn.build import fc, reverse, zeros
+from fuselite.rnn.build import fc, reverse, runtime_length, zeros
 from fuselite.rnn.cells.base import Cell
 
 
 def loop_over(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, sequence: bool, mask=None,
               zero_output: bool = False):
     """(sequence or None, final states, last output) of one direction of ``cell`` in the loop form over ``x``,
-    its batch and number of steps read from ``x`` (an unknown batch: the conversion's, else dynamic), for rules
+    its batch and number of steps read from ``x`` (an unknown batch: the conversion's, else dynamic; an unknown
+    number of steps: read at run time), for rules
     of other composites (tf-keras' ``standard_lstm``). ``states``: initial values or None (zeros); ``mask``,
     ``zero_output``: as for :func:`loop_steps`."""
     steps = x.shape[0 if tm else 1]
-    if steps is None:
-        c.decline("the loop form needs a static number of time steps")
     batch = x.shape[1 if tm else 0] or c.batch_size
     return loop_steps(c, cell, x, states, tm=tm, backwards=backwards, batch=batch, steps=steps, sequence=sequence,
                       mask=mask, zero_output=zero_output)
 
 
-def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, batch, steps: int, sequence: bool,
-               mask=None, zero_output: bool = False):
+def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, batch, steps: int | None,
+               sequence: bool, mask=None, zero_output: bool = False):
     """(the outputs as a sequence in processing order, or None without ``sequence``; the final states; the last
-    output) of one direction of a layer over ``x``, its steps in a WHILE. ``states``: initial values, or None
-    (zeros). ``mask``: Keras' bool [batch, time] mask (in time order; or float32 1 / 0), or None: where it is
+    output) of one direction of a layer over ``x``, its steps in a WHILE. ``batch`` / ``steps`` None: read from
+    ``x`` at run time (the number of steps is then a read-only carry the condition compares with). ``states``:
+    initial values, or None (zeros). ``mask``: Keras' bool [batch, time] mask (in time order; or float32 1 / 0), or None: where it is
     off, the states keep their values and the output repeats the previous one (zeros before the first), or is
     zeros with ``zero_output`` (Keras' ``zero_output_for_mask``), as in the unrolled form (``forms/unrolled.py``)."""
     t_axis, b_axis = (0, 1) if tm else (1, 0)
@@ -58,6 +58,8 @@ def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, bat
     carries = [c.const(np.array(0, np.int32), name="step")]
     carries += [s if s is not None else zeros(c, (batch, units), x, b_axis) for s in states]
     carries.append(proj)
+    if steps is None:  # the number of steps, read once: a read-only carry of the condition
+        carries.append(runtime_length(c, x, t_axis))
     # the output is a carry of its own where it can differ from h: masked steps after non-zero initial states
     # (it starts at zeros), or that output zeros
     tracked = mask is not None and (zero_output or any(s is not None for s in states))
@@ -65,17 +67,21 @@ def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, bat
         flags = mask if mask.dtype == np.float32 else c.op("CAST", [mask], dtype=np.float32, shape=(batch, steps))
         if backwards:
             flags = c.op("REVERSE_V2", [flags, np.array([1], np.int32)], dtype=np.float32, shape=flags.shape)
-        carries.append(c.op("RESHAPE", [flags, np.array([-1, steps, 1], np.int32)], dtype=np.float32,
+        carries.append(c.op("EXPAND_DIMS", [flags, np.array(2, np.int32)], dtype=np.float32, shape=(batch, steps, 1))
+                       if steps is None else
+                       c.op("RESHAPE", [flags, np.array([-1, steps, 1], np.int32)], dtype=np.float32,
                             shape=(batch, steps, 1)))
     if tracked:
         carries.append(zeros(c, (batch, units), x, b_axis))
     if sequence:
-        carries.append(zeros(c, (steps, batch, units) if tm else (batch, steps, units), x, b_axis))
+        carries.append(zeros(c, (steps, batch, units) if tm else (batch, steps, units), x, b_axis,
+                             (t_axis, b_axis, 2) if tm else (b_axis, t_axis, 2)))
     specs = [(v.dtype, v.shape) for v in carries]
 
     cond = c.subgraph("loop_cond")
     ins = [cond.function.add_input(f"carry{k}", *spec) for k, spec in enumerate(specs)]
-    going = cond.op("LESS", [ins[0], np.array(steps, np.int32)], dtype=np.bool_, shape=())
+    going = cond.op("LESS", [ins[0], np.array(steps, np.int32) if steps is not None else ins[2 + len(states)]],
+                    dtype=np.bool_, shape=())
     cond.function.inputs, cond.function.outputs, cond.function.ops = ins, [going], cond.ops
 
     body = c.subgraph("loop_body")
@@ -86,8 +92,12 @@ def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, bat
     new, out = cell.step(body, xt, old)
     outs = [body.op("ADD", [i, np.array(1, np.int32)], {"fused_activation_function": "NONE"}, dtype=np.int32,
                     shape=()), *new, p]  # the projections pass through unchanged: a read-only carry
+    extra = 2 + n  # the carries after the projections
+    if steps is None:
+        outs.append(ins[extra])  # the number of steps: read-only too
+        extra += 1
     if mask is not None:
-        flags = ins[2 + n]
+        flags = ins[extra]
         on = body.op("GREATER", [body.op("GATHER", [flags, i], {"axis": 1, "batch_dims": 0}, dtype=np.float32,
                                          shape=(batch, 1)), np.array(0.5, np.float32)], dtype=np.bool_,
                      shape=(batch, 1))
@@ -95,7 +105,7 @@ def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, bat
         outs[1:1 + n] = keep
         outs.append(flags)
         if tracked:
-            otherwise = np.zeros((1, units), np.float32) if zero_output else ins[3 + n]
+            otherwise = np.zeros((1, units), np.float32) if zero_output else ins[extra + 1]
             out = body.op("SELECT_V2", [on, out, otherwise], dtype=np.float32, shape=(batch, units))
             outs.append(out)
         else:
@@ -112,5 +122,5 @@ def loop_steps(c, cell: Cell, x, states: list, *, tm: bool, backwards: bool, bat
     results = c.op("WHILE", carries, {"cond_subgraph_index": "@" + cond.function.name,
                                       "body_subgraph_index": "@" + body.function.name}, outs=specs)
     finals = results[1:1 + len(states)]
-    last = results[3 + len(states)] if tracked else finals[0]
+    last = results[len(states) + (4 if steps is None else 3)] if tracked else finals[0]
     return (results[-1] if sequence else None), finals, last

@@ -13,7 +13,7 @@ Example (in a rule: the unrolled or loop form where asked, else None and the rul
 
 from __future__ import annotations
 
-from fuselite.errors import NeedsStaticBatch
+from fuselite.errors import NeedsStaticBatch, NeedsStaticLength
 from fuselite.fusion.composite import FusionDeclined
 
 # The thread count a model is converted for when the conversion does not say (``threads``): what LiteRT runs with
@@ -49,6 +49,12 @@ TWO_THREAD_FORMS = {**DEFAULT_FORMS, "tf_keras.LSTM": "fused"}
 THREADED_FORMS = {"LSTM": "fused", "SimpleRNN": "fused", "GRU": "loop"}
 QUANTIZED_FORMS = {"LSTM": "fused", "SimpleRNN": "fused", "GRU": "unrolled"}
 RNN_FORMS = ("default", "fused", "unrolled", "loop", "auto")
+# the rnn_forms entries for layers whose number of time steps is known only at run time: the form they take where
+# theirs needs a static number (the loop form), or, where none may be written, why the length must be static
+UNKNOWN_LENGTH, STATIC_LENGTH = "unknown_length", "static_length"
+UNKNOWN_LENGTH_NOTE = " (not unrolled: the number of time steps is known only at run time)"  # for c.form
+HOW_TO_FIX_LENGTH = ("give the model's input a static length (keras.Input(shape=(T, features)), or convert with "
+                     "input_shapes={'input name': [None, T, features]}; CLI: --input-shape name:?,T,features)")
 
 
 def default_forms(threads: int = DEFAULT_THREADS, quantized: bool = False) -> dict[str, str]:
@@ -66,24 +72,54 @@ def form_key(rnn_forms: dict, kind: str, flavour: str | None) -> str:
 
 
 def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
-              threads: int = DEFAULT_THREADS) -> dict[str, str]:
+              threads: int = DEFAULT_THREADS, static_length: str | None = None) -> dict[str, str]:
     """The form of each family ({"LSTM": ..., "SimpleRNN": ..., "GRU": ..., "stateful": ...}) for the option
     ``rnn_form`` ("default", "fused", "unrolled" or "loop"; "auto" is resolved by the converter into the
     others), a quantized (dynamic range, int8, 16x8) or TFLite Micro conversion (``quantized``) and the LiteRT
     thread count the model will run with (``threads``). With ``bidirectional="fused"`` (keep LiteRT's
     bidirectional ops) and the default forms, a ``"Bidirectional"`` entry keeps LSTM and SimpleRNN Bidirectional
-    layers fused."""
+    layers fused. A layer of unknown length whose form needs a static one (unrolled) takes the loop form (the
+    ``"unknown_length"`` entry), unless ``static_length`` says why no loop may be written (TFLite Micro, an
+    integer-only model): then :func:`at_length` raises :class:`NeedsStaticLength` with that reason."""
+    length = {STATIC_LENGTH: static_length} if static_length else {UNKNOWN_LENGTH: "loop"}
     if rnn_form in ("fused", "unrolled", "loop"):
         return {**dict.fromkeys((*DEFAULT_FORMS, "stateful"), rnn_form),
                 "GRU": "unrolled" if rnn_form == "fused" else rnn_form,  # no fused GRU op
-                "masked": "loop" if rnn_form == "loop" else "unrolled"}  # the fused ops have no mask
+                "masked": "loop" if rnn_form == "loop" else "unrolled", **length}  # the fused ops have no mask
     # a stateful layer by default: the fused op's in-place state (its unrolled form was not measured); a masked
     # one: the loop at any thread count (float; measured faster than the official WHILE at 1 and 2 threads, where
     # the unrolled form is slower than it at 2), unrolled when quantized (int8 does not enter a loop body)
-    forms = {**default_forms(threads, quantized), "stateful": "fused", "masked": "unrolled" if quantized else "loop"}
+    forms = {**default_forms(threads, quantized), "stateful": "fused", "masked": "unrolled" if quantized else "loop",
+             **length}
     if bidirectional == "fused":
         forms["Bidirectional"] = "fused"
     return forms
+
+
+def at_length(rnn_forms: dict, form: str, steps: int | None, what: str, fused: bool = True) -> str:
+    """The form a layer (``what``, for the error) of ``steps`` time steps (None: known only at run time) is
+    written in: ``form`` where it takes that many (the loop form any number; LiteRT's fused sequence ops too,
+    where the family has one: ``fused``; the unrolled form a static number), else the form of layers of unknown
+    length (``rnn_forms["unknown_length"]``: the loop), or :class:`NeedsStaticLength` where none may be written
+    (``rnn_forms["static_length"]`` says why), naming the layer and how to give the length."""
+    if steps is not None or form == "loop" or (form == "fused" and fused):
+        return form
+    instead = rnn_forms.get(UNKNOWN_LENGTH)
+    if instead:
+        return instead
+    raise static_length_error(what, rnn_forms.get(STATIC_LENGTH) or "its form writes the steps one by one", form)
+
+
+def static_length_error(what: str, why: str, form: str = "unrolled") -> NeedsStaticLength:
+    """The error for a layer (``what``) of unknown length whose ``form`` needs a static one, for ``why``."""
+    return NeedsStaticLength(f"{what} has an input of unknown length, but {why}: the {form} form needs a static "
+                             f"number of time steps; {HOW_TO_FIX_LENGTH}")
+
+
+def layer_label(c, kind: str) -> str:
+    """A recurrent composite's layer as the user knows it: "GRU layer 'gru_1'" (its Keras name, where known)."""
+    name = c.attrs.get("layer_name")
+    return f"{kind} layer '{name}'" if name else f"a {kind} layer"
 
 
 def forms_reason(rnn_form: str, quantized: bool, threads: int, target: str) -> str:
@@ -121,6 +157,16 @@ def traced_form(rnn_forms: dict, kind: str, stateful: bool, masked: bool = False
     return rnn_forms.get(key, "unrolled" if kind == "GRU" else "fused")
 
 
+def layer_steps(c) -> int | None:
+    """The number of time steps of a Keras recurrent composite's sequence input (its first argument, batch- or
+    time-major as ``c.attrs["time_major"]`` says): None where it is known only at run time; 0 where the input's
+    rank is not known here (the forms decline it themselves)."""
+    x = c.args[0] if c.args else None
+    if x is None or x.shape is None or len(x.shape) < 2:
+        return 0
+    return x.shape[0 if c.attrs.get("time_major") else 1]
+
+
 def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | None = None):
     """The results of the form ``c.rnn_forms`` asks for a ``kind`` layer, built by ``forms[form](c)``
     ("unrolled", "loop"), with the form in ``c.form`` for the report; None where the ``fallback`` form (the
@@ -128,8 +174,10 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
     number of steps, a stateful layer), with the reason kept. Where the form needs a static batch, the
     conversion is run again at one (``NeedsStaticBatch``), in the same form. A masked
     layer takes the form under "masked" (the loop, or the unrolled form: the fused ops have no mask), and falls
-    back to the unrolled form. ``key``: the entry of ``c.rnn_forms`` to read where it has one (default: ``kind``,
-    or "tf_keras.<kind>" for a tf-keras layer where ``c.rnn_forms`` has one)."""
+    back to the unrolled form. A layer of unknown length whose form needs a static one takes the loop form, or
+    stops the conversion with :class:`NeedsStaticLength` (:func:`at_length`). ``key``: the entry of
+    ``c.rnn_forms`` to read where it has one (default: ``kind``, or "tf_keras.<kind>" for a tf-keras layer
+    where ``c.rnn_forms`` has one)."""
     a = c.attrs
     key = "stateful" if a.get("state_variables") else key if key in c.rnn_forms else \
         form_key(c.rnn_forms, kind, a.get("flavour"))
@@ -137,6 +185,11 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
     masked = bool(a.get("has_mask"))
     if masked:
         form = c.rnn_forms.get("masked", form)
+        if form != "loop":
+            form = "unrolled"  # the fused ops have no mask
+    asked = form if form in forms else fallback
+    form = at_length(c.rnn_forms, asked, layer_steps(c), layer_label(c, kind), fused=kind != "GRU")
+    unknown_length = UNKNOWN_LENGTH_NOTE.replace("unrolled", asked) if form != asked else ""
     if masked and form != "loop":
         c.form = "unrolled (masked)"
         return forms["unrolled"](c)
@@ -155,5 +208,5 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
             return forms["unrolled"](c)
         c.form = f"{fallback} (not {form}: {e})"
         return None
-    c.form = f"{form} (masked)" if masked else form
+    c.form = (f"{form} (masked)" if masked else form) + unknown_length
     return results

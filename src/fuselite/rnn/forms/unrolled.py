@@ -63,7 +63,7 @@ def unrollable(c, kind: str, dynamic_batch: bool = False, max_steps: int | None 
     """The sequence input, whether it is time-major, the static batch and number of steps of a Keras ``kind``
     layer (GRU, LSTM or SimpleRNN) that the unrolled (and loop) forms can write, or a decline saying why not.
     With ``dynamic_batch`` (a form whose ops take any batch), an unknown batch stays None; ``max_steps``: the
-    most steps the form writes (None: any static number, the loop form)."""
+    most steps the form writes (None: any number, also one known only at run time: the loop form)."""
     a = c.attrs
     what = f"masked {kind}" if a.get("has_mask") else kind
     gated = kind in ("GRU", "LSTM")
@@ -76,9 +76,8 @@ def unrollable(c, kind: str, dynamic_batch: bool = False, max_steps: int | None 
         c.decline(f"the sequence input must be float32 [batch, time, features], got {x.dtype} {x.shape}")
     steps = x.shape[0 if tm else 1]
     batch = x.shape[1 if tm else 0] or c.batch_size
-    if steps is None or max_steps is not None and steps > max_steps:
-        c.decline(f"unrolling needs a static number of time steps <= {max_steps}, got {steps}" if max_steps else
-                  "the loop form needs a static number of time steps")
+    if max_steps is not None and (steps is None or steps > max_steps):
+        c.decline(f"unrolling needs a static number of time steps <= {max_steps}, got {steps}")
     if batch is None and not dynamic_batch:
         raise NeedsStaticBatch(f"the {form} {what} needs a static batch size here")
     return x, tm, batch, steps

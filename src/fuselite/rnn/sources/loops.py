@@ -46,7 +46,7 @@ from fuselite.rnn.cells.lstm import numpy_lstm_cell
 from fuselite.rnn.cells.simple_rnn import numpy_simple_rnn_cell
 from fuselite.rnn.forms.fused import read_state, state
 from fuselite.rnn.forms.loop import loop_steps
-from fuselite.rnn.forms.policy import traced_form
+from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, at_length, traced_form
 from fuselite.rnn.forms.unrolled import unroll
 from fuselite.rnn.kit import FUSED_ACTIVATIONS, keras_cell_with_gates, keras_to_litert, lstm_operands, rnn_operands
 
@@ -80,7 +80,7 @@ class LoopMatch:
     bias_rec: np.ndarray | None  # GRU with reset_after: the recurrent bias
     units: int
     xt: Value  # the time-major input [time, batch, features]
-    steps: int
+    steps: int | None  # None: known only at run time (the input's length)
     sequences: bool  # every step's output, or only the last one
     cell: str  # "LSTM", "GRU" or "SimpleRNN"
     reset_after: bool
@@ -111,7 +111,7 @@ def _find(body: Function, pred):
 
 
 def _const_scalar(v) -> int | None:
-    return int(v.const) if v is not None and v.is_const and v.const.size == 1 else None
+    return int(v.const.reshape(-1)[0]) if v is not None and v.is_const and v.const.size == 1 else None
 
 
 def _cell_values(body: Function, feeds: dict, wanted: list):
@@ -217,7 +217,7 @@ def _match(module: Module, fn: Function, op) -> LoopMatch:
             raise _NoMatch
         listed = _producer(op.inputs[i_mask], "TensorListFromTensor")
         mask = listed.inputs[0] if listed is not None else None
-        if mask is None or mask.dtype != np.bool_ or mask.rank != 3 or mask.shape[0] is None:
+        if mask is None or mask.dtype != np.bool_ or mask.rank != 3:
             raise _NoMatch
     elif written is not h_new:
         raise _NoMatch
@@ -242,16 +242,16 @@ def _match(module: Module, fn: Function, op) -> LoopMatch:
     if unstack is None or reserve is None or _const_scalar(op.inputs[i_time]) != 0:
         raise _NoMatch
     xt = unstack.inputs[0]  # [time, batch, features]
-    if xt.rank != 3 or xt.shape[0] is None or xt.shape[2] != kernel.shape[0]:
+    if xt.rank != 3 or xt.shape[2] != kernel.shape[0]:
         raise _NoMatch
-    steps = xt.shape[0]
+    steps = xt.shape[0]  # None: the input's length, read at run time (the loop runs as many steps)
     if mask is not None and mask.shape[0] != steps:
         raise _NoMatch
     less = [o for o in cond.ops if o.kind == "Less" and o.inputs[0] is cond.inputs[i_time]]
-    if len(less) != 1 or _const_scalar(less[0].inputs[1]) != steps:
+    if len(less) != 1 or not _is_length(less[0].inputs[1], steps, xt, cond, op):
         raise _NoMatch
     n_out, index = _const_scalar(reserve.inputs[1]), put.inputs[1]
-    if n_out == steps and index is ins[i_time]:
+    if _is_length(reserve.inputs[1], steps, xt) and index is ins[i_time]:
         sequences = True
     elif n_out == 1 and _const_scalar(index) == 0:
         sequences = False
@@ -263,6 +263,23 @@ def _match(module: Module, fn: Function, op) -> LoopMatch:
     return LoopMatch(body=body, get=get, i_h=i_h, i_c=i_c, i_out=i_out, kernel=kernel, rec=rec, bias=bias,
                      bias_rec=bias_rec, units=units, xt=xt, steps=steps, sequences=sequences, cell=cell,
                      reset_after=reset_after, h_new=h_new, c_new=c_new, mask=mask, zero_output=zero_output)
+
+
+def _is_length(v, steps: int | None, xt, fn: Function | None = None, loop=None) -> bool:
+    """``v`` is the number of steps of ``xt`` ([time, batch, features]): the constant ``steps``, or (an unknown
+    length) ``xt``'s first dimension read at run time (``StridedSlice(Shape(xt), [0], [1], [1])``, shrunk to a
+    scalar); an input of ``fn``, a loop's condition, is the ``loop``'s operand at its position."""
+    if steps is not None:
+        return _const_scalar(v) == steps
+    if fn is not None and loop is not None:
+        pos = next((i for i, x in enumerate(fn.inputs) if x is v), None)
+        if pos is None or pos >= len(loop.inputs):
+            return False
+        v = loop.inputs[pos]
+    sliced = _producer(v, "StridedSlice")
+    shape = _producer(sliced.inputs[0], "Shape") if sliced is not None else None
+    return shape is not None and shape.inputs[0] is xt and sliced.attrs.get("shrink_axis_mask") == 1 \
+        and [_const_scalar(x) for x in sliced.inputs[1:4]] == [0, 1, 1]
 
 
 def _gru_recurrent_kernel(mm_h, rec_mms, units):
@@ -356,6 +373,8 @@ def _step_flags(c, m, batch):
     mask = m.mask  # [time, batch, 1], as Keras 3 unstacks it
     flags = c.op("CAST", [mask], dtype=np.float32, shape=(m.steps, batch, 1))
     flags = c.op("TRANSPOSE", [flags, np.array([1, 0, 2], np.int32)], dtype=np.float32, shape=(batch, m.steps, 1))
+    if m.steps is None:  # batch and time both read at run time
+        return c.op("SQUEEZE", [flags], {"squeeze_dims": [2]}, dtype=np.float32, shape=(batch, m.steps))
     return c.op("RESHAPE", [flags, np.array([-1, m.steps], np.int32)], dtype=np.float32, shape=(batch, m.steps))
 
 
@@ -483,6 +502,9 @@ def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict, dynamic
                           "step as matched; it stays a WHILE loop (correct, not fused)"}
     form = _form(op, m, rnn_forms)
     why_not = None
+    if form == "unrolled" and m.steps is None:  # an unknown length: the loop form, or NeedsStaticLength
+        form = at_length(rnn_forms, form, None, f"a Keras {m.cell} loop", fused=False)
+        why_not = UNKNOWN_LENGTH_NOTE.strip(" ()")
     if form == "unrolled" and m.steps > MAX_UNROLL:  # too many steps to unroll: the fused op, else a loop stays
         why_not = f"not unrolled: {m.steps} steps, at most {MAX_UNROLL} are unrolled"
         if m.cell == "GRU" or m.mask is not None:
@@ -500,4 +522,4 @@ def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict, dynamic
         attrs.update(reset_after=m.reset_after, activation=activation, steps=m.steps)
     return {"function": fn.name, "interface": f"Keras {m.cell} loop (recognised)", "call_sites": 1,
             "attrs": attrs, "status": "fused", "into": into, "reason": "",
-            "form": f"{form} (masked)" if m.mask is not None else f"{form} ({why_not})" if why_not else form}
+            "form": form + (" (masked)" if m.mask is not None else "") + (f" ({why_not})" if why_not else "")}

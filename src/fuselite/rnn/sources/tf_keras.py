@@ -58,7 +58,7 @@ from fuselite.rnn.cells.gru import GRUCell, numpy_gru, split_gru_bias
 from fuselite.rnn.cells.lstm import LSTMCell, numpy_lstm
 from fuselite.rnn.forms.fused import layer_weights, lstm_sequence, read_state, state
 from fuselite.rnn.forms.loop import loop_over
-from fuselite.rnn.forms.policy import traced_form
+from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, at_length, traced_form
 from fuselite.rnn.forms.unrolled import unroll
 from fuselite.rnn.kit import keras_to_litert
 from fuselite.rnn.sources.keras_layers import layer_mask
@@ -373,11 +373,12 @@ def fuse_tf_keras_saved_gru(c):
     hint = fdef.attr["time_major"].b if "time_major" in fdef.attr else False
     dynamic = loop and c.dynamic_batch
     need = f"the {'loop form of the' if loop else 'unrolled'} GRU needs a static batch size"
-    if x.shape[0] is None and x.shape[1] is None:
+    unknown_length = ""  # why the loop form replaces the unrolled one
+    if x.shape[0] is None and x.shape[1] is None and not loop:
         # e.g. the second of two stacked GRUs: tf-keras' loop output has no static length, and
         # the composite's signature is not refined from its call site after the first is fused
-        c.decline(f"unrolling needs a static number of time steps, the input has shape {x.shape} at the "
-                  "composite's boundary")
+        loop = at_length(c.rnn_forms, "unrolled", None, "a tf-keras GRU", fused=False) == "loop"
+        dynamic, unknown_length = loop and c.dynamic_batch, UNKNOWN_LENGTH_NOTE
     if c.batch_size is None and x.shape[1 if hint else 0] is None and not dynamic:
         raise NeedsStaticBatch(need, h0.shape[0] if h0.const is None else None)
 
@@ -385,9 +386,11 @@ def fuse_tf_keras_saved_gru(c):
         c, fdef, library, n_states=1, what="GRU", cell="a standard GRU (reset_after=True, tanh/sigmoid, gates z, r, h)",
         reference=_gru_reference, mask=mask)
     steps = x.shape[0 if time_major else 1]
-    if steps is None or steps > MAX_UNROLL and not loop:
-        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}" if not loop else
-                  "the loop form needs a static number of time steps")
+    if not loop and steps is None:  # the loop form, or NeedsStaticLength (TFLite Micro, integer-only)
+        loop = at_length(c.rnn_forms, "unrolled", steps, "a tf-keras GRU", fused=False) == "loop"
+        dynamic, unknown_length = loop and c.dynamic_batch, UNKNOWN_LENGTH_NOTE
+    if not loop and steps > MAX_UNROLL:
+        c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
     batch = x.shape[1 if time_major else 0] or c.batch_size
     if batch is None and not dynamic:
         raise NeedsStaticBatch(need, h0.shape[0] if h0.const is None else None)
@@ -410,7 +413,7 @@ def fuse_tf_keras_saved_gru(c):
                          steps=steps)
         last = new_h = outs[-1]
         outputs = pack_steps(c, outs, time_major) if return_sequences else None
-    c.form = ("loop" if loop else "unrolled") + (" (masked)" if mask is not None else "")
+    c.form = ("loop" if loop else "unrolled") + (" (masked)" if mask is not None else "") + unknown_length
     if outputs is None:  # tf-keras returns the last output with a time axis of 1
         shape = (1, batch, units) if time_major else (batch, 1, units)
         outputs = c.op("RESHAPE", [last, np.array([-1 if d is None else d for d in shape], np.int32)],
