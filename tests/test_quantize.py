@@ -493,7 +493,8 @@ def _int16x8(model, samples, io=tf.int16, target="litert"):
 @pytest.mark.parametrize("name", INT8_MODELS)
 def test_int16x8_every_tensor_integer_on_litert_close_to_keras(built_models, flavour, name):
     """16x8: int16 activations (zero point 0), int8 weights, int64 biases wherever LiteRT has the 16x8 kernel;
-    the LSTM stays the 8x8->16 integer LSTM (LiteRT has no 16x8 LSTM), between int16 <-> int8 QUANTIZEs."""
+    an LSTM is unrolled into 16x8 builtins (LiteRT has no 16x8 LSTM kernel; where it cannot be unrolled it stays
+    the 8x8->16 integer LSTM, between int16 <-> int8 QUANTIZEs)."""
     model, _, _ = built_models(flavour, name)
     calibration = [zoo.sample_inputs(model, seed=200 + i) for i in range(50)]
     conv, data = _int16x8(model, calibration)

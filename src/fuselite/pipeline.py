@@ -45,7 +45,7 @@ from fuselite.passes.unroll_rnn import of_unknown_length, unroll_sequence_rnns
 from fuselite.passes.variables import freeze_variables, materialize_variables
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
 from fuselite.quantize.fake_quant import FAKE_QUANT_OPS, absorb_fake_quants
-from fuselite.quantize.int8 import LSTM_16X8, computes_16x8, quantize_int8
+from fuselite.quantize.int8 import LSTM_16X8, computes_16x8, lstm_state_sources, quantize_int8
 from fuselite.quantize.options import QuantizationOptionError
 from fuselite.quantize.select import op_name
 from fuselite.rnn.forms.policy import forms_reason, rnn_forms, static_length_error
@@ -177,9 +177,10 @@ def _dynamic_batch(ctx) -> bool:
 def _forms(ctx) -> dict:
     """The recurrent layers' forms for this conversion (rnn/forms/policy.py); the report says why."""
     quantized = ctx.on_micro or ctx.quantization in QUANTIZED
+    sixteen = ctx.quantization == "int16x8" and not ctx.on_micro  # LiteRT has no 16x8 LSTM kernel
     ctx.report.recurrent = {"threads": ctx.threads, "target": ctx.target, "rnn_form": ctx.rnn_form,
-                            "reason": forms_reason(ctx.rnn_form, quantized, ctx.threads, ctx.target)}
-    return rnn_forms(ctx.rnn_form, quantized, ctx.bidirectional, ctx.threads, _static_length(ctx))
+                            "reason": forms_reason(ctx.rnn_form, quantized, ctx.threads, ctx.target, sixteen)}
+    return rnn_forms(ctx.rnn_form, quantized, ctx.bidirectional, ctx.threads, _static_length(ctx), sixteen)
 
 
 def _static_length(ctx) -> str | None:
@@ -279,8 +280,9 @@ def calibrate(module, ctx) -> int:
         ctx.error_samples, ctx.ranges, ctx.captured = [], {}, {}
         ctx.report.calibration = {"samples": 0, "tensors": 0}
         return 0
-    replay = {ctx.float_names[op.inputs[0].uid]: op.inputs[0].uid for fn in module.functions.values()
-              for op in fn.ops if op.kind in REPLAYED and op.inputs[0].uid in ctx.float_names}
+    # the values a replayed op computes from: its input, and an LSTM's initial states (its cell-state range)
+    replay = {ctx.float_names[v.uid]: v.uid for fn in module.functions.values() for op in fn.ops
+              if op.kind in REPLAYED for v in (op.inputs[0], *lstm_state_sources(op)) if v.uid in ctx.float_names}
     captured: dict[str, list] = {}
     ctx.error_samples, by_name, count = collect_ranges(ctx.float_output, ctx.representative_dataset,
                                                        keep=ERROR_SAMPLES, capture=replay, captured=captured)
@@ -385,6 +387,9 @@ def quantize_full_int8(module, ctx) -> int:
         records, outputs = _integer(module, ctx, tuple(plan.promoted))
     count = _record_quantization(ctx, ctx.quantization, records, outputs)
     ctx.micro_only = _micro_only(records)
+    for r in records:
+        for note in r.get("warnings", ()):
+            ctx.report.warn(note)
     floats = Counter(r["kind"] for r in records if r.get("no_integer_kernel"))
     if floats:
         ctx.report.warn(f"{sum(floats.values())} op(s) stay float, between DEQUANTIZE and QUANTIZE, as with "

@@ -293,6 +293,7 @@ class _Int8Function:
         self.fn = fn
         self.ranges = ranges
         self.fixed = fixed or {}  # value uid -> its trained (FakeQuant) int8 parameters
+        self.notes: list[str] = []  # warnings for the report, taken by the op's record (take_notes)
         self.variables = variables if variables is not None else {}  # shared_name -> (dtype, Quantization)
         self.wide = wide or set()  # uids of the float values that become int16 (16x8 ops)
         self.float_twin: dict[int, Value] = {}  # integer value uid -> its DEQUANTIZE output
@@ -464,6 +465,7 @@ class _Int8Function:
             elif kernel.output == "fixed":
                 scale, zero_point = FIXED_INT16 if dtype == INT16 else kernel.fixed
                 o.quant = Quantization((float(np.float32(scale)),), (zero_point,))
+                self._note_fixed_range(op, o, scale, dtype)
             else:
                 o.quant = ranged[o.uid]
             o.dtype = dtype
@@ -478,7 +480,25 @@ class _Int8Function:
                     self.fn.ops.insert(self.fn.ops.index(op), r)
                     op.inputs[i] = r.outputs[0]
 
-    def integer_lstm(self, op: Op, cell_peak: float, int16: bool = False) -> None:
+    def _note_fixed_range(self, op: Op, out: Value, scale: float, dtype: np.dtype) -> None:
+        """A model output whose kernel fixes its scale (SOFTMAX, LOGISTIC, TANH...) while its calibrated values
+        span a small part of that range: few steps across them, said in the report."""
+        if not self.fn.is_output(out) or out.uid not in self.ranges:
+            return
+        lo, hi = self.ranges[out.uid]
+        steps = (hi - lo) / scale
+        if steps < 16:
+            self.notes.append(f"{op.kind} '{op_name(op)}' (a model output): its kernel fixes the {dtype.name} scale "
+                              f"at {scale:.3g}, and its values span [{lo:.3g}, {hi:.3g}] in calibration, {steps:.1f} "
+                              "steps: its error relative to that span is large (16x8 gives it 1/32768; a model "
+                              "whose outputs use more of the range, as trained ones do, is not affected)")
+
+    def take_notes(self) -> dict:
+        """The warnings noted since the last call, as a record's ``warnings`` entry (or nothing)."""
+        notes, self.notes = self.notes, []
+        return {"warnings": notes} if notes else {}
+
+    def integer_lstm(self, op: Op, cell_peak: float, int16: bool = False) -> list[str]:
         """The 8x8->16 integer LSTM: int8 input, weights (one scale each), output and output state;
         int32 gate biases at input scale x weight scale; int16 cell state at a power-of-two scale;
         5 intermediates, the last with the output's parameters (the kernel quantizes h with them).
@@ -486,13 +506,37 @@ class _Int8Function:
         ``int16``: the 16x8 LSTM of TFLite Micro's kernel (and Vela's): int16 input, output and output state
         (symmetric, zero point 0), int64 gate biases, the rest as above. TFLM's kernel reads no intermediate
         (its gates are Q3.12 in and Q0.15 out, fixed); Vela reads the last for h's parameters. LiteRT has no
-        such kernel (it registers the op up to version 4; this is version 5)."""
+        such kernel (it registers the op up to version 4; this is version 5).
+
+        The hidden state (input 18) and the output share one set of parameters (the kernel writes h once, with
+        the last intermediate's, and copies it into both): an initial hidden state given to the layer widens
+        them to its calibrated range too, so that it is not clipped. The cell state's scale holds the
+        calibrated initial cell states as well (``cell_peak``). Returns warnings for the report where a range
+        the kernel forces costs the model: an output made coarser by a wider initial state, a cell state
+        beyond the largest scale the kernel takes."""
         act = INT16 if int16 else INT8
         x = op.inputs[0] = self.integer_input(op.inputs[0], op, act)
-        lo, hi = self.ranges[op.outputs[0].uid] if op.outputs[0].uid in self.ranges else (-1.0, 1.0)
-        margin = OUTPUT_MARGIN * (hi - lo)  # h = o * tanh(c) is in (-1, 1): room up to that, not beyond
-        lo, hi = max(lo - margin, -1.0), min(hi + margin, 1.0)
+        own = self.ranges[op.outputs[0].uid] if op.outputs[0].uid in self.ranges else (-1.0, 1.0)
+        margin = OUTPUT_MARGIN * (own[1] - own[0])  # h = o * tanh(c) is in (-1, 1): room up to that, not beyond
+        lo, hi = max(own[0] - margin, -1.0), min(own[1] + margin, 1.0)
+        warnings = []
+        h0 = _state_source(op, 18)
+        if h0 is not None and h0.uid in self.ranges:  # the initial hidden state shares the output's parameters
+            h_lo, h_hi = self.ranges[h0.uid]
+            wider = (min(lo, h_lo), max(hi, h_hi))
+            if (wider[1] - wider[0]) > 1.25 * (hi - lo):
+                warnings.append(f"LSTM '{op_name(op)}': its initial hidden state reaches [{h_lo:.3g}, {h_hi:.3g}], "
+                                f"its output [{own[0]:.3g}, {own[1]:.3g}]; LiteRT's integer LSTM gives both one "
+                                f"{act.name} scale, so the output's steps are {(wider[1] - wider[0]) / (hi - lo):.1f}x "
+                                "coarser than its own range needs (pass initial states within the output's range, "
+                                "as an encoder LSTM's own h is, or keep the layer float with keep_float)")
+            lo, hi = wider
         out = int16_params(lo, hi) if int16 else activation_params(lo, hi)
+        largest = 2.0 ** (CELL_SCALE_LOG2[1] + 15)
+        if cell_peak > largest:
+            warnings.append(f"LSTM '{op_name(op)}': its cell state reaches {cell_peak:.3g} in calibration, beyond "
+                            f"+-{largest:g}, the widest int16 cell range LiteRT's integer LSTM computes with (scale "
+                            f"2^{CELL_SCALE_LOG2[1]}): it is clipped there (keep the layer float with keep_float)")
         for i in (*_LSTM_W, *_LSTM_R):
             q, quant = symmetric_int8(op.inputs[i].const, None)
             op.inputs[i] = self.fn.const(q, f"{op.inputs[i].name}_int8", quant=quant)
@@ -528,6 +572,7 @@ class _Int8Function:
         op.attrs["_intermediates"] = [("float32", (0,), None)] * 4 + [(act.name, (0,), out.as_dict())]
         op.attrs.pop("asymmetric_quantize_inputs", None)
         op.outputs[0].dtype, op.outputs[0].quant = act, out
+        return warnings
 
     def bias(self, op: Op, kernel: IntegerKernel) -> None:
         x, w = op.inputs[kernel.input], op.inputs[kernel.weight[0]]
@@ -622,6 +667,19 @@ def why_not_integer_lstm(fn: Function, op: Op) -> str | None:
     return None
 
 
+def _state_source(op: Op, index: int) -> Value | None:
+    """The value an LSTM's state tensor (input ``index``: 18 h, 19 c) is copied from on every invoke: an initial
+    state given to the layer (None: zeros, or nothing recognisable)."""
+    state = op.inputs[index] if index < len(op.inputs) else None
+    writer = state.producer if state is not None else None
+    return writer.inputs[0] if writer is not None and writer.kind == "CAST" else None
+
+
+def lstm_state_sources(op: Op) -> list[Value]:
+    """The initial states an LSTM op is given (h, c), for calibration to keep their values per sample."""
+    return [v for v in (_state_source(op, 18), _state_source(op, 19)) if v is not None]
+
+
 def _variable_read(v: Value | None) -> Op | None:
     """The READ_VARIABLE that ``v`` (an LSTM state: a copy of a RESHAPE of it) comes from, or None."""
     op = v.producer if v is not None else None
@@ -641,22 +699,28 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def lstm_cell_peak(op: Op, sequences: list[np.ndarray], carry: bool = False) -> float:
+def lstm_cell_peak(op: Op, sequences: list[np.ndarray], carry: bool = False, initial: list | None = None) -> float:
     """max |cell state| of the float LSTM over the calibration inputs (a NumPy replay of the op); with
-    ``carry`` (a stateful LSTM) each sample starts from the states the previous one left, as on LiteRT."""
+    ``carry`` (a stateful LSTM) each sample starts from the states the previous one left, as on LiteRT;
+    ``initial``: per sample, the (h, c) it starts from (initial states given to the layer; None: zeros)."""
     w = [np.asarray(op.inputs[i].const, np.float64) for i in _LSTM_W]
     r = [np.asarray(op.inputs[i].const, np.float64) for i in _LSTM_R]
     b = [np.asarray(op.inputs[i].const, np.float64) for i in _LSTM_B]
     clip = float(op.attrs.get("cell_clip", 0.0) or 0.0)
     peak = 0.0
     h = c = None
-    for x in sequences:
+    for n, x in enumerate(sequences):
         x = np.asarray(x, np.float64)
         if not op.attrs.get("time_major", False):
             x = x.transpose(1, 0, 2)
         if h is None or not carry:
             h = np.zeros((x.shape[1], r[0].shape[1]))
             c = np.zeros((x.shape[1], w[0].shape[0]))
+        if initial is not None:
+            h0, c0 = initial[n]
+            h = h if h0 is None else np.broadcast_to(np.asarray(h0, np.float64).reshape(-1, h.shape[1]), h.shape)
+            c = c if c0 is None else np.broadcast_to(np.asarray(c0, np.float64).reshape(-1, c.shape[1]), c.shape)
+            peak = max(peak, float(np.abs(c).max()))
         for step in x:
             z = [step @ w[k].T + h @ r[k].T + b[k] for k in range(4)]
             c = _sigmoid(z[1]) * c + _sigmoid(z[0]) * np.tanh(z[2])
@@ -753,13 +817,16 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                     try:
                         stateful = _variable_read(op.inputs[19]) is not None
                         sixteen = int16_lstm and wide(op)
-                        q.integer_lstm(op, lstm_cell_peak(op, captured[op.inputs[0].uid], carry=stateful), sixteen)
+                        peak = lstm_cell_peak(op, captured[op.inputs[0].uid], carry=stateful,
+                                              initial=_initial_states(op, captured, stateful))
+                        notes = q.integer_lstm(op, peak, sixteen)
                     except _NoRange as e:
                         why = str(e)
                     else:
                         _add(records, outputs, op, record(fn, op, "int16x8" if sixteen else "int8", before,
                                                           counter.after(op), scales=_scales(op),
-                                                          scheme=LSTM_16X8 if sixteen else LSTM_8X8))
+                                                          scheme=LSTM_16X8 if sixteen else LSTM_8X8,
+                                                          **({"warnings": notes} if notes else {})))
                         for read in filter(None, (_variable_read(op.inputs[i].producer.inputs[0]) for i in (18, 19))):
                             _add(records, outputs, read, record(fn, read, _mode_of(read), 0, 0, scales=_scales(read),
                                                                 scheme="integer variable (the LSTM's state)"))
@@ -771,7 +838,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                     why = str(e)
                 else:
                     _add(records, outputs, op, record(fn, op, _mode_of(op), before, counter.after(op),
-                                                      scales=_scales(op)))
+                                                      scales=_scales(op), **q.take_notes()))
                     continue
             for i, v in enumerate(op.inputs):
                 if v is not None and not v.is_const and v.quant is not None and v.dtype != FLOAT32:
@@ -791,6 +858,19 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                               "them run in float)", problems)
     keep.check_used(module)
     return records
+
+
+def _initial_states(op: Op, captured: dict[int, list], stateful: bool) -> list | None:
+    """Per calibration sample, the (h, c) an LSTM starts from where it is given initial states (not a stateful
+    layer's variables, which the replay carries itself), from the values calibration kept; None: zeros."""
+    if stateful:
+        return None
+    h0, c0 = _state_source(op, 18), _state_source(op, 19)
+    if (h0 is None or h0.uid not in captured) and (c0 is None or c0.uid not in captured):
+        return None
+    n = len(captured[op.inputs[0].uid])
+    pick = [captured[v.uid] if v is not None and v.uid in captured else [None] * n for v in (h0, c0)]
+    return list(zip(*pick))
 
 
 def _initial_values(module: Module, variables: dict[str, tuple]) -> None:

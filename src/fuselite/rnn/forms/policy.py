@@ -43,11 +43,16 @@ DEFAULT_THREADS = 1
 # Quantized conversions and TFLite Micro keep the fused ops at any thread count: LiteRT's hybrid sequence kernels
 # (dynamic range), the integer LSTM kernels (int16 cell state; step-by-step int8 ops would not keep it), and the
 # quantizer's own unrolled SimpleRNN (passes/unroll_rnn.py), as measured in docs/quantization-benchmarks.md; a GRU
-# (no LiteRT op) unrolled there.
+# (no LiteRT op) unrolled there. 16x8 on LiteRT is the exception for LSTMs: LiteRT has no 16x8 LSTM kernel (its
+# integer LSTM keeps int8 activations, 8x8->16), so an LSTM is unrolled into 16x8 builtins there (int16
+# activations; measured 2.4-3.4x closer to the float model and 0.50-0.60x the time at one thread of the 8x8->16
+# op, the file 4.3-5.0x larger: benchmarks/lstm_16x8.py), and keeps the integer LSTM op where it cannot be
+# unrolled (an unknown or a too long length).
 DEFAULT_FORMS = {"LSTM": "loop", "SimpleRNN": "loop", "GRU": "loop"}
 TWO_THREAD_FORMS = {**DEFAULT_FORMS, "tf_keras.LSTM": "fused"}
 THREADED_FORMS = {"LSTM": "fused", "SimpleRNN": "fused", "GRU": "loop"}
 QUANTIZED_FORMS = {"LSTM": "fused", "SimpleRNN": "fused", "GRU": "unrolled"}
+SIXTEEN_BY_EIGHT_FORMS = {**QUANTIZED_FORMS, "LSTM": "unrolled", "LSTM.unknown_length": "fused"}  # LiteRT, 16x8
 RNN_FORMS = ("default", "fused", "unrolled", "loop", "auto")
 # the rnn_forms entries for layers whose number of time steps is known only at run time: the form they take where
 # theirs needs a static number (the loop form), or, where none may be written, why the length must be static
@@ -57,11 +62,12 @@ HOW_TO_FIX_LENGTH = ("give the model's input a static length (keras.Input(shape=
                      "input_shapes={'input name': [None, T, features]}; CLI: --input-shape name:?,T,features)")
 
 
-def default_forms(threads: int = DEFAULT_THREADS, quantized: bool = False) -> dict[str, str]:
+def default_forms(threads: int = DEFAULT_THREADS, quantized: bool = False, sixteen: bool = False) -> dict[str, str]:
     """Each family's default form for a model run with ``threads`` LiteRT threads (quantized or TFLite Micro:
-    ``quantized``); a "tf_keras.<family>" entry is that of tf-keras layers where it differs."""
+    ``quantized``; 16x8 for LiteRT: ``sixteen``); a "tf_keras.<family>" entry is that of tf-keras layers where it
+    differs, a "<family>.unknown_length" one the family's form at an unknown length where it differs."""
     if quantized:
-        return QUANTIZED_FORMS
+        return SIXTEEN_BY_EIGHT_FORMS if sixteen else QUANTIZED_FORMS
     return DEFAULT_FORMS if threads <= 1 else TWO_THREAD_FORMS if threads == 2 else THREADED_FORMS
 
 
@@ -72,7 +78,8 @@ def form_key(rnn_forms: dict, kind: str, flavour: str | None) -> str:
 
 
 def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
-              threads: int = DEFAULT_THREADS, static_length: str | None = None) -> dict[str, str]:
+              threads: int = DEFAULT_THREADS, static_length: str | None = None,
+              sixteen: bool = False) -> dict[str, str]:
     """The form of each family ({"LSTM": ..., "SimpleRNN": ..., "GRU": ..., "stateful": ...}) for the option
     ``rnn_form`` ("default", "fused", "unrolled" or "loop"; "auto" is resolved by the converter into the
     others), a quantized (dynamic range, int8, 16x8) or TFLite Micro conversion (``quantized``) and the LiteRT
@@ -80,7 +87,8 @@ def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
     bidirectional ops) and the default forms, a ``"Bidirectional"`` entry keeps LSTM and SimpleRNN Bidirectional
     layers fused. A layer of unknown length whose form needs a static one (unrolled) takes the loop form (the
     ``"unknown_length"`` entry), unless ``static_length`` says why no loop may be written (TFLite Micro, an
-    integer-only model): then :func:`at_length` raises :class:`NeedsStaticLength` with that reason."""
+    integer-only model): then :func:`at_length` raises :class:`NeedsStaticLength` with that reason. ``sixteen``:
+    a 16x8 conversion for LiteRT (its LSTMs unrolled into 16x8 builtins: LiteRT has no 16x8 LSTM kernel)."""
     length = {STATIC_LENGTH: static_length} if static_length else {UNKNOWN_LENGTH: "loop"}
     if rnn_form in ("fused", "unrolled", "loop"):
         return {**dict.fromkeys((*DEFAULT_FORMS, "stateful"), rnn_form),
@@ -89,22 +97,25 @@ def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
     # a stateful layer by default: the fused op's in-place state (its unrolled form was not measured); a masked
     # one: the loop at any thread count (float; measured faster than the official WHILE at 1 and 2 threads, where
     # the unrolled form is slower than it at 2), unrolled when quantized (int8 does not enter a loop body)
-    forms = {**default_forms(threads, quantized), "stateful": "fused", "masked": "unrolled" if quantized else "loop",
+    forms = {**default_forms(threads, quantized, sixteen), "stateful": "fused",
+             "masked": "unrolled" if quantized else "loop",
              **length}
     if bidirectional == "fused":
         forms["Bidirectional"] = "fused"
     return forms
 
 
-def at_length(rnn_forms: dict, form: str, steps: int | None, what: str, fused: bool = True) -> str:
+def at_length(rnn_forms: dict, form: str, steps: int | None, what: str, fused: bool = True,
+              family: str | None = None) -> str:
     """The form a layer (``what``, for the error) of ``steps`` time steps (None: known only at run time) is
     written in: ``form`` where it takes that many (the loop form any number; LiteRT's fused sequence ops too,
     where the family has one: ``fused``; the unrolled form a static number), else the form of layers of unknown
     length (``rnn_forms["unknown_length"]``: the loop), or :class:`NeedsStaticLength` where none may be written
-    (``rnn_forms["static_length"]`` says why), naming the layer and how to give the length."""
+    (``rnn_forms["static_length"]`` says why), naming the layer and how to give the length. A
+    "<family>.unknown_length" entry is that ``family``'s own form at an unknown length (a 16x8 LSTM's fused op)."""
     if steps is not None or form == "loop" or (form == "fused" and fused):
         return form
-    instead = rnn_forms.get(UNKNOWN_LENGTH)
+    instead = rnn_forms.get(f"{family}.{UNKNOWN_LENGTH}") or rnn_forms.get(UNKNOWN_LENGTH)
     if instead:
         return instead
     raise static_length_error(what, rnn_forms.get(STATIC_LENGTH) or "its form writes the steps one by one", form)
@@ -122,10 +133,13 @@ def layer_label(c, kind: str) -> str:
     return f"{kind} layer '{name}'" if name else f"a {kind} layer"
 
 
-def forms_reason(rnn_form: str, quantized: bool, threads: int, target: str) -> str:
+def forms_reason(rnn_form: str, quantized: bool, threads: int, target: str, sixteen: bool = False) -> str:
     """Why the recurrent layers get the forms they get, for the report."""
     if rnn_form != "default":
         return f"rnn_form={rnn_form!r}" + (" (GRU unrolled: LiteRT has no GRU op)" if rnn_form == "fused" else "")
+    if quantized and sixteen:
+        return ("the defaults for 16x8 on LiteRT: LSTMs unrolled into 16x8 builtins (LiteRT has no 16x8 LSTM kernel; "
+                "its integer LSTM where the length is unknown or over 512 steps), the other layers as for int8")
     if quantized:
         why = {"micro": "TFLite Micro", "ethos-u": "Ethos-U (Vela; TFLite Micro on its CPU)"}.get(
             target, "a quantized conversion")
@@ -188,7 +202,8 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
         if form != "loop":
             form = "unrolled"  # the fused ops have no mask
     asked = form if form in forms else fallback
-    form = at_length(c.rnn_forms, asked, layer_steps(c), layer_label(c, kind), fused=kind != "GRU")
+    form = at_length(c.rnn_forms, asked, layer_steps(c), layer_label(c, kind), fused=kind != "GRU",
+                     family=None if masked else kind)
     unknown_length = UNKNOWN_LENGTH_NOTE.replace("unrolled", asked) if form != asked else ""
     if masked and form != "loop":
         c.form = "unrolled (masked)"
