@@ -69,3 +69,85 @@ def test_functional_model_with_dict_inputs():
           "padding_mask": np.array([[1, 1, 1, 0, 1, 0]], np.int32)}
     got = run(data, xs)  # by name: run() fails on a name the signature does not have
     np.testing.assert_allclose(next(iter(got.values())), np.asarray(model(xs)), atol=TOL)
+
+
+def _list_transformer(k):
+    """Keras' example transformer written as a subclass: source and target token ids as one list argument."""
+
+    class Transformer(k.Model):
+        def __init__(self):
+            super().__init__(name="transformer")
+            self.source, self.target = k.layers.Embedding(30, 16), k.layers.Embedding(30, 16)
+            self.attention = k.layers.MultiHeadAttention(2, 8)
+            self.decoder = k.layers.GRU(16, return_sequences=True)
+            self.head = k.layers.Dense(30)
+
+        def call(self, inputs):
+            source, target = inputs
+            memory = self.source(source)
+            return self.head(self.decoder(self.attention(self.target(target), memory)))
+
+    return Transformer()
+
+
+def _dict_model(k):
+    class TwoFeatures(k.Model):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = k.layers.Dense(4), k.layers.Dense(4)
+
+        def call(self, inputs):
+            return self.a(inputs["audio"]) + self.b(inputs["meta"])
+
+    return TwoFeatures()
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+@pytest.mark.parametrize("structure", ["list", "tuple", "dict"])
+def test_subclassed_model_with_structured_inputs(flavour, structure):
+    """A subclassed model called once on a list, tuple or dict converts through the structure of that call: a
+    list's or tuple's inputs named input_0, input_1 (integer ids where the model casts them to integers at
+    once, as Embedding does), a dict's by its keys; Keras' numbers at batch 1 and 2 on both kernel sets."""
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    if structure == "dict":
+        model = _dict_model(k)
+        x = {"audio": rng.standard_normal((2, 3)).astype(np.float32),
+             "meta": rng.standard_normal((2, 5)).astype(np.float32)}
+        names, dtypes = ["audio", "meta"], [np.float32, np.float32]
+    else:
+        model = _list_transformer(k)
+        ids = [rng.integers(0, 30, (2, 7)).astype(np.int32), rng.integers(0, 30, (2, 5)).astype(np.int32)]
+        x = ids if structure == "list" else tuple(ids)
+        names, dtypes = ["input_0", "input_1"], [np.int32, np.int32]
+    model(x)
+    data = fuselite.Converter.from_keras_model(model).convert()
+    from fuselite.runtime import interpreter
+
+    details = interpreter(data).get_input_details()
+    assert sorted(d["name"] for d in details) == names and [d["dtype"] for d in details] == dtypes
+    for batch in (1, 2):
+        feed = {n: v[:batch] for n, v in (x.items() if structure == "dict" else zip(names, x))}
+        for builtin in (False, True):
+            got = next(iter(run(data, feed, builtin_kernels=builtin).values()))
+            np.testing.assert_allclose(got, np.asarray(model(
+                feed if structure == "dict" else [feed[n] for n in names])), atol=TOL)
+
+
+def test_subclassed_model_with_several_arguments_is_refused_clearly():
+    """Keras records the shapes of a call's first argument only: a call(self, a, b) model says how to convert it."""
+    k = keras_flavour("keras3")
+
+    class Two(k.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = k.layers.Dense(2)
+
+        def call(self, a, b):
+            return self.dense(a) + self.dense(b)
+
+    model = Two()
+    model(np.zeros((1, 3), np.float32), np.zeros((1, 3), np.float32))
+    with pytest.raises(fuselite.InputError, match="several tensor arguments"):
+        fuselite.Converter.from_keras_model(model).convert()

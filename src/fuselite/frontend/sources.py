@@ -27,13 +27,15 @@ def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
     """
     import tensorflow as tf
 
-    specs, names = _keras_input_specs(model)
+    specs, names, structure = _keras_input_specs(model)
 
     from fuselite.frontend.keras_rnn import recurrent_composites
     from fuselite.passes.variables import ZeroInitialVariables
 
     struct = getattr(model, "_inputs_struct", None)  # Keras 3 functional: the structure the model was built on
-    if isinstance(struct, dict) and len(struct) == len(specs):  # dict inputs ({"token_ids", "padding_mask"})
+    if structure is not None:  # a subclassed model, called on a list, tuple or dict: that structure again
+        fn = tf.function(lambda *xs: model(tf.nest.pack_sequence_as(structure, list(xs)), training=False))
+    elif isinstance(struct, dict) and len(struct) == len(specs):  # dict inputs ({"token_ids", "padding_mask"})
         by_name = {getattr(t, "name", "").split(":")[0]: key for key, t in struct.items()}
         keys = [by_name.get(n) for n in names]
         if None in keys:
@@ -46,6 +48,11 @@ def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
     with recurrent_composites(model, zero_initial if zero_initial is not None else ZeroInitialVariables()) \
             as layer_notes:
         cf = fn.get_concrete_function(*specs)
+        if structure is not None:  # an input the model casts to an integer at once (Embedding ids) is one
+            retyped = _integer_inputs(cf, specs)
+            if retyped != specs:
+                specs = retyped
+                cf = fn.get_concrete_function(*specs)
         if notes is not None:
             notes.extend(n for n in layer_notes if n not in notes)
     out_names = getattr(model, "output_names", None)
@@ -55,10 +62,30 @@ def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
     return [("serving_default", cf, names, list(out_names))]
 
 
-def _keras_input_specs(model) -> tuple[list, list[str]]:
-    """The model's input specs and names: its ``inputs`` (functional and sequential models), or for a
-    subclassed model the shapes it was built with (Keras 3: ``_build_shapes_dict`` and ``input_dtype``;
-    tf-keras: ``save_spec()``), the batch dimension left dynamic."""
+def _integer_inputs(cf, specs: list) -> list:
+    """``specs`` with each float input that the traced function only casts to an integer type (Keras'
+    ``Embedding`` casts its ids to int32) given that type: a subclassed model records its inputs' shapes, not
+    their dtypes (``input_dtype`` is one float for all), and the model was called with integer ids."""
+    import tensorflow as tf
+
+    graph = cf.graph
+    placeholders = [t for t in graph.inputs if t.dtype != tf.resource][:len(specs)]
+    retyped = []
+    for spec, t in zip(specs, placeholders):
+        users = [c for c in t.consumers() if c.type != "NoOp"]
+        casts = {c.get_attr("DstT") for c in users if c.type == "Cast"}
+        if spec.dtype.is_floating and users and len(casts) == 1 and all(c.type == "Cast" for c in users) \
+                and next(iter(casts)).is_integer:
+            spec = tf.TensorSpec(spec.shape, next(iter(casts)), name=spec.name)
+        retyped.append(spec)
+    return retyped
+
+
+def _keras_input_specs(model) -> tuple[list, list[str], object]:
+    """The model's input specs, their names and, for a subclassed model called on a list, tuple or dict, that
+    structure (of specs; else None): its ``inputs`` (functional and sequential models), or for a subclassed
+    model the shapes of the call that built it (Keras 3: ``_build_shapes_dict`` and ``input_dtype``; tf-keras:
+    ``save_spec()``), the batch dimension left dynamic."""
     import tensorflow as tf
 
     inputs = getattr(model, "inputs", None)
@@ -68,7 +95,7 @@ def _keras_input_specs(model) -> tuple[list, list[str]]:
             name = (getattr(t, "name", None) or f"input_{i}").split(":")[0]
             specs.append(tf.TensorSpec(list(t.shape), tf.as_dtype(t.dtype), name=name))
             names.append(name)
-        return specs, names
+        return specs, names, None
     save_spec = getattr(model, "save_spec", None)  # tf-keras, once called or fit
     if callable(save_spec):
         saved = save_spec(dynamic_batch=True)
@@ -76,20 +103,93 @@ def _keras_input_specs(model) -> tuple[list, list[str]]:
             args, kwargs = saved
             flat = tf.nest.flatten(args)
             if not kwargs and flat and all(isinstance(t, tf.TensorSpec) for t in flat) and len(args) == 1:
-                names = [(t.name or f"input_{i}").split(":")[0] for i, t in enumerate(flat)]
-                return [tf.TensorSpec(t.shape, t.dtype, name=n) for t, n in zip(flat, names)], names
+                if isinstance(args[0], tf.TensorSpec):
+                    names = [(flat[0].name or "input_0").split(":")[0]]
+                    return [tf.TensorSpec(flat[0].shape, flat[0].dtype, name=names[0])], names, None
+                return _structured_specs(args[0], [(t.shape, t.dtype) for t in tf.nest.flatten(args[0])], "input")
     shapes = getattr(model, "_build_shapes_dict", None)  # Keras 3, once called or built
-    if shapes and len(shapes) == 1:
+    if shapes and len(shapes) == 1 and _positional_arguments(model) <= 1:
         key, shape = next(iter(shapes.items()))
-        if isinstance(shape, (tuple, list)) and all(d is None or isinstance(d, int) for d in shape) and shape:
-            name = key[:-len("_shape")] if key.endswith("_shape") else key
-            dtype = tf.as_dtype(getattr(model, "input_dtype", None) or "float32")
-            return [tf.TensorSpec([None, *shape[1:]], dtype, name=name)], [name]
+        name = key[:-len("_shape")] if key.endswith("_shape") else key
+        dtype = tf.as_dtype(getattr(model, "input_dtype", None) or "float32")
+        if _is_shape(shape) and shape:
+            return [tf.TensorSpec([None, *shape[1:]], dtype, name=name)], [name], None
+        structure = _plain(shape)
+        leaves = tf.nest.flatten(structure, expand_composites=False) if structure is not None else []
+        if leaves and all(isinstance(s, _Shape) and s.dims for s in leaves):
+            return _structured_specs(structure, [([None, *s.dims[1:]], dtype) for s in leaves], name)
     raise InputError(
         f"Keras model '{getattr(model, 'name', model)}' has no known inputs: build it first "
-        "(give it a keras.Input or call it once on data; a subclassed model must take one tensor, "
-        "or be wrapped in a functional model)"
+        "(give it a keras.Input or call it once on data: one tensor, or a list, tuple or dict of them as its "
+        "first argument; a model whose call takes several tensor arguments must be wrapped in a functional "
+        "model, or given an input_signature with fuselite.export)"
     )
+
+
+def _positional_arguments(model) -> int:
+    """How many tensor arguments a subclassed model's ``call`` takes without defaults (Keras records the first's
+    shapes only)."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.call).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+
+
+class _Shape:
+    """One input's shape in a subclassed model's recorded structure (a leaf for ``tf.nest``)."""
+
+    def __init__(self, dims):
+        self.dims = list(dims)
+
+
+def _is_shape(x) -> bool:
+    return isinstance(x, (tuple, list)) and all(d is None or isinstance(d, int) for d in x)
+
+
+def _plain(structure):
+    """Keras' recorded input structure (tracked lists / dicts of shape tuples) as plain Python containers with
+    :class:`_Shape` leaves, or None where it holds something else."""
+    if _is_shape(structure) and structure:
+        return _Shape(structure)
+    if isinstance(structure, dict):
+        items = {str(k): _plain(v) for k, v in structure.items()}
+        return None if None in items.values() else items
+    if isinstance(structure, (list, tuple)):
+        items = [_plain(v) for v in structure]
+        return None if None in items or not items else (tuple(items) if isinstance(structure, tuple) else items)
+    return None
+
+
+def _structured_specs(structure, leaves: list, prefix: str) -> tuple[list, list[str], object]:
+    """(specs, names, the structure of specs) for a structure whose flattened leaves are ``leaves`` ((shape,
+    dtype) each): a dict's inputs are named by their keys, a list's or tuple's ``<prefix>_<i>``."""
+    import tensorflow as tf
+
+    paths = [p for p, _ in _leaf_paths(structure)]
+    names = [_path_name(p, prefix) for p in paths]
+    specs = [tf.TensorSpec(shape, dtype, name=n) for (shape, dtype), n in zip(leaves, names)]
+    return specs, names, tf.nest.pack_sequence_as(structure, specs)
+
+
+def _leaf_paths(structure, path=()):
+    """(path, leaf) of every leaf, in ``tf.nest``'s order (dict keys sorted)."""
+    if isinstance(structure, dict):
+        for k in sorted(structure):
+            yield from _leaf_paths(structure[k], (*path, k))
+    elif isinstance(structure, (list, tuple)):
+        for i, v in enumerate(structure):
+            yield from _leaf_paths(v, (*path, i))
+    else:
+        yield path, structure
+
+
+def _path_name(path: tuple, prefix: str) -> str:
+    if path and all(isinstance(p, str) for p in path):
+        return "_".join(path)
+    return "_".join([prefix, *(str(p) for p in path)])
 
 
 def saved_model_entries(path, signature_keys=None, tags=None) -> tuple[list, object]:
