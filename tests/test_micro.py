@@ -338,3 +338,69 @@ int RunModel() {
   return interpreter.AllocateTensors() == kTfLiteOk ? 0 : 2;
 }
 """
+
+
+def _int8_micro(model, calibration, **options):
+    conv = fuselite.Converter.from_keras_model(model, target="micro", **options)
+    conv.optimizations = ["DEFAULT"]
+    conv.representative_dataset = lambda: iter(calibration)
+    return conv
+
+
+def test_a_collapsed_softmax_runs_on_tflite_micro(tmp_path):
+    """Logits that calibrate to the minimum range (a model whose activations collapse: random weights, initial
+    batch-norm statistics) would give the int8 SOFTMAX an input scale of 7.8e-9, below the 2^-26 at which TFLite
+    Micro's PreprocessSoftmaxScaling aborts the process: the input is requantized to a scale it takes."""
+    k = keras_flavour("keras3")
+    i = k.Input((6,))
+    dense = k.layers.Dense(5, activation="softmax", kernel_initializer=k.initializers.RandomNormal(stddev=1e-10))
+    model = k.Model(i, dense(i))
+    calibration = [[np.random.default_rng(s).standard_normal((1, 6)).astype(np.float32)] for s in range(4)]
+    data = _int8_micro(model, calibration).convert()
+    got, stderr = run_on_tflm(data, [calibration[0]], 1, tmp_path)  # float edges: QUANTIZE / DEQUANTIZE inside
+    assert got is not None, stderr
+    np.testing.assert_allclose(got[0][0], np.asarray(model(calibration[0][0])), atol=1 / 256)
+
+
+def test_int8_mobilenet_v2_runs_on_tflite_micro():
+    """The classic microcontroller model, as keras.applications builds it (alpha 0.35, 96x96, weights=None, its
+    batch-norm statistics at their initial values): int8 for target='micro' runs on TFLite Micro, whose process
+    aborted in the SOFTMAX's prepare before; TFLM's outputs against Keras'."""
+    from fuselite.runtime.compare import real_output, tensor_quantization, to_input
+    from fuselite.runtime.micro import run_samples_on_micro
+
+    k = keras_flavour("keras3")
+    k.utils.set_random_seed(0)
+    model = k.applications.MobileNetV2(alpha=0.35, input_shape=(96, 96, 3), weights=None, classes=10)
+    rng = np.random.default_rng(0)
+    calibration = [[rng.uniform(-1, 1, (1, 96, 96, 3)).astype(np.float32)] for _ in range(4)]
+    conv = _int8_micro(model, calibration)
+    data = conv.convert()
+    assert conv.report.micro["ran"] and not conv.report.micro["problems"]
+    (q_in,), (q_out,) = tensor_quantization(data)
+    xs = [rng.uniform(-1, 1, (1, 96, 96, 3)).astype(np.float32) for _ in range(2)]
+    got = run_samples_on_micro(data, [[to_input(q_in, x)] for x in xs])
+    for (g,), x in zip(got, xs):
+        # the collapsed model's probabilities are 0.1 each: within a step of the fixed 1/256 scale
+        assert np.abs(real_output(q_out, g) - np.asarray(model(x))).max() <= 1 / 256 + 1e-6
+
+
+def test_the_static_check_names_a_softmax_input_scale_tflite_micro_aborts_on():
+    """A model written elsewhere (or by hand) with an int8 SOFTMAX input scale below 2^-26: the TFLite Micro check
+    names the op and why, instead of a process that ends with no word."""
+    from fuselite.export.micro import micro_problems
+    from fuselite.ir import Function, Module
+    from fuselite.ir.core import Quantization
+
+    fn = Function("main")
+    x = fn.add_input("logits", np.dtype(np.int8), (1, 10))
+    x.quant = Quantization((7.8e-9,), (0,))
+    soft = fn.add_op("tfl.SOFTMAX", [x], [(np.dtype(np.int8), (1, 10))], {"beta": 1.0}, name="probabilities")
+    fn.outputs = [soft.outputs[0]]
+    module = Module()
+    module.add(fn)
+    module.signatures["serving_default"] = "main"
+    (problem,) = micro_problems(module)
+    assert "SOFTMAX 'probabilities'" in problem and "aborts the process" in problem and "2^-26" in problem
+    x.quant = Quantization((1 / 16,), (0,))
+    assert micro_problems(module) == []

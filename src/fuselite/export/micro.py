@@ -51,6 +51,7 @@ RESOLVER = {
 MICRO_BUILTINS = frozenset(RESOLVER)
 
 _INT32, _INT16, _F32, _F16 = np.dtype(np.int32), np.dtype(np.int16), np.dtype(np.float32), np.dtype(np.float16)
+_INT8 = np.dtype(np.int8)
 # ops whose float kernel takes float weights only: TFLM has no hybrid (int8 weights, float activations) kernels
 # (fully_connected.cc, conv.cc, depthwise_conv.cc, unidirectional_sequence_lstm.cc check the filter's type)
 _WEIGHTED = {"FULLY_CONNECTED": 1, "CONV_2D": 1, "DEPTHWISE_CONV_2D": 1, "TRANSPOSE_CONV": 1,
@@ -71,6 +72,11 @@ def _type_limit(op) -> str | None:
                 "with a dynamic batch; target='micro' fixes it)")
     if op.kind == "DEQUANTIZE" and ins[0] == _F16:
         return "TFLite Micro's DEQUANTIZE takes int8, int16 and uint8 only (no float16 weights)"
+    if op.kind == "SOFTMAX" and ins and ins[0] == _INT8 and op.inputs[0].quant is not None:
+        beta = float(op.attrs.get("beta", 1.0))
+        if beta * op.inputs[0].quant.scale[0] * 2 ** 26 <= 1:  # softmax_common.cc: PreprocessSoftmaxScaling
+            return (f"TFLite Micro's int8 SOFTMAX aborts the process for an input scale below 2^-26 / beta "
+                    f"(here {op.inputs[0].quant.scale[0]:.3g}: QuantizeMultiplierGreaterThanOne fails its check)")
     w = _WEIGHTED.get(op.kind)
     if w is not None and ins[0] == _F32 and len(ins) > w and ins[w] is not None and ins[w] != _F32:
         return f"int8 weights with float32 activations (dynamic range): TFLite Micro has no hybrid {op.kind}"

@@ -444,6 +444,16 @@ class _Int8Function:
                 op.inputs[i] = self.const_as_activation(v, dtype)
             elif _is_activation(v) or v.quant is not None:
                 op.inputs[i] = self.integer_input(v, op, dtype)
+        least = input_scale_floor(op, dtype)
+        if least and op.inputs[0].dtype == dtype and op.inputs[0].quant.scale[0] < least:
+            # the kernel cannot prepare (TFLite Micro aborts the process): the input requantized to that scale
+            lo, hi = represented(op.inputs[0].quant, dtype)
+            grow = least / op.inputs[0].quant.scale[0]
+            r = self.fn.make_op("tfl.QUANTIZE", [op.inputs[0]], [(dtype, op.inputs[0].shape)],
+                                name=f"{op.inputs[0].name}_requantize")
+            r.outputs[0].quant = params_for(dtype, lo * grow, hi * grow)
+            self.fn.ops.insert(self.fn.ops.index(op), r)
+            op.inputs[0] = r.outputs[0]
         if kernel.bias is not None:
             self.bias(op, kernel)
         floor = output_scale_floor(op.kind, dtype, [v.quant.scale[0] for v in op.inputs
@@ -608,6 +618,17 @@ COMPARISONS = ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_E
 # round(limit / scale), which must fit an int32 (kernel_util.cc Quantize checks it and fails Prepare;
 # activations.cc's QuantizedReluX casts unchecked, a silently wrong clamp). Only int16 scales get that small.
 CLAMP_LIMIT = {"RELU6": 6.0, "RELU_N1_TO_1": 1.0, "RELU_0_TO_1": 1.0}
+
+
+def input_scale_floor(op: Op, dtype: np.dtype) -> float:
+    """The smallest scale of ``op``'s first input its kernel prepares with (0: no floor). An int8 SOFTMAX:
+    TFLite Micro's ``PreprocessSoftmaxScaling`` calls ``QuantizeMultiplierGreaterThanOne(beta * input_scale *
+    2^26)``, whose ``TFLITE_CHECK_GT(multiplier, 1)`` aborts the process below 2^-26 / beta
+    (``softmax_common.cc``; a collapsed model's logits, calibrated to the minimum range, have 7.8e-9); twice that,
+    to spare."""
+    if op.kind == "SOFTMAX" and np.dtype(dtype) == INT8:
+        return 2.0 ** -25 / max(float(op.attrs.get("beta", 1.0)), 1e-30)
+    return 0.0
 
 
 def output_scale_floor(kind: str, dtype: np.dtype, input_scales: list[float], activation: str = "NONE") -> float:

@@ -32,17 +32,24 @@ inputs = json.loads(sys.argv[2])
 lo, hi = int(sys.argv[4]), int(sys.argv[5])  # hi 0: run once in a large arena; else bisect (lo fails, hi runs)
 log = open(sys.argv[3], "a")
 
+def stage(what):  # where a process that TFLM aborts stopped
+    log.write(json.dumps({"stage": what}) + "\n")
+    log.flush()
+
 def runs(size):
+    stage("loading")
     try:
         interp = runtime.Interpreter.from_bytes(data, arena_size=size)
     except (RuntimeError, ValueError) as e:
         return None, "TFLite Micro could not load the model: " + str(e)
+    stage("invoking")
     try:
         for i, (shape, dtype) in enumerate(inputs):
             interp.set_input(np.zeros(shape, dtype), i)
         interp.invoke()
     except Exception as e:
         return None, "TFLite Micro could not run the model: " + str(e)
+    stage("ran")
     return interp, None
 
 if hi == 0:
@@ -152,8 +159,8 @@ def run_on_micro(model: bytes, inputs: list[tuple[list[int], str]], measure_aren
         with open(path, "wb") as f:
             f.write(model)
         records, said = _run(path, inputs, 0, 0, tmp)
-        if not records or "error" in records[-1]:
-            error = records[-1]["error"] if records else "TFLite Micro's interpreter stopped"
+        if not records or "error" in records[-1] or "stage" in records[-1]:
+            error = records[-1]["error"] if records and "error" in records[-1] else _stopped(records, said)
             return {"error": error + (f" ({_said(said)})" if _said(said) else "")}
         if not measure_arena:
             return {}
@@ -161,6 +168,7 @@ def run_on_micro(model: bytes, inputs: list[tuple[list[int], str]], measure_aren
         lo, hi = (int(total.group(1)) // 16 * 16 - 16 if total else 0), records[-1]["ran"]
         while True:  # a probe that crashes its process fails; the next process goes on from there
             records, _ = _run(path, inputs, lo, hi, tmp)
+            records = [r for r in records if "stage" not in r]
             for r in records:
                 lo, hi = (r["fails"], hi) if "fails" in r else (lo, r["ok"]) if "ok" in r else (lo, hi)
             if records and "arena" in records[-1]:
@@ -171,13 +179,28 @@ def run_on_micro(model: bytes, inputs: list[tuple[list[int], str]], measure_aren
                 return {"error": "TFLite Micro's interpreter stopped while measuring the arena"}
 
 
+def _stopped(records: list[dict], said: str) -> str:
+    """What to say of an interpreter process that ended without a result: TFLM aborts the whole process where
+    a kernel's check fails (``TFLITE_CHECK``, ``TFLITE_DCHECK``), printing nothing; the records say in which
+    stage."""
+    stage = records[-1].get("stage") if records else None
+    code = re.search(r"exit code (-?\d+)", said)
+    how = f"ended the process ({'SIGABRT' if code and code.group(1) in ('-6', '134') else 'exit code ' + code.group(1)})" \
+        if code else "ended the process"
+    where = {"loading": "while loading the model, where each op's kernel prepares (one of them failed a check "
+                        "that aborts instead of returning an error; TFLM prints nothing for it)",
+             "invoking": "while running the model on zeros (a kernel failed a check that aborts)"}.get(
+        stage, "before it could load the model")
+    return f"TFLite Micro's interpreter {how} {where}"
+
+
 def _run(path: str, inputs, lo: int, hi: int, tmp: str) -> tuple[list[dict], str]:
     """One interpreter process: the records it wrote (in order), and TFLM's own output."""
     out = os.path.join(tmp, f"log-{lo}-{hi}.jsonl")
     try:
         proc = subprocess.run([sys.executable, "-c", _SCRIPT, path, json.dumps(inputs), out, str(lo), str(hi)],
                               capture_output=True, text=True, timeout=TIMEOUT_S)
-        said = proc.stdout + proc.stderr
+        said = proc.stdout + proc.stderr + (f"\nexit code {proc.returncode}" if proc.returncode else "")
     except subprocess.TimeoutExpired:
         return [{"error": f"TFLite Micro did not finish loading and running the model in {TIMEOUT_S} s"}], ""
     records = []
@@ -190,5 +213,5 @@ def _run(path: str, inputs, lo: int, hi: int, tmp: str) -> tuple[list[dict], str
 def _said(log: str) -> str:
     """TFLM's own lines about the failure (its kernels print why they refuse a node)."""
     lines = [ln.strip() for ln in log.splitlines() if ln.strip() and not ln.startswith(("[Recording", "Traceback"))
-             and "File \"" not in ln]
+             and "File \"" not in ln and not re.fullmatch(r"exit code -?\d+", ln.strip())]
     return "; ".join(lines[-4:])
