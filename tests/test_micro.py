@@ -213,7 +213,7 @@ def _unsupported_model():
     k = keras_flavour("keras3")
     i = k.Input((10,), dtype="int32")
     x = k.layers.LSTM(8)(k.layers.Embedding(50, 8)(i))
-    x = k.layers.Lambda(lambda v: tf.tile(v, [1, 2]), output_shape=(16,))(x)  # TILE: no TFLM kernel
+    x = k.layers.Lambda(lambda v: tf.math.sign(v), output_shape=(8,))(x)  # SIGN: no TFLM kernel
     top = k.layers.Lambda(lambda v: tf.math.top_k(v, 3).values, output_shape=(3,))(x)
     return k.Model(i, top)
 
@@ -228,7 +228,7 @@ def test_ops_tflite_micro_cannot_run_are_listed_together_before_anything_is_writ
     message = str(e.value)
     assert "TFLite Micro cannot run this model (target='micro'): 2 problem(s)" in message
     assert re.search(r"TOPK_V2 '[^']*TopKV2' at .*test_micro.py:\d+: no TFLite Micro kernel", message), message
-    assert re.search(r"TILE '[^']*Tile' at .*test_micro.py:\d+: no TFLite Micro kernel", message), message
+    assert re.search(r"SIGN '[^']*Sign' at .*test_micro.py:\d+: no TFLite Micro kernel", message), message
     assert not os.listdir(tmp_path)
     # the LiteRT target converts it, and its report says it would not run on TFLM, and why
     conv = fuselite.Converter.from_keras_model(model)
@@ -404,3 +404,44 @@ def test_the_static_check_names_a_softmax_input_scale_tflite_micro_aborts_on():
     assert "SOFTMAX 'probabilities'" in problem and "aborts the process" in problem and "2^-26" in problem
     x.quant = Quantization((1 / 16,), (0,))
     assert micro_problems(module) == []
+
+
+
+@pytest.mark.parametrize("quantize", [False, True], ids=["float", "int8"])
+def test_repeat_vector_runs_on_tflite_micro(tmp_path, quantize):
+    """Keras' RepeatVector (a TILE, which TFLite Micro has no kernel for) as BROADCAST_TO: an encoder-decoder as
+    Keras' examples write it runs on TFLM with Keras' numbers (float) or LiteRT's (int8)."""
+    k = keras_flavour("keras3")
+    k.utils.set_random_seed(0)
+    i = k.Input((6,))
+    x = k.layers.RepeatVector(4)(k.layers.Dense(5)(i))
+    model = k.Model(i, k.layers.TimeDistributed(k.layers.Dense(2))(k.layers.LSTM(3, return_sequences=True)(x)))
+    xs = [[np.random.default_rng(s).standard_normal((1, 6)).astype(np.float32)] for s in range(3)]
+    if not quantize:
+        conv = check_micro(model, tmp_path, xs, [keras_outputs(model, x) for x in xs])
+    else:
+        conv = fuselite.Converter.from_keras_model(model, target="micro")
+        conv.optimizations = ["DEFAULT"]
+        conv.representative_dataset = lambda: iter(xs)
+        data = conv.convert()
+        tflm, stderr = run_on_tflm(data, xs, 1, tmp_path)
+        assert tflm is not None, stderr
+        want = np.stack([keras_outputs(model, x)[0] for x in xs])
+        span = float(want.max() - want.min())
+        got, lit = np.stack([t[0] for t in tflm]), np.stack([t[0] for t in run_on_litert(data, xs)])
+        # the two runtimes' integer LSTMs round some products differently (one int8 step, measured)
+        assert np.abs(got - lit).max() <= 0.01 * span and np.abs(got - want).max() <= 0.05 * span
+    assert "TILE" not in conv.report.ops_after and conv.report.ops_after.get("BROADCAST_TO") == 1
+
+
+def test_a_tile_of_wide_dimensions_is_broadcast_between_reshapes(tmp_path):
+    """tf.tile of dimensions larger than 1 ([2, 3] by [2, 3]) keeps tiling's order of values: a new axis of 1
+    before each tiled dimension, broadcast to the multiple, reshaped back."""
+    fn = tf.function(lambda v: tf.tile(v, [2, 3]) * 2.0, input_signature=[tf.TensorSpec([2, 3], tf.float32)])
+    conv = fuselite.Converter.from_concrete_functions([fn.get_concrete_function()], target="micro")
+    data = conv.convert()
+    assert "TILE" not in conv.report.ops_after and conv.report.ops_after.get("BROADCAST_TO") == 1
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    tflm, stderr = run_on_tflm(data, [[x]], 1, tmp_path)
+    assert tflm is not None, stderr
+    np.testing.assert_array_equal(tflm[0][0], np.asarray(fn(x)))

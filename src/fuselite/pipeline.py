@@ -35,7 +35,12 @@ from fuselite.passes.ethos_u_forms import reverse_as_split_concat
 from fuselite.passes.fold_tf import fold_tf
 from fuselite.passes.inline import inline_calls
 from fuselite.passes.manager import FixedPoint, Group, Pass, check_pipeline, run_pass, run_pipeline
-from fuselite.passes.micro_forms import expand_gelu, int32_select_as_arithmetic
+from fuselite.passes.micro_forms import (
+    expand_gelu,
+    full_rank_strided_slices,
+    int32_select_as_arithmetic,
+    tile_as_broadcast_to,
+)
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.reset_witness import add_reset_witnesses
@@ -664,6 +669,10 @@ PIPELINE = [
              "GELU becomes elementwise builtins (erf polynomial in float, sigmoid form for integer models)"),
         Pass("int32-select-as-arithmetic", lambda m, ctx: int32_select_as_arithmetic(m),
              "an int32 SELECT_V2 becomes b + CAST(c) * (a - b)"),
+        Pass("tile-as-broadcast-to", lambda m, ctx: tile_as_broadcast_to(m),
+             "a TILE with constant multiples becomes BROADCAST_TO (between RESHAPEs where a tiled dim is not 1)"),
+        Pass("full-rank-strided-slices", lambda m, ctx: full_rank_strided_slices(m),
+             "a STRIDED_SLICE naming fewer dims than its input names them all (TFLite Micro reads every dim's)"),
         DCE,
     ], "the forms of ops TFLite Micro has kernels for", when=lambda m, ctx: ctx.on_micro),
     Group("ethos-u-forms", [

@@ -6,6 +6,8 @@ An *entry* is ``(signature_key, concrete_function, input_names, output_names)``.
 from __future__ import annotations
 
 import os
+import threading
+from contextlib import contextmanager
 
 from fuselite.errors import InputError
 
@@ -46,7 +48,7 @@ def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
     else:
         fn = tf.function(lambda *xs: model(list(xs), training=False))
     with recurrent_composites(model, zero_initial if zero_initial is not None else ZeroInitialVariables()) \
-            as layer_notes:
+            as layer_notes, _layer_scopes() as scopes:
         cf = fn.get_concrete_function(*specs)
         if structure is not None:  # an input the model casts to an integer at once (Embedding ids) is one
             retyped = _integer_inputs(cf, specs)
@@ -55,11 +57,63 @@ def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
                 cf = fn.get_concrete_function(*specs)
         if notes is not None:
             notes.extend(n for n in layer_notes if n not in notes)
+    _locate_by_layer(cf, model, scopes)
     out_names = getattr(model, "output_names", None)
     n_out = len(tf.nest.flatten(cf.structured_outputs))
     if not out_names or len(out_names) != n_out or len(set(out_names)) != n_out:
         out_names = _flat_output_names(cf.structured_outputs)
     return [("serving_default", cf, names, list(out_names))]
+
+
+@contextmanager
+def _layer_scopes():
+    """While tracing, the TensorFlow name scope each Keras 3 layer's call opens, as {scope: layer} (Keras 3 names
+    a layer's scope after the layer, made unique by TensorFlow: ``repeat_vector_1`` can be the scope of the layer
+    ``repeat_vector``); tf-keras' scopes are its layers' names and need no record."""
+    scopes: dict[str, object] = {}
+    try:
+        from keras.src.backend.tensorflow.core import name_scope
+    except ImportError:
+        yield scopes
+        return
+    import tensorflow as tf
+
+    enter = name_scope.__enter__
+    recording = threading.get_ident()
+
+    def recorded(self):
+        entered = enter(self)
+        if threading.get_ident() == recording and getattr(self, "caller", None) is not None:
+            scopes.setdefault(tf.get_current_name_scope(), self.caller)
+        return entered
+
+    name_scope.__enter__ = recorded
+    try:
+        yield scopes
+    finally:
+        name_scope.__enter__ = enter
+
+
+def _locate_by_layer(cf, model, scopes: dict) -> None:
+    """Where an op of the traced model has no line of the user's own code (a built-in layer of a functional or
+    sequential model: only the ``convert()`` call is the user's), its location names the Keras layer whose
+    scope it is in instead, e.g. "Keras layer 'repeat_vector' (RepeatVector)", for errors and the report: the
+    innermost scope a Keras 3 layer opened (``scopes``), or a tf-keras layer's own name."""
+    from fuselite.frontend.tf_graph import user_location
+
+    try:
+        layers = {layer.name: layer for layer in model._flatten_layers(include_self=False)}
+    except (AttributeError, TypeError):
+        return
+    for op in cf.graph.get_operations():
+        if user_location(op) is not None:
+            continue
+        parts = op.name.split("/")[:-1]
+        for k in range(len(parts), 0, -1):
+            layer = scopes.get("/".join(parts[:k])) if scopes else layers.get(parts[k - 1])
+            if layer is not None and layer is not model:
+                op._fuselite_location = f"Keras layer '{layer.name}' ({type(layer).__name__})"
+                break
 
 
 def _integer_inputs(cf, specs: list) -> list:

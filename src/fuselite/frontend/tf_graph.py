@@ -19,6 +19,7 @@ from fuselite.tf_dtypes import tf_dtype_to_ir
 
 _LIBRARY_MARKERS = (os.sep + "tensorflow" + os.sep, os.sep + "keras" + os.sep, os.sep + "tf_keras" + os.sep,
                     os.sep + "fuselite" + os.sep, "site-packages", "<frozen", os.sep + "absl" + os.sep)
+_FUSELITE = os.sep + "fuselite" + os.sep
 _INPUT_DTYPES = {np.dtype(d) for d in (np.float32, np.float16, np.int8, np.uint8, np.int16, np.int32,
                                          np.int64, np.bool_, np.float64)}
 _ALIAS_OPS = {"Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureShape", "CheckNumerics"}
@@ -41,10 +42,13 @@ def user_location(tf_op) -> str | None:
         return None
     if not frames:
         return None
-    for frame in reversed(list(frames)):
-        fname = frame.filename
+    frames = list(frames)
+    for k in range(len(frames) - 1, -1, -1):
+        fname = frames[k].filename
         if not any(m in fname for m in _LIBRARY_MARKERS):
-            return f"{fname}:{frame.lineno}"
+            if k + 1 < len(frames) and _FUSELITE in frames[k + 1].filename:
+                return None  # the user's call into fuselite (convert()): no line of the model's own code
+            return f"{fname}:{frames[k].lineno}"
     return None
 
 

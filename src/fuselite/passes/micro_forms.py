@@ -18,6 +18,18 @@ float32, int8 and int16 values only (``kernels/select.cc``). With ``target="micr
   becomes ``b + CAST(c) * (a - b)``, or ``b + CAST(c) * k`` when ``a`` is ``b + k`` for a
   constant ``k``: ``CAST`` from bool, ``MUL``, ``ADD`` and ``SUB`` take int32 in TFLite Micro.
 
+* ``TILE`` (Keras' ``RepeatVector``, a ``tf.tile``) with constant multiples and a static input shape, which
+  TFLite Micro has no kernel for, becomes ``BROADCAST_TO``, which it has (``kernels/broadcast_to.cc``, any
+  type, at most 5 dims): directly where every tiled dimension has size 1 (``RepeatVector``'s
+  ``[batch, 1, features]``), else as ``RESHAPE`` (a new axis of 1 before each tiled dimension),
+  ``BROADCAST_TO`` (that axis to the multiple) and ``RESHAPE`` back (``[m, d] -> [m * d]``): the same
+  values, in the same order, as tiling.
+
+* A ``STRIDED_SLICE`` whose begin, end and strides name fewer dimensions than its input has (Keras 3's
+  ``TimeDistributed`` takes ``x[k]`` of a rank-3 tensor) names them all: TFLite Micro's kernel reads every
+  dimension's begin and end (``strided_slice_common.cc`` fails its shape check otherwise); the ones added
+  take the whole dimension (their begin and end mask bits set).
+
 The recurrent forms (a bidirectional LSTM as two unidirectional ones, sequence RNNs
 unrolled) are the passes of ``passes/bidirectional.py`` and ``passes/unroll_rnn.py``.
 """
@@ -109,5 +121,64 @@ def int32_select_as_arithmetic(module: Module) -> int:
             y = e("ADD", b, e("MUL", flag, step))
             y.shape = op.outputs[0].shape
             fn.replace_op(op, e.new, [y])
+            count += 1
+    return count
+
+
+MAX_BROADCAST_DIMS = 5  # TFLite Micro's BROADCAST_TO (kernels/broadcast_to.cc: kMaxDims)
+
+
+def tile_as_broadcast_to(module: Module) -> int:
+    """Every ``TILE`` with constant multiples over a static input shape -> ``BROADCAST_TO`` (between two
+    ``RESHAPE``s where a tiled dimension is not 1), within TFLite Micro's 5 dims; how many."""
+    count = 0
+    for fn in module.functions.values():
+        for op in [op for op in fn.ops if op.kind == "TILE"]:
+            x, multiples = op.inputs
+            if not multiples.is_const or x.shape is None or None in x.shape:
+                continue
+            reps = [int(m) for m in np.asarray(multiples.const).reshape(-1)]
+            spread = [(m, d) for m, d in zip(reps, x.shape)]
+            # a dimension of size 1 broadcasts as it is; a tiled one of more gets an axis of its own, before it
+            wide = [(1, d) if m == 1 or d == 1 else (m, d) for m, d in spread]
+            grown = [size for m, d in wide for size in ((m, d) if m != 1 and d != 1 else (m * d,))]
+            if len(grown) > MAX_BROADCAST_DIMS:
+                continue
+            e = _Emitter(fn, op)
+            out = tuple(m * d for m, d in spread)
+            if len(grown) == len(out):  # every tiled dimension has size 1: one BROADCAST_TO
+                y = e("BROADCAST_TO", x, fn.const(np.array(out, np.int32), "shape"), attrs={}, dtype=x.dtype)
+            else:
+                ones = tuple(s for m, d in wide for s in ((1, d) if m != 1 and d != 1 else (d,)))
+                r = e("RESHAPE", x, fn.const(np.array(ones, np.int32), "shape"), attrs={}, dtype=x.dtype)
+                r.shape = ones
+                b = e("BROADCAST_TO", r, fn.const(np.array(grown, np.int32), "shape"), attrs={}, dtype=x.dtype)
+                b.shape = tuple(grown)
+                y = e("RESHAPE", b, fn.const(np.array(out, np.int32), "shape"), attrs={}, dtype=x.dtype)
+            y.shape = out
+            fn.replace_op(op, e.new, [y])
+            count += 1
+    return count
+
+
+def full_rank_strided_slices(module: Module) -> int:
+    """Every ``STRIDED_SLICE`` with constant begin, end and strides shorter than its input's rank (no ellipsis,
+    no new axis) -> the same slice with one entry per dimension, the added ones whole; how many."""
+    count = 0
+    for fn in module.functions.values():
+        for op in fn.ops:
+            if op.kind != "STRIDED_SLICE" or op.attrs.get("ellipsis_mask") or op.attrs.get("new_axis_mask"):
+                continue
+            x, begin, end, strides = op.inputs
+            rank = len(x.shape) if x.shape is not None else None
+            if rank is None or not all(v.is_const for v in (begin, end, strides)) or begin.const.size >= rank:
+                continue
+            given = begin.const.size
+            whole = sum(1 << d for d in range(given, rank))
+            op.inputs[1:] = [fn.const(np.concatenate([v.const.astype(np.int32), np.full(rank - given, fill, np.int32)]),
+                                      f"{op.name}/{what}")
+                             for v, fill, what in ((begin, 0, "begin"), (end, 0, "end"), (strides, 1, "strides"))]
+            op.attrs["begin_mask"] = int(op.attrs.get("begin_mask", 0)) | whole
+            op.attrs["end_mask"] = int(op.attrs.get("end_mask", 0)) | whole
             count += 1
     return count
