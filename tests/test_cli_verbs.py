@@ -364,12 +364,18 @@ def test_compare_gives_a_converters_reason_whole(monkeypatch, tmp_path):
 
 
 def test_demo_prints_only_its_own_lines():
-    """``make demo`` (python -m fuselite.cli demo): no TensorFlow / LiteRT C++ log lines (CUDA, oneDNN, absl),
-    unless --verbose. (About 4 s.)"""
+    """``make demo`` (python -m fuselite.cli demo): Keras' bidirectional LSTM text classifier side by side with the
+    official converter (which fails, and whose SELECT_TF_OPS file the stock interpreter refuses), fuselite's file
+    exact at two sentence lengths, then its int8; no TensorFlow / LiteRT C++ log lines (CUDA, oneDNN, absl),
+    unless --verbose. (About 35 s.)"""
     out = subprocess.run([sys.executable, "-m", "fuselite.cli", "demo"], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("Building a small Keras 3 CNN") and "Ran on the stock LiteRT interpreter" in out.stdout
+    assert out.stdout.startswith("fuselite demo: the text classifier of Keras' own example"), out.stdout
+    table = out.stdout.splitlines()
+    runs = next(line for line in table if line.startswith("runs on stock LiteRT"))
+    assert runs.split()[4:] == ["yes", "—", "no"], runs
+    assert "FlexTensorList" in out.stdout and "fuselite int8, calibrated on 32 sentences" in out.stdout
     shown = out.stdout + out.stderr
     for native in ("cuda", "oneDNN", "I0000", "absl", "XNNPACK", "cpu_feature_guard"):
         assert native not in shown, shown

@@ -37,21 +37,27 @@ if os.path.isdir(src):
 else:
     import keras
     conv = tf.lite.TFLiteConverter.from_keras_model(keras.models.load_model(src, compile=False))
+if len(sys.argv) > 3 and sys.argv[3] == "select":  # what Keras' export(format="litert") asks for
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
 open(out, "wb").write(conv.convert())
 """
 
 
-def _official(src: str, workdir: str) -> tuple[bytes | None, str | None, float]:
-    out = os.path.join(workdir, "official.tflite")
+def _official(src: str, workdir: str, select_tf_ops: bool = False) -> tuple[bytes | None, str | None, float]:
+    """(the official converter's model or None, why not, seconds) for ``src``, in a child process;
+    ``select_tf_ops``: with ``SELECT_TF_OPS`` besides the builtins, as Keras' ``export(format="litert")``."""
+    out = os.path.join(workdir, "official-select.tflite" if select_tf_ops else "official.tflite")
     t0 = time.perf_counter()
     try:
-        r = subprocess.run([sys.executable, "-c", _OFFICIAL, src, out], capture_output=True, text=True, timeout=1800)
+        r = subprocess.run([sys.executable, "-c", _OFFICIAL, src, out, *(["select"] if select_tf_ops else [])],
+                           capture_output=True, text=True, timeout=1800)
     except subprocess.TimeoutExpired:
         return None, "did not finish in 30 min", time.perf_counter() - t0
     seconds = time.perf_counter() - t0
     if r.returncode != 0 or not os.path.exists(out):
         lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
         why = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
+        why = why.replace("\\n", " ")  # TensorFlow's messages carry escaped line breaks
         return None, (f"crashed (signal {-r.returncode})" if r.returncode < 0 else why), seconds
     with open(out, "rb") as f:
         return f.read(), None, seconds
@@ -126,8 +132,8 @@ def _wrapped(text: str) -> list[str]:
     return lines
 
 
-def format_comparison(rows: list[dict]) -> str:
-    """The table ``fuselite compare`` prints."""
+def format_comparison(rows: list[dict], error_label: str = "max abs error vs TF") -> str:
+    """The table ``fuselite compare`` prints (``error_label``: what the error row measures against)."""
     head = ["", *(r["converter"] for r in rows)]
 
     def cell(r, key, fmt):
@@ -135,16 +141,20 @@ def format_comparison(rows: list[dict]) -> str:
 
     table = [
         ["converts", *(("yes" if r["converts"] else "no") + f" ({r['seconds']:.1f} s)" for r in rows)],
+        ["runs on stock LiteRT", *(("yes" if r.get("max_abs_error") is not None else "no") if r["converts"] else "—"
+                                   for r in rows)],
         ["ops", *(cell(r, "ops", str) for r in rows)],
         ["sequence ops / WHILE", *(f"{r['sequence_ops']} / {r['while']}" if r["converts"] else "—" for r in rows)],
         ["size, bytes", *(cell(r, "size", lambda v: f"{v:,}") for r in rows)],
-        ["max abs error vs TF", *(cell(r, "max_abs_error", lambda v: f"{v:.2e}") for r in rows)],
+        [error_label, *(cell(r, "max_abs_error", lambda v: f"{v:.2e}") for r in rows)],
         ["latency, µs (1 thread)", *(cell(r, "latency_us", lambda v: f"{v:.1f}") for r in rows)],
     ]
     widths = [max(len(str(row[i])) for row in [head, *table]) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *table]]
     lines += [line for r in rows if r["error"] for line in _wrapped(f"{r['converter']}: {r['error']}")]
-    ratios = [r["latency_us"] for r in rows if r.get("latency_us")]
-    if len(ratios) == 2:
-        lines.append(f"latency fuselite / official: {ratios[0] / ratios[1]:.2f}x (interleaved)")
+    timed = [r for r in rows if r.get("latency_us")]
+    if len(timed) >= 2 and timed[0] is rows[0]:  # fuselite against each other converter that runs
+        short = {"tf.lite.TFLiteConverter": "official"}
+        lines += [f"latency {rows[0]['converter']} / {short.get(r['converter'], r['converter'])}: "
+                  f"{rows[0]['latency_us'] / r['latency_us']:.2f}x (interleaved)" for r in timed[1:]]
     return "\n".join(lines)
