@@ -352,7 +352,7 @@ def test_compare_gives_a_converters_reason_whole(monkeypatch, tmp_path):
               "example, converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, "
               "tf.lite.OpsSet.SELECT_TF_OPS] and then try again with the ops listed below.")
     monkeypatch.setattr(compare, "_OFFICIAL", f"import sys\nprint({reason!r}, file=sys.stderr)\nsys.exit(1)\n")
-    data, error, _ = compare._official(str(tmp_path / "model.keras"), str(tmp_path))
+    data, error, _ = compare.official_conversion(str(tmp_path / "model.keras"), str(tmp_path))
     assert data is None and error == reason
     rows = [{"converter": "fuselite", "converts": True, "error": None, "seconds": 1.0, "ops": 3, "sequence_ops": 0,
              "while": 0, "size": 100, "max_abs_error": 0.0, "latency_us": 5.0},

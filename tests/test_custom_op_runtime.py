@@ -14,10 +14,10 @@ import pytest
 from flatbuffers import flexbuffers
 
 from fuselite.errors import ConversionError
-from fuselite.export.flatbuffer import write_flatbuffer
 from fuselite.ir import Function, Module
 from fuselite.runtime import custom_ops
 from fuselite.runtime.custom_ops import KernelError, MissingKernelError, NativeKernel, PythonKernel
+from fuselite.tflite.flatbuffer import write_flatbuffer
 
 F32 = np.float32
 

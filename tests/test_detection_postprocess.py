@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import fuselite
-from fuselite.export.flexbuffer import decode_options
 from fuselite.runtime import run
+from fuselite.tflite.flexbuffer import decode_options
 
 ATTRS = {"max_detections": 3, "max_classes_per_detection": 1, "num_classes": 2, "nms_score_threshold": 0.3,
          "nms_iou_threshold": 0.5, "y_scale": 10.0, "x_scale": 10.0, "h_scale": 5.0, "w_scale": 5.0,

@@ -8,9 +8,9 @@ import tensorflow as tf
 from conftest import litert_op_names
 
 import fuselite
-from fuselite.export.flexbuffer import decode_options
 from fuselite.fusion import FusionError, registry
 from fuselite.runtime import run
+from fuselite.tflite.flexbuffer import decode_options
 
 RNG = np.random.default_rng(3)
 TABLE = tf.Variable(RNG.standard_normal((50, 8)).astype(np.float32), name="table")

@@ -24,8 +24,8 @@ PACKAGE = "fuselite"
 LAYERS: list[set[str]] = [
     {"errors"},  # the exceptions every layer raises
     {"ir", "tf_dtypes", "operands"},  # the graph IR; TensorFlow dtypes <-> IR dtypes; LiteRT operand layouts
-    {"export", "lower", "passes", "quantize", "runtime"},  # stages on the IR, each standing alone; running .tflite
-    {"fusion"},  # composite rules: build on passes (cleanup) and export (custom-op options)
+    {"tflite", "lower", "passes", "quantize", "runtime"},  # stages on the IR, each standing alone; running .tflite
+    {"fusion"},  # composite rules: build on passes (cleanup) and tflite (custom-op options)
     {"rnn"},  # the recurrent package: its rules are fusion rules; its loop matcher folds with passes
     {"frontend"},  # TF / Keras -> IR: marks Keras RNN functions with fusion's `implements` and rnn's gate orders
 ]

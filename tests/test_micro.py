@@ -270,7 +270,7 @@ def _resolver_ops(header: str) -> list[str]:
 def test_micro_sources_name_exactly_the_models_ops_and_the_arena_is_what_tflm_needs(tmp_path):
     """The op resolver registers exactly the model's ops (read back from the file by LiteRT), the C array is
     the model's bytes, and TFLM runs the model in the arena reported but not in 16 bytes less."""
-    from fuselite.export.micro import RESOLVER
+    from fuselite.tflite.micro import RESOLVER
 
     model = zoo.build("bidirectional_lstm", keras_flavour("keras3"))
     conv = fuselite.Converter.from_keras_model(model, target="micro", micro_sources=tmp_path / "src")
@@ -388,9 +388,9 @@ def test_int8_mobilenet_v2_runs_on_tflite_micro():
 def test_the_static_check_names_a_softmax_input_scale_tflite_micro_aborts_on():
     """A model written elsewhere (or by hand) with an int8 SOFTMAX input scale below 2^-26: the TFLite Micro check
     names the op and why, instead of a process that ends with no word."""
-    from fuselite.export.micro import micro_problems
     from fuselite.ir import Function, Module
     from fuselite.ir.core import Quantization
+    from fuselite.tflite.micro import micro_problems
 
     fn = Function("main")
     x = fn.add_input("logits", np.dtype(np.int8), (1, 10))

@@ -183,7 +183,7 @@ def test_empty_saved_model_pb_is_named(tmp_path):
 
 def test_constants_over_the_flatbuffer_limit_are_an_error_before_any_byte_is_built(monkeypatch):
     """The 2 GiB limit, scaled down: the check counts distinct constants before the builder starts."""
-    import fuselite.export.flatbuffer as fb
+    import fuselite.tflite.flatbuffer as fb
 
     monkeypatch.setattr(fb, "MAX_FLATBUFFER_BYTES", 1000)
     monkeypatch.setattr(fb, "_GRAPH_ALLOWANCE", 0)

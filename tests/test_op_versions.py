@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from fuselite.export.versions import min_runtime_version, op_version, runtime_version
 from fuselite.ir import Function, Module
+from fuselite.tflite.versions import min_runtime_version, op_version, runtime_version
 
 F32, I32, I64, BOOL = np.float32, np.int32, np.int64, np.bool_
 

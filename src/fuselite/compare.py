@@ -43,7 +43,7 @@ open(out, "wb").write(conv.convert())
 """
 
 
-def _official(src: str, workdir: str, select_tf_ops: bool = False) -> tuple[bytes | None, str | None, float]:
+def official_conversion(src: str, workdir: str, select_tf_ops: bool = False) -> tuple[bytes | None, str | None, float]:
     """(the official converter's model or None, why not, seconds) for ``src``, in a child process;
     ``select_tf_ops``: with ``SELECT_TF_OPS`` besides the builtins, as Keras' ``export(format="litert")``."""
     out = os.path.join(workdir, "official-select.tflite" if select_tf_ops else "official.tflite")
@@ -93,7 +93,7 @@ def compare(src: str, seconds: float = 2.0, tolerance: float = 1e-4) -> list[dic
     rows = []
     with tempfile.TemporaryDirectory(prefix="fuselite-compare-") as work:
         for name, (data, error, secs) in (("fuselite", _fuselite(src)), ("tf.lite.TFLiteConverter",
-                                                                        _official(src, work))):
+                                                                        official_conversion(src, work))):
             row = {"converter": name, "converts": data is not None, "error": error, "seconds": secs, "data": data}
             if data is not None:
                 info = describe(data)

@@ -16,8 +16,6 @@ from importlib import metadata
 from fuselite import frontend
 from fuselite.context import ConversionContext
 from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
-from fuselite.export.flatbuffer import Provenance
-from fuselite.export.micro import micro_sources
 from fuselite.frontend.keras_quantized import int4_kernels
 from fuselite.fusion import RuleSet
 from fuselite.ir import Module
@@ -30,6 +28,8 @@ from fuselite.requirements import require_tensorflow
 from fuselite.rnn.forms.policy import DEFAULT_THREADS, RNN_FORMS
 from fuselite.runtime.micro import micro_available
 from fuselite.runtime.vela import ACCELERATORS, DEFAULT_ACCELERATOR, INSTALL, vela_available
+from fuselite.tflite.flatbuffer import Provenance
+from fuselite.tflite.micro import micro_sources
 
 
 class UnknownOptionError(InputError, AttributeError):
@@ -110,8 +110,12 @@ class Converter:
 
     # -- constructors ------------------------------------------------------------
     @classmethod
-    def from_keras_model(cls, model, batch_size: int | None = None, **options) -> Converter:
+    def from_keras_model(cls, model, batch_size: int | None = None, input_signature=None, **options) -> Converter:
         """A Keras 3 or tf-keras model (functional, sequential or subclassed and built).
+
+        ``input_signature``: the model's call as Keras' ``export`` takes it, one structure (a spec, or a list,
+        tuple or dict of them: ``tf.TensorSpec``, ``keras.InputSpec``, a Keras tensor) per positional argument;
+        default: the model's inputs, or the structure of the call that built a subclassed model.
 
         ``options`` (every ``from_*`` takes them): ``fusions=[rule, ...]`` (extra fusion
         rules for this conversion), ``strict_fusion=True`` (a composite that is not fused
@@ -140,7 +144,7 @@ class Converter:
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
         def trace(ctx):
             ctx.keras_int4 = int4_kernels(model)  # read before tracing: the kernels folding will produce
-            return frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial)
+            return frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial, input_signature)
 
         conv = cls(trace, f"Keras model '{model.name}'", model, batch_size, **options)
         conv._model_type = "KERAS_MODEL"
@@ -345,13 +349,16 @@ class Converter:
         self.module = module
         return ctx.output
 
-    def convert_to(self, path) -> bytes:
-        """Convert and write ``path`` atomically (nothing is written if conversion fails)."""
+    def convert_to(self, path, check=None) -> bytes:
+        """Convert and write ``path`` atomically (nothing is written if conversion fails, or if ``check``, called
+        with the converter once the model is converted, raises)."""
         self._output_name = os.path.splitext(os.path.basename(os.fspath(path)))[0] or "model"
         try:
             data = self._convert()
         finally:
             self._output_name = "model"
+        if check is not None:
+            check(self)
         write_atomic(path, data)
         self._write_micro_sources(data, os.path.splitext(os.path.basename(os.fspath(path)))[0])
         return data

@@ -73,7 +73,7 @@ def main() -> int:
     import numpy as np
 
     import fuselite
-    from fuselite.compare import _official, format_comparison
+    from fuselite.compare import format_comparison, official_conversion
     from fuselite.runtime import run
     from fuselite.testing import models as zoo
     from fuselite.verify import bench
@@ -98,7 +98,7 @@ def main() -> int:
         print("converting with tf.lite.TFLiteConverter, as it is and with SELECT_TF_OPS (what Keras' "
               "export(format='litert') asks for), in child processes ...\n", flush=True)
         for name, select in (("tf.lite.TFLiteConverter", False), ("+ SELECT_TF_OPS", True)):
-            theirs, why, seconds = _official(src, work, select_tf_ops=select)
+            theirs, why, seconds = official_conversion(src, work, select_tf_ops=select)
             rows.append({"converter": name, "converts": theirs is not None, "seconds": seconds, "data": theirs,
                          "error": None if theirs is not None else why})
     for row in rows:

@@ -22,8 +22,6 @@ import numpy as np
 from fuselite import frontend
 from fuselite.budget import layer_of, plan_layers
 from fuselite.errors import ConversionError, NeedsStaticBatch
-from fuselite.export.flatbuffer import write_flatbuffer
-from fuselite.export.micro import dynamic_input_problems, micro_problems, reset_witness
 from fuselite.fusion import is_composite, prepare_composites
 from fuselite.ir import Quantization, Value
 from fuselite.lower import lower_module
@@ -61,6 +59,8 @@ from fuselite.runtime.kernel_errors import MissingKernelError
 from fuselite.runtime.micro import MicroUnavailable, run_on_micro
 from fuselite.runtime.prepare_check import litert_problem
 from fuselite.runtime.vela import VelaUnavailable, compile_with_vela
+from fuselite.tflite.flatbuffer import write_flatbuffer
+from fuselite.tflite.micro import dynamic_input_problems, micro_problems, reset_witness
 
 
 def count_ops(module) -> dict[str, int]:

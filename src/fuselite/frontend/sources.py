@@ -21,14 +21,18 @@ def _flat_output_names(structured, prefix="output"):
     return [f"{prefix}_{i}" for i in range(len(flat))]
 
 
-def keras_entries(model, notes: list | None = None, zero_initial=None) -> list:
+def keras_entries(model, notes: list | None = None, zero_initial=None, input_signature=None) -> list:
     """Trace a Keras 3 or tf-keras model in inference mode (notes for the report go to ``notes``).
 
     Stateful recurrent layers' state variables are marked in ``zero_initial`` (a
-    :class:`~fuselite.passes.variables.ZeroInitialVariables`; a new one when not given).
+    :class:`~fuselite.passes.variables.ZeroInitialVariables`; a new one when not given). ``input_signature``: as
+    Keras' ``export`` takes it (one structure of specs per positional argument of the call); default: the
+    model's own inputs.
     """
     import tensorflow as tf
 
+    if input_signature is not None:
+        return _signature_entries(model, input_signature, notes, zero_initial)
     specs, names, structure = _keras_input_specs(model)
 
     from fuselite.frontend.keras_rnn import recurrent_composites
@@ -92,6 +96,61 @@ def _layer_scopes():
         yield scopes
     finally:
         name_scope.__enter__ = enter
+
+
+def _signature_entries(model, input_signature, notes: list | None, zero_initial) -> list:
+    """The entry of ``model`` traced on ``input_signature``, Keras' ``export`` argument: a list or tuple with one
+    structure per positional argument of the call (a bare structure is one argument, as Keras takes it)."""
+    import tensorflow as tf
+
+    from fuselite.frontend.keras_rnn import recurrent_composites
+    from fuselite.passes.variables import ZeroInitialVariables
+
+    args = list(input_signature) if isinstance(input_signature, (list, tuple)) else [input_signature]
+    try:
+        structure = tf.nest.map_structure(_tensor_spec, args)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"input_signature: {e}") from None
+    flat = tf.nest.flatten(structure)
+    if not flat:
+        raise InputError("input_signature names no input")
+    paths = [p for p, _ in _leaf_paths(args)]
+    names = [spec.name or _path_name(path[1:] if len(args) == 1 else path, "input") for spec, path in zip(flat, paths)]
+    if len(set(names)) != len(names):
+        raise InputError(f"input_signature: inputs named twice ({', '.join(sorted(names))}): give each "
+                         "tf.TensorSpec its own name")
+    specs = [tf.TensorSpec(s.shape, s.dtype, name=n) for s, n in zip(flat, names)]
+    structure = tf.nest.pack_sequence_as(structure, specs)
+    fn = tf.function(lambda *xs: model(*tf.nest.pack_sequence_as(structure, list(xs)), training=False))
+    with recurrent_composites(model, zero_initial if zero_initial is not None else ZeroInitialVariables()) \
+            as layer_notes, _layer_scopes() as scopes:
+        try:
+            cf = fn.get_concrete_function(*specs)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"the model cannot be called on input_signature: {str(e).strip().splitlines()[0]}") \
+                from None
+        if notes is not None:
+            notes.extend(n for n in layer_notes if n not in notes)
+    _locate_by_layer(cf, model, scopes)
+    out_names = getattr(model, "output_names", None)
+    n_out = len(tf.nest.flatten(cf.structured_outputs))
+    if not out_names or len(out_names) != n_out or len(set(out_names)) != n_out:
+        out_names = _flat_output_names(cf.structured_outputs)
+    return [("serving_default", cf, names, list(out_names))]
+
+
+def _tensor_spec(x):
+    """A ``tf.TensorSpec`` of ``x``: a ``tf.TensorSpec``, a ``keras.InputSpec`` or a Keras tensor (as Keras'
+    ``export`` takes them)."""
+    import tensorflow as tf
+
+    if isinstance(x, tf.TensorSpec):
+        return x
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        raise TypeError(f"{x!r} is not a tf.TensorSpec, keras.InputSpec or Keras tensor with a shape and a dtype")
+    name = getattr(x, "name", None)
+    return tf.TensorSpec(list(shape), tf.as_dtype(dtype), name=name.split(":")[0] if isinstance(name, str) else None)
 
 
 def _locate_by_layer(cf, model, scopes: dict) -> None:

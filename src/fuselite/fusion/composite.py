@@ -163,7 +163,7 @@ class Composite:
     def custom_op(self, code: str, inputs: Sequence, options: dict | None = None, *,
                   outs: Sequence[tuple] | None = None) -> Value | list[Value]:
         """Emit a CUSTOM op named ``code``; ``options`` are written as a flexbuffer map."""
-        from fuselite.export.flexbuffer import encode_options
+        from fuselite.tflite.flexbuffer import encode_options
 
         outs = outs or [(r.dtype, r.shape) for r in self.results]
         return self.op("CUSTOM", inputs, {"custom_code": code, "custom_options": encode_options(options or {})},

@@ -14,13 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import ConversionError, NeedsStaticBatch, NeedsStaticLength
-from fuselite.export.flatbuffer import check_op
 from fuselite.fusion.composite import Arg, Composite, CompositeRefused, FusionDeclined, Result, is_zeros
 from fuselite.fusion.registry import RuleSet
 from fuselite.fusion.verify import Mismatch, check_fusion
 from fuselite.ir import Function, Module, Value
 from fuselite.passes.inline import CALL_OPS
 from fuselite.passes.variables import variable_dtype
+from fuselite.tflite.flatbuffer import check_op
 
 
 class FusionError(ConversionError):

@@ -86,8 +86,8 @@ def check_fusion(c, outs: list, seed: int = 0) -> dict:
         module.add(sub)
     module.signatures = {"serving_default": probe.name}
     try:
-        from fuselite.export.flatbuffer import write_flatbuffer
         from fuselite.runtime import run
+        from fuselite.tflite.flatbuffer import write_flatbuffer
 
         snap = snapshot_module(module)
         snap.functions[probe.name].topo_sort()

@@ -100,15 +100,18 @@ def resolve_mode(optimizations, target_spec: TargetSpec, representative_dataset,
         raise QuantizationOptionError("optimizations: EXPERIMENTAL_SPARSITY is not supported by fuselite")
     types = _names(target_spec.supported_types, "target_spec.supported_types", _TYPES, upper=False)
     ops = _names(target_spec.supported_ops, "target_spec.supported_ops", _OPS_SETS, upper=True)
-    if "SELECT_TF_OPS" in ops:
+    notes = []
+    if "SELECT_TF_OPS" in ops and len(set(ops)) == 1:
         raise QuantizationOptionError("target_spec.supported_ops: SELECT_TF_OPS (Flex) is not supported: fuselite "
                                       "emits TFLite builtins only")
+    if "SELECT_TF_OPS" in ops:  # allowed besides the builtins (Keras' export asks for it): none is needed
+        notes.append("target_spec.supported_ops allows SELECT_TF_OPS: fuselite writes TFLite builtins only, no Flex "
+                     "op (which the stock LiteRT runtimes cannot run)")
     io_types = [option_name(t).lower() for t in (inference_input_type, inference_output_type) if t is not None]
     bad_io = [t for t in io_types if t not in ("float32", "int8", "uint8", "int16")]
     if bad_io:
         raise QuantizationOptionError(f"inference_input_type / inference_output_type: unknown type {bad_io[0]!r}; "
                                       "accepted: float32, int8, uint8, int16")
-    notes = []
     if not opts:
         ignored = [n for n, on in (("target_spec.supported_types", types),
                                    ("representative_dataset", representative_dataset is not None),

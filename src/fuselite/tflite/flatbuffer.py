@@ -16,10 +16,10 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from fuselite.errors import ConversionError
-from fuselite.export.debug_metadata import METADATA_NAME as DEBUG_METADATA
-from fuselite.export.debug_metadata import debug_metadata
-from fuselite.export.versions import min_runtime_version, op_version
 from fuselite.ir import Module, Quantization, Value
+from fuselite.tflite.debug_metadata import METADATA_NAME as DEBUG_METADATA
+from fuselite.tflite.debug_metadata import debug_metadata
+from fuselite.tflite.versions import min_runtime_version, op_version
 
 _TENSOR_TYPES = {
     np.dtype(np.float32): schema.TensorType.FLOAT32, np.dtype(np.float16): schema.TensorType.FLOAT16,

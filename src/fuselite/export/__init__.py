@@ -1,1 +1,0 @@
-"""Export: the flatbuffer writer, op versions, and custom-op options as flexbuffers."""
