@@ -230,6 +230,11 @@ CASES = [
     # -- BiasAdd ----------------------------------------------------------------------------
     C("bias_add", lambda x: tf.nn.bias_add(x, W(4)), F(2, 3, 4)),
     C("bias_add_nonconst", lambda x, b: tf.nn.bias_add(x, b), F(2, 3, 4), F(4)),
+    # -- Conv3D (ConvLSTM3D's steps): CONV_3D, TensorFlow's filter layout --------------------------------------
+    C("conv3d_same", lambda x: tf.nn.conv3d(x, W(2, 3, 3, 2, 4), [1, 1, 1, 1, 1], "SAME"), F(1, 3, 5, 5, 2),
+      expect=["CONV_3D"]),
+    C("conv3d_valid_strided", lambda x: tf.nn.conv3d(x, W(2, 2, 2, 2, 3), [1, 1, 2, 1, 1], "VALID"),
+      F(1, 4, 6, 5, 2)),  # (TensorFlow's CPU Conv3D takes no dilation to check against)
     # -- Conv2D -----------------------------------------------------------------------------
     C("conv2d_same", lambda x: tf.nn.conv2d(x, W(3, 3, 2, 4), 1, "SAME"), F(1, 5, 5, 2), expect=["CONV_2D"]),
     C("conv2d_valid", lambda x: tf.nn.conv2d(x, W(3, 3, 2, 4), 1, "VALID"), F(1, 5, 5, 2)),

@@ -126,41 +126,61 @@ def _quantized(model, variant: str, integer_only: bool, sixteen: bool = False, l
 
 
 def _range_error(data: bytes, model, variant: str) -> float:
-    """The largest error over lengths 5 .. 11 (batch 1), as a fraction of the Keras output's range."""
+    """The largest error over lengths 5, 8 and 11 (batch 1, two draws each, both kernel sets), as a fraction of
+    the range of Keras' outputs over all of them."""
     rng = np.random.default_rng(3)
-    worst = 0.0
-    for steps in (5, 8, 11):
+    worst, lo, hi = 0.0, np.inf, -np.inf
+    for steps in (5, 5, 8, 8, 11, 11):
         x = _sample(variant, 1, steps, rng)
         want = np.asarray(model(x))
+        lo, hi = min(lo, float(want.min())), max(hi, float(want.max()))
         for builtin in (False, True):
             got = next(iter(run(data, [x], builtin_kernels=builtin).values()))
-            worst = max(worst, float(np.abs(got - want).max() / (want.max() - want.min())))
-    return worst
+            worst = max(worst, float(np.abs(got - want).max()))
+    return worst / (hi - lo)
 
 
-@pytest.mark.parametrize("case", ["LSTM-plain", "GRU-bidirectional", "SimpleRNN-masked"])
-def test_int8_at_an_unknown_length(case):
-    """int8 with float ops allowed: the LSTM is LiteRT's integer LSTM (any length), a layer that would be
-    unrolled is the loop form, left float between QUANTIZE / DEQUANTIZE (the report says so); the file takes
-    any length. Measured: 1.3-2.6% of the output range over lengths 5-11."""
-    family, variant = case.split("-")
-    model = _model(keras_flavour("keras3"), family, variant, True)
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("sequences", [True, False], ids=["sequence", "last"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_int8_at_an_unknown_length(family, sequences, variant):
+    """int8 with float ops allowed, every case of the float test: an LSTM is LiteRT's integer LSTM (any length); a
+    layer that would be unrolled (GRU, masked) is the loop form, left float between QUANTIZE / DEQUANTIZE (the
+    report says so), a SimpleRNN's sequence op stays float (no integer RNN kernel); the file takes any length."""
+    model = _model(keras_flavour("keras3"), family, variant, sequences)
     conv = _quantized(model, variant, integer_only=False)
     data = conv.convert()
-    forms = [r["form"] for r in conv.report.composites]
-    assert forms == (["fused"] if family == "LSTM" else
-                     [f"loop{' (masked)' if variant == 'masked' else ''} (not unrolled: the number of time steps "
-                      "is known only at run time)"]), forms
-    assert _range_error(data, model, variant) < 0.05
+    (form,) = [r["form"] for r in conv.report.composites]
+    if variant == "masked" or family == "GRU":
+        assert form == (f"loop{' (masked)' if variant == 'masked' else ''} (not unrolled: the number of time steps "
+                        "is known only at run time)"), form
+    else:
+        assert form == "fused", form
+    assert _range_error(data, model, variant) < INT8_BOUND
 
 
-@pytest.mark.parametrize("case", ["LSTM-plain", "LSTM-bidirectional"])
-def test_integer_only_lstm_at_an_unknown_length(case):
-    """16x8 with integer ops only: LiteRT's integer LSTM takes any length (one op per direction)."""
-    family, variant = case.split("-")
-    model = _model(keras_flavour("keras3"), family, variant, True)
-    data = _quantized(model, variant, integer_only=True, sixteen=True).convert()
-    assert _range_error(data, model, variant) < 0.03
+# int8 against Keras over lengths 5-11 (calibrated at those lengths), of the outputs' range: measured 0.5-5.5% (the
+# float loop of a masked LSTM reads its int8 input projection: 5.2-5.5%; issue 44 is on masked int8 errors)
+INT8_BOUND = 0.06
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("sequences", [True, False], ids=["sequence", "last"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_integer_only_16x8_at_an_unknown_length(family, sequences, variant):
+    """16x8 with integer ops only, every case: an LSTM keeps LiteRT's integer LSTM (the 8x8->16 op takes any
+    length: the 16x8 builtins it is unrolled into at a static length cannot); any layer fuselite would write
+    step by step (GRU, SimpleRNN, masked: no integer loop form) is one error naming the layer and the length."""
+    model = _model(keras_flavour("keras3"), family, variant, sequences)
+    conv = _quantized(model, variant, integer_only=True, sixteen=True)
+    if family == "LSTM" and variant != "masked":
+        data = conv.convert()
+        assert [r["form"] for r in conv.report.composites] == ["fused"]
+        assert _range_error(data, model, variant) < INT8_BOUND
+        return
+    with pytest.raises(NeedsStaticLength, match="has an input of unknown length") as e:
+        conv.convert()
+    assert "input_shapes=" in str(e.value) and "batch" not in str(e.value)
 
 
 @pytest.mark.parametrize("case", ["GRU-plain", "SimpleRNN-plain", "LSTM-masked", "GRU-bidirectional"])
