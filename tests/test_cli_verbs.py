@@ -367,7 +367,7 @@ def test_demo_prints_only_its_own_lines():
     """``make demo`` (python -m fuselite.cli demo): Keras' bidirectional LSTM text classifier side by side with the
     official converter (which fails, and whose SELECT_TF_OPS file the stock interpreter refuses), fuselite's file
     exact at two sentence lengths, then its int8; no TensorFlow / LiteRT C++ log lines (CUDA, oneDNN, absl),
-    unless --verbose. (About 35 s.)"""
+    unless --verbose. (About 20 s.)"""
     out = subprocess.run([sys.executable, "-m", "fuselite.cli", "demo"], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr

@@ -17,6 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 VOCABULARY, EMBEDDING, UNITS = 2000, 32, 32  # the example's layers, a tenth of its vocabulary, half its width
 LENGTHS = (80, 200)  # two sentence lengths: the file takes any
+CALIBRATION = 16  # sentences the int8 conversion calibrates on
 
 
 def build(keras):
@@ -45,16 +46,17 @@ def _runs_on_litert(data: bytes) -> str | None:
         return " ".join(str(e).split()).split(". ")[0]
 
 
-def _error(data: bytes, model, sentences) -> float:
-    """Max abs difference from Keras over ``sentences`` (each resized into the model: any length)."""
+def _error(data: bytes, sentences, wants) -> float:
+    """Max abs difference from Keras' outputs ``wants`` over ``sentences`` (each resized into the model: any
+    length)."""
     import numpy as np
 
     from fuselite.runtime import run
 
-    return max(float(np.abs(next(iter(run(data, [s]).values())) - np.asarray(model(s))).max()) for s in sentences)
+    return max(float(np.abs(next(iter(run(data, [s]).values())) - w).max()) for s, w in zip(sentences, wants))
 
 
-def _describe(row: dict, model, tests) -> None:
+def _describe(row: dict, tests, wants) -> None:
     """Ops, size, and whether (and how close to Keras) the stock LiteRT interpreter runs ``row["data"]``."""
     from fuselite.inspect import describe
 
@@ -66,7 +68,7 @@ def _describe(row: dict, model, tests) -> None:
     if refused:
         row["error"] = f"does not run on the stock LiteRT interpreter: {refused}"
     else:
-        row["max_abs_error"] = _error(row["data"], model, tests)
+        row["max_abs_error"] = _error(row["data"], tests, wants)
 
 
 def main() -> int:
@@ -86,6 +88,7 @@ def main() -> int:
     model = build(keras)
     rng = np.random.default_rng(0)
     tests = [s for length in LENGTHS for s in _sentences(rng, 2, length)]
+    wants = [np.asarray(model(s)) for s in tests]  # Keras' own outputs, once
     rows = []
     with tempfile.TemporaryDirectory(prefix="fuselite-demo-") as work:
         src = os.path.join(work, "model.keras")
@@ -97,13 +100,17 @@ def main() -> int:
                      "error": None})
         print("converting with tf.lite.TFLiteConverter, as it is and with SELECT_TF_OPS (what Keras' "
               "export(format='litert') asks for), in child processes ...\n", flush=True)
-        for name, select in (("tf.lite.TFLiteConverter", False), ("+ SELECT_TF_OPS", True)):
-            theirs, why, seconds = official_conversion(src, work, select_tf_ops=select)
+        from concurrent.futures import ThreadPoolExecutor
+
+        columns = (("tf.lite.TFLiteConverter", False), ("+ SELECT_TF_OPS", True))
+        with ThreadPoolExecutor(len(columns)) as pool:  # two child processes at once
+            done = list(pool.map(lambda column: official_conversion(src, work, select_tf_ops=column[1]), columns))
+        for (name, _), (theirs, why, seconds) in zip(columns, done):
             rows.append({"converter": name, "converts": theirs is not None, "seconds": seconds, "data": theirs,
                          "error": None if theirs is not None else why})
     for row in rows:
         if row["data"] is not None:
-            _describe(row, model, tests)
+            _describe(row, tests, wants)
     runnable = [r for r in rows if r.get("max_abs_error") is not None]
     for r, t in zip(runnable, bench([r["data"] for r in runnable], seconds=2.0, inputs={"tokens": tests[0]})):
         r["latency_us"] = t["median_us"]
@@ -113,18 +120,19 @@ def main() -> int:
     forms = sorted({r.get("form", "") for r in conv.report.composites if r.get("status") == "fused"})
     print(f"fuselite's recurrent layers: the {', '.join(forms)} form (docs/rnn.md); any sentence length, any batch")
 
-    print("\nfuselite int8, calibrated on 32 sentences (the official converter fails on every Keras 3 recurrent "
+    print(f"\nfuselite int8, calibrated on {CALIBRATION} sentences (the official converter fails on every Keras 3 recurrent "
           "layer in int8):", flush=True)
-    calibration = _sentences(np.random.default_rng(1), 32, LENGTHS[0])
+    calibration = _sentences(np.random.default_rng(1), CALIBRATION, LENGTHS[0])
     t0 = time.perf_counter()
     q = fuselite.Converter.from_keras_model(model)
     q.optimizations = ["DEFAULT"]
     q.representative_dataset = lambda: ([s] for s in calibration)
     quantized = q.convert()
-    want = np.concatenate([np.asarray(model(s)).ravel() for s in tests])
+    seconds = time.perf_counter() - t0
+    want = np.concatenate([w.ravel() for w in wants])
     got = np.concatenate([next(iter(run(quantized, [s]).values())).ravel() for s in tests])
     schemes = sorted({r["scheme"] for r in q.report.quantization["ops"] if r.get("scheme")})
-    print(f"  converted in {time.perf_counter() - t0:.1f} s: {len(quantized):,} bytes ({len(quantized) / len(ours):.2f}x "
+    print(f"  converted in {seconds:.1f} s: {len(quantized):,} bytes ({len(quantized) / len(ours):.2f}x "
           f"the float file), the LSTMs as LiteRT's {', '.join(schemes)}")
     print(f"  max abs error vs Keras at {' / '.join(map(str, LENGTHS))} tokens: {np.abs(got - want).max():.1e} "
           f"(its outputs, probabilities: {want.min():.4f} to {want.max():.4f} with random weights)")
