@@ -34,10 +34,6 @@ def keras_entries(model, notes: list | None = None, zero_initial=None, input_sig
     if input_signature is not None:
         return _signature_entries(model, input_signature, notes, zero_initial)
     specs, names, structure = _keras_input_specs(model)
-
-    from fuselite.frontend.keras_rnn import recurrent_composites
-    from fuselite.passes.variables import ZeroInitialVariables
-
     struct = getattr(model, "_inputs_struct", None)  # Keras 3 functional: the structure the model was built on
     if structure is not None:  # a subclassed model, called on a list, tuple or dict: that structure again
         fn = tf.function(lambda *xs: model(tf.nest.pack_sequence_as(structure, list(xs)), training=False))
@@ -51,14 +47,33 @@ def keras_entries(model, notes: list | None = None, zero_initial=None, input_sig
         fn = tf.function(lambda x: model(x, training=False))
     else:
         fn = tf.function(lambda *xs: model(list(xs), training=False))
+    return _traced_entry(model, fn, specs, names, notes, zero_initial, retype=structure is not None)
+
+
+def _traced_entry(model, fn, specs: list, names: list[str], notes: list | None, zero_initial, retype: bool = False,
+                  signature: bool = False) -> list:
+    """The entry of ``model`` traced through ``fn`` on ``specs``, its recurrent layers as composites (their notes
+    to ``notes``), each op's location its layer where no line of the user's is (``_locate_by_layer``).
+    ``retype``: an input the model casts to an integer at once is traced again as one (``_integer_inputs``);
+    ``signature``: the specs are the user's ``input_signature`` (a call it does not fit is an InputError)."""
+    import tensorflow as tf
+
+    from fuselite.frontend.keras_rnn import recurrent_composites
+    from fuselite.passes.variables import ZeroInitialVariables
+
     with recurrent_composites(model, zero_initial if zero_initial is not None else ZeroInitialVariables()) \
             as layer_notes, _layer_scopes() as scopes:
-        cf = fn.get_concrete_function(*specs)
-        if structure is not None:  # an input the model casts to an integer at once (Embedding ids) is one
+        try:
+            cf = fn.get_concrete_function(*specs)
+        except (TypeError, ValueError) as e:
+            if not signature:
+                raise
+            raise InputError(f"the model cannot be called on input_signature: {str(e).strip().splitlines()[0]}") \
+                from None
+        if retype:  # an input the model casts to an integer at once (Embedding ids) is one
             retyped = _integer_inputs(cf, specs)
             if retyped != specs:
-                specs = retyped
-                cf = fn.get_concrete_function(*specs)
+                cf = fn.get_concrete_function(*retyped)
         if notes is not None:
             notes.extend(n for n in layer_notes if n not in notes)
     _locate_by_layer(cf, model, scopes)
@@ -103,9 +118,6 @@ def _signature_entries(model, input_signature, notes: list | None, zero_initial)
     structure per positional argument of the call (a bare structure is one argument, as Keras takes it)."""
     import tensorflow as tf
 
-    from fuselite.frontend.keras_rnn import recurrent_composites
-    from fuselite.passes.variables import ZeroInitialVariables
-
     args = list(input_signature) if isinstance(input_signature, (list, tuple)) else [input_signature]
     try:
         structure = tf.nest.map_structure(_tensor_spec, args)
@@ -122,21 +134,7 @@ def _signature_entries(model, input_signature, notes: list | None, zero_initial)
     specs = [tf.TensorSpec(s.shape, s.dtype, name=n) for s, n in zip(flat, names)]
     structure = tf.nest.pack_sequence_as(structure, specs)
     fn = tf.function(lambda *xs: model(*tf.nest.pack_sequence_as(structure, list(xs)), training=False))
-    with recurrent_composites(model, zero_initial if zero_initial is not None else ZeroInitialVariables()) \
-            as layer_notes, _layer_scopes() as scopes:
-        try:
-            cf = fn.get_concrete_function(*specs)
-        except (TypeError, ValueError) as e:
-            raise InputError(f"the model cannot be called on input_signature: {str(e).strip().splitlines()[0]}") \
-                from None
-        if notes is not None:
-            notes.extend(n for n in layer_notes if n not in notes)
-    _locate_by_layer(cf, model, scopes)
-    out_names = getattr(model, "output_names", None)
-    n_out = len(tf.nest.flatten(cf.structured_outputs))
-    if not out_names or len(out_names) != n_out or len(set(out_names)) != n_out:
-        out_names = _flat_output_names(cf.structured_outputs)
-    return [("serving_default", cf, names, list(out_names))]
+    return _traced_entry(model, fn, specs, names, notes, zero_initial, signature=True)
 
 
 def _tensor_spec(x):
