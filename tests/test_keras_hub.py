@@ -48,3 +48,73 @@ def test_keras_hub_backbone_with_dynamic_length(name):
         got = run(data, feeds)
         (out,) = [v for v in got.values() if v.shape == tuple(np.shape(want))][:1]
         np.testing.assert_allclose(out, np.asarray(want), atol=TOL * max(1.0, float(np.abs(want).max())))
+
+
+# backbones that needed a lowering of their own (issue 42): sliding-window masks from the length (Gemma 3, Qwen 3:
+# MatrixBandPart with computed bounds), shifted windows (Swin: Roll), rotary frequencies (RoFormer v2: an einsum
+# with an ellipsis), relative positions (DeBERTa v3: int64 Abs and Sign), Fourier token mixing (FNet: the real part
+# of FFT2D of a real tensor)
+_SMALL = dict(vocabulary_size=50, num_layers=2, hidden_dim=16, intermediate_dim=32)
+MORE = {
+    "FNetBackbone": dict(_SMALL, max_sequence_length=16),
+    "RoformerV2Backbone": dict(_SMALL, num_heads=2, head_size=8),
+    "DebertaV3Backbone": dict(_SMALL, num_heads=2, max_sequence_length=16, bucket_size=4),
+    "Gemma3Backbone": dict(_SMALL, image_size=16, num_query_heads=2, num_key_value_heads=1, head_dim=8,
+                           use_sliding_window_attention=True, sliding_window_size=4),
+    "Qwen3Backbone": dict(_SMALL, num_query_heads=2, num_key_value_heads=1, head_dim=8, sliding_window_size=4),
+    "SwinTransformerBackbone": dict(image_shape=(32, 32, 3), embed_dim=16, depths=[2], num_heads=[2], window_size=4,
+                                    patch_size=4),
+}
+
+
+def _inputs(model, batch: int, length: int, seed: int):
+    """Feeds for any backbone: token ids, masks and segments for a text one (the first row padded), an image."""
+    rng = np.random.default_rng(seed)
+    specs = model.input if isinstance(model.input, dict) else {"x": model.input}
+    feeds = {}
+    for key, t in specs.items():
+        shape = [batch if i == 0 else (length if d is None else d) for i, d in enumerate(t.shape)]
+        if "int" in str(t.dtype):
+            v = rng.integers(1, 50, shape) if "token" in key else np.ones(shape) if "mask" in key else \
+                rng.integers(0, 2, shape)
+            if "mask" in key:
+                v[0, -2:] = 0
+            feeds[key] = v.astype(np.int32)
+        else:
+            feeds[key] = rng.standard_normal(shape).astype(np.float32)
+    return feeds if isinstance(model.input, dict) else feeds["x"]
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_keras_hub_backbones_with_ops_of_their_own(name):
+    """Each converts with its batch and length (or image) left dynamic and gives Keras' numbers, every output,
+    at two shapes, on both LiteRT kernel sets; a dict of outputs keeps its keys as the signature's names."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = getattr(keras_hub.models, name)(**MORE[name])
+    data = fuselite.Converter.from_keras_model(model).convert()
+    for batch, length, seed in [(1, 7, 0), (2, 12, 1)]:
+        feeds = _inputs(model, batch, length, seed)
+        want = model(feeds)
+        want = {k: np.asarray(v) for k, v in want.items()} if isinstance(want, dict) else {None: np.asarray(want)}
+        for builtin in (False, True):
+            got = run(data, feeds if isinstance(feeds, dict) else [feeds], builtin_kernels=builtin)
+            if None not in want:
+                assert sorted(got) == sorted(want), (sorted(got), sorted(want))
+            for key, w in want.items():
+                g = got[key] if key is not None else next(iter(got.values()))
+                np.testing.assert_allclose(g, w, atol=TOL * max(1.0, float(np.abs(w).max())))
+
+
+def test_dict_outputs_keep_the_models_keys():
+    """A backbone's dict outputs are the signature's output names, as Keras' export names them (not the layers
+    that produce them: pooled_dense, dropout_1)."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras_hub.models.BertBackbone(**BACKBONES["BertBackbone"])
+    from fuselite.inspect import describe
+
+    outputs = describe(fuselite.Converter.from_keras_model(model).convert())["signatures"]["serving_default"]["outputs"]
+    assert sorted(o["name"] for o in outputs) == ["pooled_output", "sequence_output"], outputs

@@ -307,6 +307,12 @@ CASES = [
     C("rfft_abs", lambda x: tf.abs(tf.signal.rfft(x)), F(2, 16), atol=1e-4, expect=["RFFT2D", "COMPLEX_ABS"]),
     C("rfft_real_imag", lambda x: tf.math.real(tf.signal.rfft(x)) + tf.math.imag(tf.signal.rfft(x)), F(3, 8),
       atol=1e-4, expect=["REAL", "IMAG"]),
+    # -- DFT of real parts (FNet's token mixing: Real(FFT2D(Complex(x, 0))): real matrix products) -----------
+    C("fft2d_real_of_complex", lambda x: tf.math.real(tf.signal.fft2d(tf.complex(x, tf.zeros_like(x)))),
+      F(2, 6, 4), atol=1e-5, expect=["FULLY_CONNECTED"], absent=["RFFT2D"]),
+    C("fft2d_imag_of_complex", lambda x, y: tf.math.imag(tf.signal.fft2d(tf.complex(x, y))), F(2, 5, 3), F(2, 5, 3),
+      atol=1e-5),
+    C("fft_real_of_a_cast", lambda x: tf.math.real(tf.signal.fft(tf.cast(x, tf.complex64))), F(3, 7), atol=1e-5),
     # -- band_part (causal attention masks) ----------------------------------------------------
     *[C(f"band_part_{lo}_{up}".replace("-", "m"), lambda x, lo=lo, up=up: tf.linalg.band_part(x, lo, up),
         F(2, 5, 6), expect=["SELECT_V2"]) for lo, up in [(-1, 0), (0, -1), (1, 2), (0, 0)]],
@@ -450,6 +456,9 @@ CASES = [
     C("pow_scalar_const", lambda x: tf.pow(x, 3.0), F(2, 5)),
     C("pow_fractional", lambda x: tf.pow(x, 0.5), F(2, 5, lo=0.1, hi=4.0)),
     C("neg_abs", lambda x: tf.abs(-x), F(2, 5)),
+    # int64 |x| and sign (DeBERTa's relative positions): LiteRT's ABS and SIGN take no int64
+    C("abs_int64", lambda x: tf.cast(tf.abs(tf.cast(x, tf.int64)), tf.float32), I(2, 6), absent=["ABS"]),
+    C("sign_int64", lambda x: tf.cast(tf.sign(tf.cast(x, tf.int64)), tf.float32), I(2, 6), absent=["SIGN"]),
     C("floor_ceil_round", lambda x: (tf.floor(x), tf.math.ceil(x), tf.round(x)), F(2, 5, lo=-4, hi=4)),
     C("sin_cos", lambda x: (tf.sin(x), tf.cos(x)), F(2, 5, lo=-4, hi=4)),
     C("sign", lambda x: tf.sign(x), F(2, 5)),
@@ -482,6 +491,14 @@ CASES = [
     # -- Einsum -----------------------------------------------------------------------------
     C("einsum_abc_cd_const", lambda a: tf.einsum("abc,cd->abd", a, W(4, 5)), F(2, 3, 4)),
     C("einsum_abc_cd", lambda a, b: tf.einsum("abc,cd->abd", a, b), F(2, 3, 4), F(4, 5)),
+    # an ellipsis (RoFormer's rotary frequencies: '...,a->...a'), spelled with letters of its own
+    C("einsum_ellipsis_outer", lambda x: tf.einsum("...,a->...a", x, W(4)), F(2, 5)),
+    C("einsum_ellipsis_batched", lambda x: tf.einsum("...ij,jk->...ik", x, W(3, 4)), F(2, 2, 5, 3)),
+    C("einsum_ellipsis_both", lambda a, b: tf.einsum("...ij,...jk->...ik", a, b), F(2, 5, 3), F(2, 3, 4)),
+    # -- roll (Swin's shifted windows): static shifts as SLICEs concatenated --------------------------------
+    C("roll_two_axes", lambda x: tf.roll(x, shift=[2, -1], axis=[1, 2]), F(1, 6, 5), expect=["CONCATENATION"],
+      absent=["GATHER"]),
+    C("roll_same_axis_twice", lambda x: tf.roll(x, shift=[3, 4], axis=[1, 1]), F(2, 5, 2)),
     C("einsum_bij_bjk", lambda a, b: tf.einsum("bij,bjk->bik", a, b), F(2, 3, 4), F(2, 4, 5)),
     C("einsum_aecd_abcd", lambda a, b: tf.einsum("aecd,abcd->acbe", a, b), F(2, 3, 4, 5), F(2, 6, 4, 5)),
     C("einsum_bhqd_bhkd", lambda a, b: tf.einsum("bqhd,bkhd->bhqk", a, b), F(1, 3, 2, 4), F(1, 5, 2, 4)),
@@ -631,6 +648,30 @@ def test_band_part_with_dynamic_dims_is_built_from_the_runtime_shape(lo, up):
         x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
         got = next(iter(run(data, [x]).values()))
         np.testing.assert_array_equal(got, tf.linalg.band_part(x, lo, up).numpy())
+
+
+@pytest.mark.parametrize("case", ["band_part_bounds_from_the_length", "roll_dynamic_length",
+                                  "roll_dynamic_shift", "fft2d_dynamic_length"])
+def test_dynamic_shapes_of_the_keras_hub_ops(case):
+    """What keras-hub's backbones compute from a length known only at run time (Gemma 3's and Qwen 3's sliding
+    window bounds, Swin's and FNet's shapes): the same file at two lengths, on both kernel sets."""
+    import fuselite
+    from fuselite.runtime import run
+
+    fns = {
+        "band_part_bounds_from_the_length": lambda x: tf.linalg.band_part(x, tf.shape(x)[1] - 3, tf.shape(x)[2] // 4),
+        "roll_dynamic_length": lambda x: tf.roll(x, shift=2, axis=1),
+        "roll_dynamic_shift": lambda x: tf.roll(x, shift=tf.stack([tf.shape(x)[1] // 2, -1]), axis=[1, 2]),
+        "fft2d_dynamic_length": lambda x: tf.math.real(tf.signal.fft2d(tf.complex(x, tf.zeros_like(x)))),
+    }
+    fn = tf.function(fns[case], input_signature=[tf.TensorSpec([None, None, 6], tf.float32)])
+    data = fuselite.Converter.from_concrete_functions([fn.get_concrete_function()]).convert()
+    for shape in [(2, 7, 6), (1, 11, 6)]:
+        x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+        want = fn(x).numpy()
+        for builtin in (False, True):
+            got = next(iter(run(data, [x], builtin_kernels=builtin).values()))
+            np.testing.assert_allclose(got, want, atol=2e-5 * max(1.0, float(np.abs(want).max())))
 
 
 _DYN_EINSUM = [  # equation, input specs, constant weight shape, the inputs' shapes for (batch, seq, other seq)

@@ -79,7 +79,8 @@ def _traced_entry(model, fn, specs: list, names: list[str], notes: list | None, 
     _locate_by_layer(cf, model, scopes)
     out_names = getattr(model, "output_names", None)
     n_out = len(tf.nest.flatten(cf.structured_outputs))
-    if not out_names or len(out_names) != n_out or len(set(out_names)) != n_out:
+    if isinstance(cf.structured_outputs, dict) or not out_names or len(out_names) != n_out \
+            or len(set(out_names)) != n_out:  # a dict's keys (keras-hub backbones), as Keras' own export names them
         out_names = _flat_output_names(cf.structured_outputs)
     return [("serving_default", cf, names, list(out_names))]
 

@@ -149,6 +149,59 @@ def lower_tile(ctx):
     return [ctx.emit("TILE", [ctx.input(0), ctx.cast(ctx.input(1), np.int32)])]
 
 
+@lowering("Roll")
+def lower_roll(ctx):
+    # tf.roll (Swin's shifted windows): y[..., i, ...] = x[..., (i - shift) mod n, ...] along each axis, shifts
+    # of one axis adding up. LiteRT has no roll: a static shift of a static axis is two SLICEs concatenated in
+    # the other order (as the official converter writes it); a shift or a size known only at run time is a
+    # GATHER at (RANGE(n) - shift) FLOOR_MOD n.
+    x, shift, axis = ctx.input(0), ctx.input(1), ctx.input(2)
+    if axis.const is None or x.shape is None:
+        ctx.fail("the axes must be constants and the input's rank known")
+    rank = len(x.shape)
+    axes = [int(a) % rank for a in np.asarray(axis.const).reshape(-1)]
+    if shift.const is not None:
+        shifts = [int(s) for s in np.broadcast_to(np.asarray(shift.const).reshape(-1), (len(axes),))]
+        totals: dict[int, int] = {}
+        for a, s_ in zip(axes, shifts):
+            totals[a] = totals.get(a, 0) + s_
+        steps = [(a, totals[a], None) for a in sorted(totals)]
+    else:
+        shifts = ctx.cast(shift, np.int32)
+        if shifts.shape not in ((), (1,), (len(axes),)):
+            ctx.fail(f"shift of shape {shifts.shape} for {len(axes)} axes")
+        if len(axes) != len(set(axes)):
+            ctx.fail("a shift known at run time over an axis named twice")
+        steps = [(a, None, shifts if len(axes) == 1 or shifts.shape == () else
+                  ctx.emit("GATHER", [shifts, ctx.i32(k)], {"axis": 0, "batch_dims": 0}, dtype=np.int32, shape=()))
+                 for k, a in enumerate(axes)]
+    y = x
+    for a, total, runtime in steps:
+        n = x.shape[a]
+        if total is not None and n is not None:
+            total %= n
+            if total == 0:
+                continue
+            begin = [0] * rank
+            head = ctx.emit("SLICE", [y, ctx.i32([n - total if d == a else 0 for d in range(rank)]),
+                                      ctx.i32([total if d == a else -1 for d in range(rank)])],
+                            dtype=y.dtype, shape=tuple(total if d == a else s for d, s in enumerate(y.shape)))
+            tail = ctx.emit("SLICE", [y, ctx.i32(begin), ctx.i32([n - total if d == a else -1 for d in range(rank)])],
+                            dtype=y.dtype, shape=tuple(n - total if d == a else s for d, s in enumerate(y.shape)))
+            y = ctx.emit("CONCATENATION", [head, tail], {"axis": a, "fused_activation_function": "NONE"},
+                         dtype=y.dtype, shape=y.shape)
+            continue
+        dims = ctx.emit("SHAPE", [y], {"out_type": np.dtype(np.int32)}, dtype=np.int32, shape=(rank,))
+        size = ctx.emit("GATHER", [dims, ctx.i32(a)], {"axis": 0, "batch_dims": 0}, dtype=np.int32, shape=())
+        s_ = runtime if runtime is not None else ctx.i32(total)
+        positions = ctx.emit("RANGE", [ctx.i32(0), size, ctx.i32(1)], dtype=np.int32, shape=(n,))
+        moved = ctx.emit("SUB", [positions, ctx.emit("RESHAPE", [s_, ctx.i32([])], dtype=np.int32, shape=())],
+                         {"fused_activation_function": "NONE"}, dtype=np.int32, shape=(n,))
+        index = ctx.emit("FLOOR_MOD", [moved, size], dtype=np.int32, shape=(n,))
+        y = ctx.emit("GATHER", [y, index], {"axis": a, "batch_dims": 0}, dtype=y.dtype, shape=y.shape)
+    return [y]
+
+
 @lowering("BroadcastTo")
 def lower_broadcast_to(ctx):
     return [ctx.emit("BROADCAST_TO", [ctx.input(0), ctx.cast(ctx.input(1), np.int32)])]
@@ -216,21 +269,24 @@ def lower_einsum(ctx):
 
 @lowering("MatrixBandPart")
 def lower_matrix_band_part(ctx):
-    # tf.linalg.band_part (every causal attention mask): x where (num_lower < 0 or i - j <= num_lower) and
-    # (num_upper < 0 or j - i <= num_upper) over the last two dims, else 0. LiteRT has no such op: the mask is a
-    # constant when those dims are static, else built from RANGEs of the runtime shape; then SELECT_V2.
+    # tf.linalg.band_part (every causal attention mask; keras-hub's sliding windows compute the bounds from the
+    # length): x where (num_lower < 0 or i - j <= num_lower) and (num_upper < 0 or j - i <= num_upper) over the
+    # last two dims, else 0. LiteRT has no such op: i - j is a constant when those dims are static, else built
+    # from RANGEs of the runtime shape; a bound known only at run time is compared at run time; then SELECT_V2.
     x, lower, upper = ctx.input(0), ctx.input(1), ctx.input(2)
-    if lower.const is None or upper.const is None:
-        ctx.fail("num_lower and num_upper must be constants")
     if x.shape is None or len(x.shape) < 2:
         ctx.fail("the input needs a known rank of at least 2")
-    lo, up = int(lower.const), int(upper.const)
-    if lo < 0 and up < 0:
+    bounds = [None if b.const is None else int(np.asarray(b.const).reshape(())) for b in (lower, upper)]
+    if all(b is not None and b < 0 for b in bounds):
         return [x]
     rows, cols = x.shape[-2], x.shape[-1]
     if rows is not None and cols is not None:
         d = np.arange(rows)[:, None] - np.arange(cols)[None, :]
-        mask = ctx.const(((lo < 0) | (d <= lo)) & ((up < 0) | (-d <= up)))
+        if None not in bounds:
+            lo, up = bounds
+            return [ctx.emit("SELECT_V2", [ctx.const(((lo < 0) | (d <= lo)) & ((up < 0) | (-d <= up))), x,
+                                           ctx.const(np.zeros((), x.dtype))])]
+        d = ctx.const(d.astype(np.int32))
     else:
         shape = ctx.emit("SHAPE", [x], {"out_type": np.dtype(np.int32)}, dtype=np.int32, shape=(len(x.shape),))
         ones = ctx.i32([1])
@@ -246,10 +302,19 @@ def lower_matrix_band_part(ctx):
 
         i, j = arange(len(x.shape) - 2, [-1, 1]), arange(len(x.shape) - 1, [1, -1])
         d = ctx.emit("SUB", [i, j], {"fused_activation_function": "NONE"}, dtype=np.int32, shape=(rows, cols))
-        conds = []
-        if lo >= 0:
-            conds.append(ctx.emit("LESS_EQUAL", [d, ctx.i32(lo)], dtype=np.bool_, shape=(rows, cols)))
-        if up >= 0:
-            conds.append(ctx.emit("GREATER_EQUAL", [d, ctx.i32(-up)], dtype=np.bool_, shape=(rows, cols)))
-        mask = conds[0] if len(conds) == 1 else ctx.emit("LOGICAL_AND", conds, dtype=np.bool_, shape=(rows, cols))
+    conds = []
+    for k, (bound, value) in enumerate(zip(bounds, (lower, upper))):
+        if bound is not None and bound < 0:
+            continue  # the whole side kept
+        if bound is not None:
+            conds.append(ctx.emit("LESS_EQUAL", [d, ctx.i32(bound)], dtype=np.bool_, shape=(rows, cols)) if k == 0
+                         else ctx.emit("GREATER_EQUAL", [d, ctx.i32(-bound)], dtype=np.bool_, shape=(rows, cols)))
+            continue
+        b = ctx.cast(value, np.int32)  # a bound known at run time: a negative one keeps the side whole
+        within = ctx.emit("LESS_EQUAL", [d, b], dtype=np.bool_, shape=(rows, cols)) if k == 0 else \
+            ctx.emit("GREATER_EQUAL", [d, ctx.emit("NEG", [b], dtype=np.int32, shape=b.shape)], dtype=np.bool_,
+                     shape=(rows, cols))
+        whole = ctx.emit("LESS", [b, ctx.i32(0)], dtype=np.bool_, shape=b.shape)
+        conds.append(ctx.emit("LOGICAL_OR", [within, whole], dtype=np.bool_, shape=(rows, cols)))
+    mask = conds[0] if len(conds) == 1 else ctx.emit("LOGICAL_AND", conds, dtype=np.bool_, shape=(rows, cols))
     return [ctx.emit("SELECT_V2", [mask, x, ctx.const(np.zeros((), x.dtype))])]

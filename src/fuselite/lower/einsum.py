@@ -28,10 +28,37 @@ def _reshape_dims(dims):
     return out
 
 
-def lower_two_operand_einsum(ctx, equation: str, a, b):
+def expand_ellipsis(equation: str, ranks: list[int | None]) -> str | None:
+    """``equation`` with each ``...`` spelled as letters of its own (RoFormer's ``'...,a->...a'`` -> ``'AB,a->ABa'``
+    for a rank-2 first operand): an operand's ellipsis stands for its dims beyond its letters, aligned to the
+    right across operands (as NumPy broadcasts them), the output's for the longest. None where a rank is unknown
+    or the equation gives no output."""
     eq = equation.replace(" ", "")
-    if "..." in eq:
-        ctx.fail(f"einsum '{equation}' with an ellipsis is not supported")
+    if "..." not in eq:
+        return eq
+    if "->" not in eq or any(r is None for r in ranks):
+        return None
+    lhs, out = eq.split("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        return None
+    spans = [r - len(t.replace("...", "")) if "..." in t else 0 for t, r in zip(terms, ranks)]
+    if min(spans) < 0:
+        return None
+    fresh = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq][:max(spans)]
+    if len(fresh) < max(spans):
+        return None
+
+    def spelled(term: str, span: int) -> str:
+        return term.replace("...", "".join(fresh[len(fresh) - span:]) if span else "")
+
+    return ",".join(spelled(t, n) for t, n in zip(terms, spans)) + "->" + spelled(out, max(spans))
+
+
+def lower_two_operand_einsum(ctx, equation: str, a, b):
+    eq = expand_ellipsis(equation, [None if v.shape is None else len(v.shape) for v in (a, b)])
+    if eq is None:
+        ctx.fail(f"einsum '{equation}' with an ellipsis needs its operands' ranks")
     lhs, out = eq.split("->")
     ta, tb = lhs.split(",")
     if a.shape is None or b.shape is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fuselite.lower.nn import fully_connected
 from fuselite.lower.registry import lowering
 
 _BINARY = {
@@ -16,8 +17,8 @@ _BINARY = {
 _UNARY = {
     "Relu": "RELU", "Relu6": "RELU6", "Elu": "ELU", "Sigmoid": "LOGISTIC", "Tanh": "TANH",
     "Exp": "EXP", "Log": "LOG", "Sqrt": "SQRT", "Rsqrt": "RSQRT", "Square": "SQUARE", "Neg": "NEG",
-    "Abs": "ABS", "Floor": "FLOOR", "Ceil": "CEIL", "Round": "ROUND", "Sin": "SIN", "Cos": "COS",
-    "Sign": "SIGN", "LogicalNot": "LOGICAL_NOT", "ZerosLike": "ZEROS_LIKE", "LogSoftmax": "LOG_SOFTMAX",
+    "Floor": "FLOOR", "Ceil": "CEIL", "Round": "ROUND", "Sin": "SIN", "Cos": "COS",
+    "LogicalNot": "LOGICAL_NOT", "ZerosLike": "ZEROS_LIKE", "LogSoftmax": "LOG_SOFTMAX",
 }
 _OPTIONS = {"ADD", "SUB", "MUL", "DIV"}  # ops that carry fused_activation_function
 
@@ -46,6 +47,29 @@ for _tf, _tfl in _BINARY.items():
     lowering(_tf)(_binary_rule(_tfl))
 for _tf, _tfl in _UNARY.items():
     lowering(_tf)(_unary_rule(_tfl))
+
+
+@lowering("Abs")
+def lower_abs(ctx):
+    # LiteRT's ABS takes float32, int8, int16 and int32 (elementwise.cc; version 4 for int32): an int64 |x| (DeBERTa's
+    # relative positions) is MAXIMUM(x, NEG(x)), exact (NEG and MAXIMUM take int64: neg.cc, maximum_minimum.cc)
+    x = ctx.input(0)
+    if x.dtype == np.int64:
+        return [ctx.emit("MAXIMUM", [x, ctx.emit("NEG", [x])])]
+    return [ctx.emit("ABS", [x])]
+
+
+@lowering("Sign")
+def lower_sign(ctx):
+    # LiteRT's SIGN takes float32, float64 and int32 (sign.cc): an int64 sign (DeBERTa's relative positions) is
+    # CAST(x > 0) - CAST(x < 0), exact
+    x = ctx.input(0)
+    if x.dtype == np.int64:
+        zero = ctx.const(np.zeros((), np.int64))
+        up, down = (ctx.emit("CAST", [ctx.emit(kind, [x, zero], dtype=np.bool_, shape=x.shape)], dtype=x.dtype,
+                             shape=x.shape) for kind in ("GREATER", "LESS"))
+        return [ctx.emit("SUB", [up, down], {"fused_activation_function": "NONE"})]
+    return [ctx.emit("SIGN", [x])]
 
 
 @lowering("Atan2")
@@ -198,6 +222,79 @@ def lower_rfft(ctx):
     y = ctx.emit("RFFT2D", [x2, ctx.i32([1, n])], dtype=np.complex64, shape=(*x.shape[:-1], 1, n // 2 + 1))
     return [ctx.emit("SQUEEZE", [y], {"squeeze_dims": [rank - 1]}, dtype=np.complex64,
                      shape=(*x.shape[:-1], n // 2 + 1))]
+
+
+@lowering("FuseliteDFT")
+def lower_real_dft(ctx):
+    # not a TensorFlow op: passes/patterns.py rewrites Real / Imag(FFT[2D](Complex(re, im))) to it. The discrete
+    # Fourier transform over the last axis (and the one before it: dims 2) of re + i im, as real matrix products:
+    # with C[j, k] = cos(2 pi jk / n) and S = sin(...), both symmetric, X C - i X S per axis, so
+    #   re' = re C + im S,  im' = im C - re S.
+    # A static axis takes constant matrices (FULLY_CONNECTED); a dynamic one (a sequence length) matrices made at
+    # run time from RANGE, jk mod n, COS and SIN (BATCH_MATMUL). Exact but for float32 rounding.
+    re = ctx.input(0)
+    im = ctx.input(1) if len(ctx.inputs) > 1 else None
+    if re.shape is None or len(re.shape) < int(ctx.attr("dims")):
+        ctx.fail("the transformed input needs a known rank")
+    rank = len(re.shape)
+    parts = (re, im)
+    for axis in ([rank - 1, rank - 2] if int(ctx.attr("dims")) == 2 else [rank - 1]):
+        parts = _dft_axis(ctx, *parts, axis)
+    return [parts[0] if ctx.attr("part") == "real" else parts[1]]
+
+
+def _dft_axis(ctx, re, im, axis: int):
+    """(re', im') of the DFT of ``re + i im`` along ``axis`` (``im`` None: zeros)."""
+    rank = len(re.shape)
+    last = axis == rank - 1
+    if not last:  # bring the axis last, and back after
+        perm = list(range(rank))
+        perm[axis], perm[-1] = perm[-1], perm[axis]
+        re, im = ctx.transpose(re, perm), (None if im is None else ctx.transpose(im, perm))
+    n = re.shape[-1]
+    cos, sin = _dft_matrices(ctx, re, n)
+
+    def product(x, w):
+        if w.is_const:
+            return fully_connected(ctx, x, w, keep_num_dims=len(x.shape) > 2)
+        return ctx.emit("BATCH_MATMUL", [x, w], {"adj_x": False, "adj_y": False, "asymmetric_quantize_inputs": False},
+                        dtype=np.float32, shape=x.shape)
+
+    def add(a, b, kind="ADD"):
+        return ctx.emit(kind, [a, b], {"fused_activation_function": "NONE"}, dtype=np.float32, shape=a.shape)
+
+    real = product(re, cos)
+    imag = ctx.emit("NEG", [product(re, sin)], dtype=np.float32, shape=re.shape)
+    if im is not None:
+        real = add(real, product(im, sin))
+        imag = add(product(im, cos), imag)
+    for v in (real, imag):
+        v.shape = re.shape
+    if not last:
+        real, imag = ctx.transpose(real, perm), ctx.transpose(imag, perm)
+    return real, imag
+
+
+def _dft_matrices(ctx, x, n):
+    """(C, S) of size n: constants when n is static, else computed from ``x``'s last dim at run time."""
+    if n is not None:
+        jk = np.outer(np.arange(n), np.arange(n)) % n
+        angle = 2 * np.pi * jk / n
+        return ctx.const(np.cos(angle).astype(np.float32)), ctx.const(np.sin(angle).astype(np.float32))
+    i32 = np.dtype(np.int32)
+    dims = ctx.emit("SHAPE", [x], {"out_type": i32}, dtype=i32, shape=(len(x.shape),))
+    size = ctx.emit("GATHER", [dims, ctx.i32(len(x.shape) - 1)], {"axis": 0, "batch_dims": 0}, dtype=i32, shape=())
+    idx = ctx.emit("RANGE", [ctx.i32(0), size, ctx.i32(1)], dtype=i32, shape=(None,))
+    jk = ctx.emit("MUL", [ctx.emit("RESHAPE", [idx, ctx.i32([-1, 1])], dtype=i32, shape=(None, 1)),
+                          ctx.emit("RESHAPE", [idx, ctx.i32([1, -1])], dtype=i32, shape=(1, None))],
+                  {"fused_activation_function": "NONE"}, dtype=i32, shape=(None, None))
+    jk = ctx.emit("FLOOR_MOD", [jk, size], dtype=i32, shape=(None, None))  # exact before the float step
+    step = ctx.emit("DIV", [ctx.const(np.array(2 * np.pi, np.float32)), ctx.cast(size, np.float32)],
+                    {"fused_activation_function": "NONE"}, dtype=np.float32, shape=())
+    angle = ctx.emit("MUL", [ctx.cast(jk, np.float32), step], {"fused_activation_function": "NONE"},
+                     dtype=np.float32, shape=(None, None))
+    return (ctx.emit("COS", [angle], dtype=np.float32, shape=(None, None)),
+            ctx.emit("SIN", [angle], dtype=np.float32, shape=(None, None)))
 
 
 @lowering("ComplexAbs")

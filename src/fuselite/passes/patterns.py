@@ -7,6 +7,10 @@
 * hard-swish: ``x * relu6(x + 3) / 6`` (or ``* (1/6)``) -> ``HardSwish`` (a fuselite
   pseudo-op lowered to the HARD_SWISH builtin)
 
+* the real or imaginary part of a Fourier transform (``FFT`` / ``FFT2D``) of a complex tensor made of real parts
+  (``Complex(re, im)``, or a float cast to complex; FNet mixes its tokens so) -> ``FuseliteDFT`` (a pseudo-op
+  lowered to real matrix products: LiteRT holds complex tensors for its RFFT2D alone)
+
 Products are matched up to association and commutation of ``Mul`` (and division by a
 scalar constant), so ``(0.5 * x) * g``, ``x * (g * 0.5)`` and ``x * g / 2`` all match.
 """
@@ -166,6 +170,39 @@ RELU6 = TF.Relu6(TF["AddV2", "Add"](X, Const(value=3.0), commutative=True), name
 def hard_swish(ctx: RewriteCtx, m: Match) -> None:
     """``x * relu6(x + 3) / 6`` -> ``HardSwish`` (a fuselite pseudo-op lowered to HARD_SWISH)."""
     _replace_final(ctx, m, "tf.HardSwish")
+
+
+FFT = TF["FFT", "FFT2D"](TF.Complex(Var("re"), Var("im")), name="fft")
+FFT_OF_REAL = TF["FFT", "FFT2D"](TF.Cast(Var("re"), name="cast"), name="fft")
+
+
+def _complex_of_floats(v) -> bool:
+    return not isinstance(v.dtype, str) and np.dtype(v.dtype) == np.float32
+
+
+def _dft(ctx: RewriteCtx, m: Match, im) -> None:
+    """``Real`` / ``Imag`` of the transform -> ``FuseliteDFT(re, im)`` with the part and the number of axes."""
+    final = m.final
+    inputs = [m.re] + ([im] if im is not None else [])
+    new = ctx.fn.make_op("tf.FuseliteDFT", inputs, [(np.dtype(np.float32), final.outputs[0].shape)],
+                         {"dims": 2 if m.fft.kind == "FFT2D" else 1, "part": final.kind.lower()}, name=final.name,
+                         location=final.location)
+    ctx.insert_before(final, new)
+    ctx.fn.replace_uses(final.outputs[0], new.outputs[0])
+
+
+@rule("tf_patterns", TF["Real", "Imag"](FFT, name="final"), anchor="fft",
+      condition=lambda ctx, m: _complex_of_floats(m.re) and _complex_of_floats(m.im))
+def real_dft(ctx: RewriteCtx, m: Match) -> None:
+    """``Real`` / ``Imag`` of ``FFT`` / ``FFT2D`` of ``Complex(re, im)`` -> ``FuseliteDFT(re, im)``."""
+    _dft(ctx, m, m.im)
+
+
+@rule("tf_patterns", TF["Real", "Imag"](FFT_OF_REAL, name="final"), anchor="fft",
+      condition=lambda ctx, m: _complex_of_floats(m.re))
+def real_dft_of_a_cast(ctx: RewriteCtx, m: Match) -> None:
+    """``Real`` / ``Imag`` of ``FFT`` / ``FFT2D`` of a float32 tensor cast to complex -> ``FuseliteDFT(re)``."""
+    _dft(ctx, m, None)
 
 
 def rewrite_tf_patterns(module: Module) -> int:

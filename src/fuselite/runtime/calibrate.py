@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from fuselite.errors import InputError
+from fuselite.errors import ConversionError, InputError
 
 
 class CalibrationDataError(InputError):
@@ -89,7 +89,12 @@ def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None
         fed = _feed(sample, names, details, count - 1)
         if len(kept) < keep:
             kept.append(fed)
-        runner(**fed)
+        try:
+            runner(**fed)
+        except (RuntimeError, ValueError) as e:  # a kernel that refuses the float model: said, not raised raw
+            said = " ".join(str(e).split())
+            raise ConversionError(f"LiteRT cannot run the float model on calibration sample {count - 1} (before "
+                                  f"quantizing it): {said}") from None
         for name, i in tensors:
             try:
                 value = interp.get_tensor(i)
