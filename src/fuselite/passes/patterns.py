@@ -180,8 +180,18 @@ def _complex_of_floats(v) -> bool:
     return not isinstance(v.dtype, str) and np.dtype(v.dtype) == np.float32
 
 
+def _zeros(v) -> bool:
+    """``v`` is zeros: a constant of zeros, or ``ZerosLike`` (FNet's imaginary part)."""
+    if v.is_const:
+        return not np.any(v.const)
+    return v.producer is not None and v.producer.kind == "ZerosLike"
+
+
 def _dft(ctx: RewriteCtx, m: Match, im) -> None:
-    """``Real`` / ``Imag`` of the transform -> ``FuseliteDFT(re, im)`` with the part and the number of axes."""
+    """``Real`` / ``Imag`` of the transform -> ``FuseliteDFT(re[, im])`` with the part and the number of axes (no
+    imaginary input where it is zeros)."""
+    if im is not None and _zeros(im):
+        im = None
     final = m.final
     inputs = [m.re] + ([im] if im is not None else [])
     new = ctx.fn.make_op("tf.FuseliteDFT", inputs, [(np.dtype(np.float32), final.outputs[0].shape)],

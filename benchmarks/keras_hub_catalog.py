@@ -1,0 +1,402 @@
+#!/usr/bin/env python
+"""The keras-hub catalog: every backbone keras-hub builds from a tiny configuration (``keras_hub_configs.py``, the
+package's own tests' ``init_kwargs``), random weights, converted side by side.
+
+Per backbone, in a child process of its own (a converter or a kernel may crash it):
+
+* fuselite float (``from_keras_model``: batch and length left dynamic): converts, and its error against Keras on
+  both LiteRT kernel sets (XNNPACK and the builtin kernels) at the test's shapes and, for a model with a dynamic
+  length, at another length and batch 2;
+* fuselite int8 and 16x8 (16 random calibration draws, ``TFLITE_BUILTINS_INT8`` / the 16x8 set alone: integer
+  only): converts, runs, its error against the float Keras model on both kernel sets;
+* the official converter at its best: ``from_concrete_functions`` of a function of the test's static shapes, its
+  variables frozen first with TensorFlow's ``convert_variables_to_constants_v2`` (its ``from_keras_model`` fails
+  on most text models; unfrozen, a Keras 3 model's weights stay variables, NaN with XNNPACK), float and int8;
+* Keras' own ``model.export(format="litert")``: does the stock LiteRT interpreter run it;
+* conversion time and file size.
+
+Errors are max |LiteRT - Keras| over the outputs' range (every output, the largest). Example::
+
+    .venv/bin/python benchmarks/keras_hub_catalog.py --out docs/keras-hub-benchmarks.md
+    .venv/bin/python benchmarks/keras_hub_catalog.py --only GPT2Backbone BertBackbone      # a few, to stdout
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+
+SIXTEEN = "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8"
+CALIBRATION = 16
+
+
+def _inputs(model, spec: dict, vocabulary: int, batch: int, other_length: bool, seed: int):
+    """Inputs like the test's (``spec``: name -> (dtype, shape, max)): token ids below the vocabulary, masks of
+    ones with the first row padded at the end, segment ids 0 / 1, floats standard normal; with ``other_length``
+    a dynamic length (dim 1) 2 steps shorter (1 longer where that leaves fewer than 2: the tests' lengths are
+    often the model's largest)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    dynamic = _dynamic_dims(model)
+    for name, (dtype, shape, _) in spec.items():
+        shape = list(shape)
+        shape[0] = batch
+        if other_length and name in dynamic and len(shape) > 1 and 1 in dynamic[name]:
+            shape[1] = shape[1] - 2 if shape[1] > 3 else shape[1] + 1
+        if dtype.startswith("int") or dtype.startswith("uint"):
+            if "mask" in name:
+                v = np.ones(shape)
+                if len(shape) > 1 and shape[1] > 2:
+                    v[0, -2:] = 0
+            elif "segment" in name:
+                v = rng.integers(0, 2, shape)
+            else:
+                v = rng.integers(1, max(vocabulary, 2), shape)
+            feeds[name] = v.astype(dtype)
+        elif dtype == "bool":
+            v = np.ones(shape, bool)
+            if len(shape) > 1 and shape[1] > 2:
+                v[0, -2:] = False
+            feeds[name] = v
+        else:
+            feeds[name] = rng.standard_normal(shape).astype("float32")
+    return feeds["__single__"] if "__single__" in feeds else feeds
+
+
+def _dynamic_dims(model) -> dict[str, set[int]]:
+    """input name -> the dims the model leaves unknown (besides the batch)."""
+    inputs = model.input if isinstance(model.input, dict) else {"__single__": model.input}
+    return {k: {i for i, d in enumerate(t.shape) if d is None and i > 0} for k, t in inputs.items()}
+
+
+def _keras_outputs(model, feeds) -> list[np.ndarray]:
+    out = model(feeds)
+    if isinstance(out, dict):
+        return [np.asarray(out[k]) for k in sorted(out)]
+    return [np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+def _run(data: bytes, feeds, builtin: bool) -> list[np.ndarray]:
+    """The model's outputs in the order of the signature's output names (sorted: a dict's keys)."""
+    from fuselite.runtime import run
+
+    got = run(data, feeds if isinstance(feeds, dict) else [feeds], builtin_kernels=builtin)
+    return [got[k] for k in sorted(got)]
+
+
+def _error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    """Max |got - want| over each output's range (paired by shape, closest first), the largest over outputs."""
+    worst, rest = 0.0, list(got)
+    for w in want:
+        same = [g for g in rest if g.shape == w.shape]
+        if not same:
+            raise ValueError(f"no output of shape {w.shape} among {[g.shape for g in got]}")
+        g = min(same, key=lambda g: float(np.abs(g.astype(np.float64) - w).max()))
+        rest = [r for r in rest if r is not g]
+        span = float(w.max() - w.min()) if w.size else 0.0
+        worst = max(worst, float(np.abs(g.astype(np.float64) - w).max()) / max(span, 1e-12))
+    return worst
+
+
+def _errors(data: bytes, cases: list[tuple]) -> dict:
+    """{"xnnpack": e, "builtin": e} over the cases ((feeds, keras outputs), ...), or {"error": why it fails}."""
+    out = {}
+    try:
+        for builtin in (False, True):
+            out["builtin" if builtin else "xnnpack"] = max(_error(_run(data, f, builtin), w) for f, w in cases)
+    except Exception as e:
+        out["error"] = _first_line(e)
+    return out
+
+
+def _first_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return f"{type(e).__name__}: {text}"[:400]
+
+
+def _fuselite(model, mode: str | None, calibration, cases) -> dict:
+    import fuselite
+
+    row: dict = {}
+    t0 = time.perf_counter()
+    try:
+        conv = fuselite.Converter.from_keras_model(model)
+        if mode is not None:
+            conv.optimizations = ["DEFAULT"]
+            conv.representative_dataset = lambda: ([c] if not isinstance(c, dict) else c for c in calibration)
+            conv.target_spec.supported_ops = [SIXTEEN if mode == "16x8" else "TFLITE_BUILTINS_INT8"]
+        data = conv.convert()
+    except Exception as e:
+        return {"converts": False, "why": _first_line(e), "seconds": time.perf_counter() - t0}
+    row.update(converts=True, seconds=time.perf_counter() - t0, bytes=len(data), **_errors(data, cases))
+    if mode is not None:
+        layers = conv.report.quantization.get("layers", {}).get("layers", [])
+        row["shares"] = [(r["layer"], round(r["share"], 2)) for r in sorted(layers, key=lambda r: -r["share"])[:3]]
+    return row
+
+
+def _official(model, feeds_static, mode: str | None, calibration) -> dict:
+    """The official converter on a function of the test's static shapes, variables tracked by a tf.Module."""
+    import tensorflow as tf
+
+    names = sorted(feeds_static) if isinstance(feeds_static, dict) else None
+    specs = [tf.TensorSpec(feeds_static[n].shape, tf.as_dtype(feeds_static[n].dtype), name=n) for n in names] \
+        if names else [tf.TensorSpec(feeds_static.shape, tf.as_dtype(feeds_static.dtype), name="x")]
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    @tf.function(input_signature=specs)
+    def serve(*xs):
+        return model(dict(zip(names, xs)) if names else xs[0], training=False)
+
+    row: dict = {}
+    t0 = time.perf_counter()
+    try:  # the weights frozen first: the converter keeps a Keras 3 model's as variables (NaN with XNNPACK)
+        conv = tf.lite.TFLiteConverter.from_concrete_functions(
+            [convert_variables_to_constants_v2(serve.get_concrete_function())])
+        if mode is not None:
+            conv.optimizations = [tf.lite.Optimize.DEFAULT]
+            conv.representative_dataset = lambda: ([c[n] for n in names] if names else [c] for c in calibration)
+            conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        data = conv.convert()
+    except Exception as e:
+        return {"converts": False, "why": _first_line(e), "seconds": time.perf_counter() - t0}
+    row.update(converts=True, seconds=time.perf_counter() - t0, bytes=len(data))
+    want = _keras_outputs(model, feeds_static)
+    try:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        errs = {}
+        for builtin in (False, True):
+            kw = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} if builtin else {}
+            interp = Interpreter(model_content=data, **kw)
+            interp.allocate_tensors()
+            details = interp.get_input_details()
+            for d in details:  # by name (the spec's): LiteRT's order is not the function's
+                key = next((n for n in names if d["name"].split(":")[0].endswith(n)), None) if names else None
+                interp.set_tensor(d["index"], _as_input(d, feeds_static[key] if names else feeds_static))
+            interp.invoke()
+            got = [_as_output(d, interp.get_tensor(d["index"])) for d in interp.get_output_details()]
+            errs["builtin" if builtin else "xnnpack"] = _error(got, want)
+        row.update(errs)
+    except Exception as e:
+        row["error"] = _first_line(e)
+    return row
+
+
+def _as_input(d, v):
+    scale, zero = d["quantization"]
+    if scale and np.dtype(d["dtype"]).kind in "iu" and np.asarray(v).dtype.kind == "f":
+        info = np.iinfo(d["dtype"])
+        return np.clip(np.rint(v / scale) + zero, info.min, info.max).astype(d["dtype"])
+    return np.asarray(v).astype(d["dtype"])
+
+
+def _as_output(d, v):
+    scale, zero = d["quantization"]
+    return (v.astype(np.float64) - zero) * scale if scale and np.dtype(d["dtype"]).kind in "iu" else v
+
+
+def _keras_export(model) -> dict:
+    from fuselite.runtime import interpreter
+
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            model.export(os.path.join(d, "m.tflite"), format="litert", verbose=False)
+            data = open(os.path.join(d, "m.tflite"), "rb").read()
+        except Exception as e:
+            return {"converts": False, "why": _first_line(e)}
+    try:
+        interpreter(data)
+        return {"converts": True, "runs": True}
+    except Exception as e:
+        return {"converts": True, "runs": False, "why": _first_line(e)}
+
+
+WIDTHS = ("hidden_dim", "hidden_size", "intermediate_dim", "embedding_dim", "head_size", "head_dim")
+
+
+def widened(kwargs: dict) -> dict:
+    """The test's configuration, its widths times 8 where its hidden size is under 8: a layer norm over 2 features
+    gives +-1 whichever of the two is larger, so a rounding difference of 1e-7 flips an output by 2 (a width
+    the tests chose for speed, not numbers)."""
+    hidden = kwargs.get("hidden_dim", kwargs.get("hidden_size"))
+    if not isinstance(hidden, int) or hidden >= 8:
+        return kwargs
+    return {k: v * 8 if k in WIDTHS and isinstance(v, int) else v for k, v in kwargs.items()}
+
+
+def one(name: str) -> dict:
+    """Everything for backbone ``name`` (run in a child process)."""
+    import keras
+    import keras_hub
+    from keras_hub_configs import CONFIGS
+
+    config = CONFIGS[name]
+    kwargs = widened(dict(config["kwargs"]))
+    vocabulary = int(kwargs.get("vocabulary_size", kwargs.get("vocab_size", 10)))
+    keras.utils.set_random_seed(0)
+    result: dict = {"name": name}
+    try:
+        model = getattr(keras_hub.models, name)(**kwargs)
+    except Exception as e:
+        result["build"] = _first_line(e)
+        return result
+    spec = config["inputs"]
+    feeds = _inputs(model, spec, vocabulary, 1, False, 0)
+    dynamic = any(1 in dims for dims in _dynamic_dims(model).values())
+    cases = [(feeds, _keras_outputs(model, feeds))]
+    if dynamic:  # another length, batch 2
+        other = _inputs(model, spec, vocabulary, 2, True, 1)
+        cases.append((other, _keras_outputs(model, other)))
+    calibration = [_inputs(model, spec, vocabulary, 1, False, 100 + i) for i in range(CALIBRATION)]
+    result["dynamic"] = dynamic
+    result["fuselite"] = _fuselite(model, None, None, cases)
+    result["fuselite_int8"] = _fuselite(model, "int8", calibration, cases[:1])
+    result["fuselite_16x8"] = _fuselite(model, "16x8", calibration, cases[:1])
+    result["official"] = _official(model, feeds, None, None)
+    result["official_int8"] = _official(model, feeds, "int8", calibration)
+    result["keras_export"] = _keras_export(model)
+    return result
+
+
+# -- the report ----------------------------------------------------------------------------------------------
+
+
+def _pct(row: dict | None) -> str:
+    if not row:
+        return "—"
+    if not row.get("converts"):
+        return "fails"
+    if "xnnpack" not in row:
+        return "no run"
+    x, b = 100 * row["xnnpack"], 100 * row.get("builtin", row["xnnpack"])
+    return f"{x:.2g}%" if abs(x - b) < 0.05 * max(x, 1e-9) or max(x, b) < 1e-3 else f"{x:.2g}% / {b:.2g}%"
+
+
+def _float_cell(row: dict | None) -> str:
+    if not row:
+        return "—"
+    if not row.get("converts"):
+        return "fails"
+    if "xnnpack" not in row:
+        return "no run"
+    worst = max(row["xnnpack"], row.get("builtin", 0.0))
+    return f"{'exact' if worst <= 1e-4 else 'off'} ({worst:.1e})"
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| backbone | fuselite float (both kernel sets) | official float | Keras export on LiteRT | "
+             "fuselite int8 | official int8 | fuselite 16x8 | fuselite s, bytes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        if "build" in r or "crash" in r:
+            lines.append(f"| {r['name']} | {r.get('build') or r.get('crash')} | | | | | | |")
+            continue
+        f = r["fuselite"]
+        export = r["keras_export"]
+        ex = "runs" if export.get("runs") else "no (Flex)" if "Flex" in export.get("why", "") else \
+            "fails" if not export.get("converts") else "no"
+        size = f"{f['seconds']:.1f} s, {f['bytes']:,}" if f.get("converts") else "—"
+        dyn = " (dynamic)" if r.get("dynamic") else ""
+        lines.append(f"| {r['name']}{dyn} | {_float_cell(f)} | {_float_cell(r['official'])} | {ex} | "
+                     f"{_pct(r['fuselite_int8'])} | {_pct(r['official_int8'])} | {_pct(r['fuselite_16x8'])} | {size} |")
+    return "\n".join(lines)
+
+
+def why_section(results: list[dict]) -> str:
+    lines = []
+    for r in results:
+        for key in ("fuselite", "fuselite_int8", "fuselite_16x8", "official", "official_int8"):
+            row = r.get(key) or {}
+            why = row.get("why") or row.get("error")
+            if why:
+                lines.append(f"- {r['name']}, {key.replace('_', ' ')}: {why}")
+    return "\n".join(lines) or "- none"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="*", help="these backbones only")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # the child process
+    p.add_argument("--timeout", type=float, default=900, help="seconds per backbone (default 900)")
+    p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
+    p.add_argument("--json", help="also write the raw results here")
+    args = p.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if args.one:
+        from measure import quiet
+
+        try:
+            with quiet():
+                result = one(args.one)
+        except Exception:
+            result = {"name": args.one, "crash": traceback.format_exc().strip().splitlines()[-1][:300]}
+        print("RESULT " + json.dumps(result))
+        return 0
+    from keras_hub_configs import CONFIGS
+    from report import command_line, emit, fuselite_revision, machine_description, versions
+
+    names = args.only or sorted(CONFIGS)
+    started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
+    results = []
+    for name in names:
+        print(f"[keras_hub] {name} ...", file=sys.stderr, flush=True)
+        try:
+            out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True,
+                                 timeout=args.timeout)
+            line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
+            results.append(json.loads(line[7:]) if line else
+                           {"name": name, "crash": f"the child process ended with {out.returncode}: "
+                                                   f"{(out.stderr.strip().splitlines() or [''])[-1][:200]}"})
+        except subprocess.TimeoutExpired:
+            results.append({"name": name, "crash": f"did not finish in {args.timeout:.0f} s"})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    ran = [r for r in results if "build" not in r and "crash" not in r]
+    count = {key: sum(1 for r in ran if r[key].get("converts") and "xnnpack" in r[key])
+             for key in ("fuselite", "official", "fuselite_int8", "official_int8", "fuselite_16x8")}
+    exact = sum(1 for r in ran if "xnnpack" in r["fuselite"] and max(r["fuselite"]["xnnpack"],
+                                                                    r["fuselite"].get("builtin", 0)) <= 1e-4)
+    text = "\n".join([
+        "# keras-hub backbones: fuselite, the official converter and Keras' export",
+        "",
+        f"- Command: `{command_line()}` (from `{os.getcwd()}`)",
+        f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
+        f"- Machine: {machine_description()}",
+        f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}",
+        "- Tiny configurations of keras-hub's own backbone tests (`benchmarks/keras_hub_configs.py`; widths times 8 "
+        "where the hidden size is under 8, `widened`), random weights. fuselite: `from_keras_model`, batch and length dynamic (errors at the test's shapes and, for a "
+        "dynamic length, at another length and batch 2). Official: `from_concrete_functions` of a function of the "
+        "test's static shapes, its variables frozen first (`convert_variables_to_constants_v2`). int8 / 16x8: 16 random calibration draws, integer op sets "
+        "alone. Error: max |LiteRT - Keras| over the output's range, XNNPACK (and the builtin kernels where they "
+        "differ by more than 5%). *exact*: at most 1e-4 on both kernel sets.",
+        "",
+        f"Built {len(ran)} of {len(results)}. Float: fuselite runs {count['fuselite']} ({exact} exact), the "
+        f"official converter {count['official']}. int8: fuselite {count['fuselite_int8']}, official "
+        f"{count['official_int8']}; 16x8: fuselite {count['fuselite_16x8']}.",
+        "",
+        table(results),
+        "",
+        "## Why a conversion fails or does not run",
+        "",
+        why_section(results),
+        ""])
+    emit(text, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
