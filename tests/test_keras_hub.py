@@ -118,3 +118,27 @@ def test_dict_outputs_keep_the_models_keys():
 
     outputs = describe(fuselite.Converter.from_keras_model(model).convert())["signatures"]["serving_default"]["outputs"]
     assert sorted(o["name"] for o in outputs) == ["pooled_output", "sequence_output"], outputs
+
+
+def test_causal_decoder_16x8_is_no_worse_than_int8():
+    """GPT-2 (causal, padded): its masked softmax's -1e9 fill no longer takes the logits' range, so widening to
+    16x8 brings the error down instead of up (of the output's range, before: int8 1.28%, 16x8 10.4%; after: int8
+    1.28%, 16x8 0.42%). Bounds: int8 5% (the issue's bar), 16x8 at most int8's, on both kernel sets."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras_hub.models.GPT2Backbone(**BACKBONES["GPT2Backbone"])
+    calibration = [_feeds(model, 1, 8, seed) for seed in range(100, 116)]
+    feeds = _feeds(model, 1, 8, 0)
+    want = np.asarray(model(feeds))
+    errors = {}
+    for mode, ops in (("int8", "TFLITE_BUILTINS_INT8"),
+                      ("16x8", "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8")):
+        conv = fuselite.Converter.from_keras_model(model)
+        conv.optimizations = ["DEFAULT"]
+        conv.representative_dataset = lambda: iter(calibration)
+        conv.target_spec.supported_ops = [ops]
+        data = conv.convert()
+        errors[mode] = max(float(np.abs(next(iter(run(data, feeds, builtin_kernels=b).values())) - want).max())
+                           for b in (False, True)) / float(np.ptp(want))
+    assert errors["int8"] <= 0.05 and errors["16x8"] <= errors["int8"], errors

@@ -226,6 +226,44 @@ def _saturated_ranges(fn: Function, ranges: dict[int, tuple[float, float]], wide
             ranges[v.uid] = (max(lo, -limit), min(hi, limit))
 
 
+# How far below the largest logit a SOFTMAX input contributes nothing its output can show: exp(d) under half an
+# output step (int8: 1/512, d < -6.2; int16: 1/65536, d < -11.1), with room; LiteRT's int16 softmax reads its
+# differences over [-10, 0] only (activations.cc), so anything below counts as -10 there
+SOFTMAX_CUTOFF = {"int8": 8.0, "int16": 12.0}
+LARGE_NEGATIVE = -1e4  # a mask's fill value (Keras: -1e9 or the dtype's lowest): no logit is this low
+
+
+def _is_mask_fill(v: Value | None) -> bool:
+    """A constant that masks: every entry either 0 or at most LARGE_NEGATIVE, at least one of them the latter
+    (``-1e9`` where Keras 3 selects, ``(1 - mask) * -1e9`` where tf_keras adds, the causal mask folded)."""
+    if v is None or not v.is_const or v.const.dtype != FLOAT32 or not v.const.size:
+        return False
+    c = v.const
+    return float(c.min()) <= LARGE_NEGATIVE and bool(np.all((c == 0) | (c <= LARGE_NEGATIVE)))
+
+
+def _masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int]) -> None:
+    """A SOFTMAX input that masks logits with a large negative constant (``SELECT_V2(mask, logits, -1e9)``, as
+    Keras 3's masked softmax writes it, or ``ADD(logits, (1 - mask) * -1e9)``, as tf_keras does): its range is the
+    logits' own, down to the cutoff below their largest, not the constant's -1e9 (which leaves every logit the
+    same integer: attention uniform). The masked entries clamp to the lowest code, where their weight rounds to 0;
+    the constant is quantized at the output's parameters (``_Int8Function.integer``)."""
+    for op in fn.ops:
+        if op.kind != "SOFTMAX":
+            continue
+        x = op.inputs[0]
+        masking = x.producer
+        if masking is None or masking.kind not in ("SELECT_V2", "ADD") or x.uid not in ranges:
+            continue
+        operands = masking.inputs[1:] if masking.kind == "SELECT_V2" else masking.inputs
+        kept = [v for v in operands if not _is_mask_fill(v)]
+        if len(kept) != 1 or len(kept) == len(operands) or kept[0].uid not in ranges:
+            continue
+        lo, hi = ranges[kept[0].uid]
+        cutoff = SOFTMAX_CUTOFF["int16" if op.outputs[0].uid in wide else "int8"]
+        ranges[x.uid] = (min(lo, hi - cutoff), hi)
+
+
 # Kinds whose LiteRT and TFLite Micro kernels take int16 activations (zero point 0) with int8 weights and
 # int64 biases (the 16x8 scheme); read in each kernel's Prepare (docs/kernel-contracts.md §7.3). A fixed
 # int8 output scale becomes 1/32768 (zero point 0) in int16. LiteRT only: GELU (an int16 lookup table; TFLite
@@ -440,6 +478,11 @@ class _Int8Function:
                 op.inputs[i] = self.weights[key]
             elif kernel.bias is not None and i == kernel.bias:
                 continue  # after the weight and the input are known
+            elif op.kind in ("SELECT_V2", "ADD") and _is_mask_fill(v) and op.outputs[0].uid in self.ranges:
+                # a mask's fill (-1e9): at the output's lowest code (its zeros exact), not a range of its own
+                # that would swamp the other operand
+                q = self.params(op.outputs[0], dtype)
+                op.inputs[i] = self.fn.const(quantize_values(v.const, q, dtype), f"{v.name}_{dtype.name}", quant=q)
             elif v.is_const and v.const.dtype == FLOAT32:
                 op.inputs[i] = self.const_as_activation(v, dtype)
             elif _is_activation(v) or v.quant is not None:
@@ -795,6 +838,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         fn.topo_sort()
         widened = _wide_values(fn, wide, narrow, wide_inputs)
         _saturated_ranges(fn, ranges, widened)
+        _masked_logits(fn, ranges, widened)
         q = _Int8Function(fn, ranges, widened, variables, fixed)
         counter = WeightBytes()
         lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
