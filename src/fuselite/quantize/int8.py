@@ -150,6 +150,13 @@ INTEGER_KERNELS: dict[str, IntegerKernel] = {
     "PACK": _AS_OUTPUT,  # pack.cc: inputs and output must share parameters
     # maximum_minimum.cc, select.cc: raw integers compared / copied: the inputs and the output share parameters
     "MAXIMUM": _AS_OUTPUT, "MINIMUM": _AS_OUTPUT, "SELECT_V2": _AS_OUTPUT, "SELECT": _AS_OUTPUT,
+    # one_hot.cc: the on and off values copied as they are (int8 evaluates; int16 passes Prepare, not Eval)
+    "ONE_HOT": _AS_OUTPUT,
+    # fill.cc: the scalar value must have the output's scale and zero point (int16: zero point 0)
+    "FILL": _AS_OUTPUT,
+    # pad.cc (LiteRT and TFLite Micro): the constant value must have the output's scale and zero point, and
+    # the output the input's (values copied): quantized at the input's parameters (``_Int8Function.integer``)
+    "PADV2": _SAME,
     # both operands activations (a constant right-hand side quantized as one, per tensor: the kernel reads
     # params.scale), as operator_property.cc's quantize_input_as_activations
     "BATCH_MATMUL": _RANGE,
@@ -187,13 +194,46 @@ NO_INTEGER_KERNEL: dict[str, str] = {
 }
 
 
-def _integer_forms(fn: Function, keep: KeepFloat) -> None:
+def _integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float, float]]) -> None:
     """Ops whose integer kernel would be wrong or missing, in an equal form that has one (float values alike):
     NEG is a raw integer negation in LiteRT (neg.cc: right only for zero point 0, -(-128) wraps) and has no
     integer kernel in TFLite Micro: x * -1; a division by a constant (Keras' Normalization) is a multiplication
-    by its reciprocal, as the official converter's rewrites make it."""
-    for op in fn.ops:
+    by its reciprocal, as the official converter's rewrites make it; a division by a square root (RMS norms
+    written ``x * reciprocal(sqrt(var + eps))``: Gemma, T5Gemma) is a multiplication by RSQRT, which has int8
+    and int16 kernels (elementwise.cc) where SQRT has none in LiteRT 2.3 or TFLite Micro; ZEROS_LIKE (int32,
+    int64 and float32 only: zeros_like.cc) of a float value is x * 0 (exact zeros at any zero point); SQUARE
+    (float32 only) is x * x."""
+    for op in list(fn.ops):
         if keep.match(op) is not None or not op.inputs or op.inputs[0] is None or op.inputs[0].dtype != FLOAT32:
+            continue
+        if op.kind == "DIV" and op.inputs[1].producer is not None and op.inputs[1].producer.kind == "SQRT" \
+                and keep.match(op.inputs[1].producer) is None:
+            a, root = op.inputs[0], op.inputs[1].producer
+            rsqrt = fn.make_op("tfl.RSQRT", [root.inputs[0]], [(FLOAT32, op.inputs[1].shape)],
+                               name=f"{root.name}_rsqrt")
+            fn.ops.insert(fn.ops.index(op), rsqrt)
+            lo, hi = ranges.get(op.inputs[1].uid, (0.0, 0.0))
+            if lo > 0:  # the calibrated range of 1 / sqrt(x), from that of sqrt(x)
+                ranges[rsqrt.outputs[0].uid] = (1.0 / hi, 1.0 / lo)
+            if a.is_const and a.const.size == 1 and float(a.const.reshape(-1)[0]) == 1.0 and \
+                    a.shape == () and tuple(rsqrt.outputs[0].shape) == tuple(op.outputs[0].shape):
+                fn.replace_uses(op.outputs[0], rsqrt.outputs[0])  # 1 / sqrt(x): RSQRT itself
+                fn.ops.remove(op)
+            else:
+                op.type = "tfl.MUL"
+                op.inputs = [a, rsqrt.outputs[0]]
+            if not fn.uses(root.outputs[0]) and not fn.is_output(root.outputs[0]):
+                fn.ops.remove(root)
+            continue
+        if op.kind == "SQUARE":  # x * x (MUL has int8 and int16 kernels; SQUARE takes float32 only)
+            op.type = "tfl.MUL"
+            op.inputs = [op.inputs[0], op.inputs[0]]
+            op.attrs = {"fused_activation_function": "NONE"}
+            continue
+        if op.kind == "ZEROS_LIKE":
+            op.type = "tfl.MUL"
+            op.inputs = [op.inputs[0], fn.const(np.float32(0.0), f"{op.name}_zero")]
+            op.attrs = {"fused_activation_function": "NONE"}
             continue
         if op.kind == "NEG":
             op.type = "tfl.MUL"
@@ -242,6 +282,47 @@ def _is_mask_fill(v: Value | None) -> bool:
     return float(c.min()) <= LARGE_NEGATIVE and bool(np.all((c == 0) | (c <= LARGE_NEGATIVE)))
 
 
+INDEX_ARITHMETIC = ("index arithmetic: float values computed from integers and cast back to integers (positions, "
+                    "buckets), exact in float, as the official converter's constant folding leaves them")
+# Float ops that may compute integers (positions, buckets, lengths): elementwise arithmetic, comparisons and moves
+INDEX_KINDS = frozenset({"ADD", "SUB", "MUL", "DIV", "LOG", "EXP", "SQRT", "RSQRT", "ABS", "NEG", "FLOOR", "CEIL",
+                         "ROUND", "MINIMUM", "MAXIMUM", "POW", "SQUARE", "FLOOR_DIV", "FLOOR_MOD", "SELECT_V2",
+                         "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "RESHAPE",
+                         "EXPAND_DIMS", "SQUEEZE", "TRANSPOSE", "STRIDED_SLICE", "SLICE", "BROADCAST_TO", "TILE",
+                         "CONCATENATION", "PACK"})
+
+
+def index_arithmetic(fn: Function) -> set[int]:
+    """The float ops that compute integers: every float operand comes from integers (a CAST of an integer tensor,
+    through such ops) or is a constant, and every float result is read only by a CAST back to an integer, a
+    comparison, or another such op (T5's relative-position buckets: ``int(log(|i - j| / 8) / log(16) * 8)``).
+    Quantized, they would move indices (and ``log(0) = -inf`` has no range); the official converter folds them at
+    static shapes. They stay float in every mode, as CAST itself does, integer-only op sets included."""
+    from_ints: set[int] = set()
+    candidates: list[Op] = []
+    for op in fn.ops:
+        floats_in = [v for v in op.inputs if v is not None and v.dtype == FLOAT32]
+        floats_out = [v for v in op.outputs if v.dtype == FLOAT32]
+        if op.kind == "CAST" and floats_out and op.inputs[0].dtype.kind in "iub":
+            from_ints.update(v.uid for v in floats_out)
+        elif op.kind in INDEX_KINDS and floats_in and any(v.uid in from_ints for v in floats_in) and \
+                all(v.uid in from_ints or v.is_const for v in floats_in):
+            from_ints.update(v.uid for v in floats_out)
+            candidates.append(op)
+    chosen: set[int] = set()
+    for op in reversed(candidates):
+        ends = True
+        for v in op.outputs:
+            if v.dtype != FLOAT32:
+                continue
+            users = fn.uses(v)
+            ends = ends and bool(users) and not fn.is_output(v) and all(
+                id(u) in chosen or (u.kind == "CAST" and u.outputs[0].dtype.kind in "iub") for u in users)
+        if ends:
+            chosen.add(id(op))
+    return chosen
+
+
 def _masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int]) -> None:
     """A SOFTMAX input that masks logits with a large negative constant (``SELECT_V2(mask, logits, -1e9)``, as
     Keras 3's masked softmax writes it, or ``ADD(logits, (1 - mask) * -1e9)``, as tf_keras does): its range is the
@@ -275,7 +356,8 @@ INT16_KINDS = frozenset({
     "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "PAD", "GATHER", "REVERSE_V2", "TRANSPOSE",
     # int16 with zero points 0 in LiteRT (kernel-contracts §15); TFLite Micro: MICRO_INT8_ONLY in pipeline.py
     "TRANSPOSE_CONV", "BATCH_MATMUL", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "REDUCE_MAX", "REDUCE_MIN",
-    "SUM", "ABS", "EXP", "LOG", "RSQRT", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE", "TOPK_V2"})
+    "SUM", "ABS", "EXP", "LOG", "RSQRT", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE", "TOPK_V2",
+    "PADV2", "FILL"})
 FIXED_INT16 = (1 / 32768, 0)
 
 
@@ -450,6 +532,21 @@ class _Int8Function:
         q = params_for(dtype, float(v.const.min()), float(v.const.max()))
         return self.fn.const(quantize_values(v.const, q, dtype), f"{v.name}_{dtype.name}", quant=q)
 
+    def pad_value(self, v: Value, x: Value, dtype: np.dtype) -> Value:
+        """PADV2's constant at the parameters of its (integer) input ``x``, as pad.cc requires: exact where ``x``
+        can hold it; a fill far below (or above) every value (-inf before max pooling) clamps to the lowest
+        (highest) code, which no window's maximum (minimum) is below (above)."""
+        if x.dtype != dtype or x.quant is None:
+            raise _NoRange("PADV2's input is not integer")
+        lo, hi = represented(x.quant, dtype)
+        c = float(np.asarray(v.const).reshape(-1)[0])
+        step = x.quant.scale[0]
+        if not (lo - step / 2 <= c <= hi + step / 2 or c <= LARGE_NEGATIVE or c >= -LARGE_NEGATIVE):
+            raise _NoRange(f"PADV2's value {c:g} is outside what its input's {dtype.name} parameters hold "
+                           f"[{lo:.3g}, {hi:.3g}]")
+        return self.fn.const(quantize_values(np.asarray(v.const), x.quant, dtype), f"{v.name}_{dtype.name}",
+                             quant=x.quant)
+
     def op_dtype(self, op: Op) -> np.dtype:
         """int16 when the op's outputs are to be wide and its kernel has a 16x8 form, else int8."""
         wide = op.kind in INT16_KINDS and any(o.uid in self.wide for o in op.outputs)
@@ -478,6 +575,8 @@ class _Int8Function:
                 op.inputs[i] = self.weights[key]
             elif kernel.bias is not None and i == kernel.bias:
                 continue  # after the weight and the input are known
+            elif op.kind == "PADV2" and i == 2 and v.is_const and v.const.dtype == FLOAT32:
+                op.inputs[i] = self.pad_value(v, op.inputs[0], dtype)
             elif op.kind in ("SELECT_V2", "ADD") and _is_mask_fill(v) and op.outputs[0].uid in self.ranges:
                 # a mask's fill (-1e9): at the output's lowest code (its zeros exact), not a range of its own
                 # that would swamp the other operand
@@ -834,12 +933,13 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     variables: dict[str, tuple] = {}  # shared_name -> (dtype, Quantization) of the variables made integer
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
-        _integer_forms(fn, keep)
+        _integer_forms(fn, keep, ranges)
         fn.topo_sort()
         widened = _wide_values(fn, wide, narrow, wide_inputs)
         _saturated_ranges(fn, ranges, widened)
         _masked_logits(fn, ranges, widened)
         q = _Int8Function(fn, ranges, widened, variables, fixed)
+        computes_integers = index_arithmetic(fn)
         counter = WeightBytes()
         lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
         states = {id(op.inputs[i].producer) for op in fn.ops if lstms.get(id(op), "x") is None for i in (18, 19)}
@@ -865,6 +965,10 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                 continue  # reads only the shape: any input type
             kernel = INTEGER_KERNELS.get(op.kind)
             entry = keep.match(op)
+            if id(op) in computes_integers and entry is None:
+                _add(records, outputs, op, record(fn, op, "float", counter.before(op), counter.after(op),
+                                                  INDEX_ARITHMETIC, no_integer_kernel=True))
+                continue
             why = f"keep_float {entry!r}" if entry is not None else q.why_float(op, kernel)
             before = counter.before(op)
             if op.kind in ("READ_VARIABLE", "ASSIGN_VARIABLE") and entry is None:
