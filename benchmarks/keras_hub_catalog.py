@@ -98,15 +98,16 @@ def _run(data: bytes, feeds, builtin: bool) -> list[np.ndarray]:
 
 def _error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     """Max |got - want| over each output's range (paired by shape, closest first), the largest over outputs."""
-    worst, rest = 0.0, list(got)
+    worst, rest = 0.0, [np.asarray(g, np.float64) for g in got]  # bool outputs (a padding mask) as 0 / 1
     for w in want:
+        w = np.asarray(w, np.float64)
         same = [g for g in rest if g.shape == w.shape]
         if not same:
             raise ValueError(f"no output of shape {w.shape} among {[g.shape for g in got]}")
-        g = min(same, key=lambda g: float(np.abs(g.astype(np.float64) - w).max()))
+        g = min(same, key=lambda g: float(np.abs(g - w).max()))
         rest = [r for r in rest if r is not g]
         span = float(w.max() - w.min()) if w.size else 0.0
-        worst = max(worst, float(np.abs(g.astype(np.float64) - w).max()) / max(span, 1e-12))
+        worst = max(worst, float(np.abs(g - w).max()) / max(span, 1e-12))
     return worst
 
 

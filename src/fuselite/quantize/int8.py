@@ -348,7 +348,10 @@ def _masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: s
 # Kinds whose LiteRT and TFLite Micro kernels take int16 activations (zero point 0) with int8 weights and
 # int64 biases (the 16x8 scheme); read in each kernel's Prepare (docs/kernel-contracts.md §7.3). A fixed
 # int8 output scale becomes 1/32768 (zero point 0) in int16. LiteRT only: GELU (an int16 lookup table; TFLite
-# Micro has no GELU kernel in any type) and GATHER (TFLite Micro's takes int8 and float32 only).
+# Micro has no GELU kernel in any type) and GATHER (TFLite Micro's takes int8 and float32 only). Not RSQRT: its
+# int16 kernel is a 512-segment lookup table over the input's whole symmetric range (elementwise.cc), coarse
+# where 1/sqrt is steep, near 0, where a layer norm's small variances are (DeiT's 16x8 output 31% off); its int8
+# kernel computes each code's 1/sqrt exactly, and a 16x8 model runs it int8 (DeiT: 2.1%).
 INT16_KINDS = frozenset({
     "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU",
     "RELU6", "GELU",
@@ -356,7 +359,7 @@ INT16_KINDS = frozenset({
     "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "PAD", "GATHER", "REVERSE_V2", "TRANSPOSE",
     # int16 with zero points 0 in LiteRT (kernel-contracts §15); TFLite Micro: MICRO_INT8_ONLY in pipeline.py
     "TRANSPOSE_CONV", "BATCH_MATMUL", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "REDUCE_MAX", "REDUCE_MIN",
-    "SUM", "ABS", "EXP", "LOG", "RSQRT", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE", "TOPK_V2",
+    "SUM", "ABS", "EXP", "LOG", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE", "TOPK_V2",
     "PADV2", "FILL"})
 FIXED_INT16 = (1 / 32768, 0)
 
