@@ -202,7 +202,7 @@ def _integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float,
     written ``x * reciprocal(sqrt(var + eps))``: Gemma, T5Gemma) is a multiplication by RSQRT, which has int8
     and int16 kernels (elementwise.cc) where SQRT has none in LiteRT 2.3 or TFLite Micro; ZEROS_LIKE (int32,
     int64 and float32 only: zeros_like.cc) of a float value is x * 0 (exact zeros at any zero point); SQUARE
-    (float32 only) is x * x."""
+    and POW(x, 2) (Mixtral's norms) are x * x."""
     for op in list(fn.ops):
         if keep.match(op) is not None or not op.inputs or op.inputs[0] is None or op.inputs[0].dtype != FLOAT32:
             continue
@@ -225,7 +225,9 @@ def _integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float,
             if not fn.uses(root.outputs[0]) and not fn.is_output(root.outputs[0]):
                 fn.ops.remove(root)
             continue
-        if op.kind == "SQUARE":  # x * x (MUL has int8 and int16 kernels; SQUARE takes float32 only)
+        if op.kind == "SQUARE" or (op.kind == "POW" and op.inputs[1].is_const and op.inputs[1].const.size == 1
+                                   and float(op.inputs[1].const.reshape(-1)[0]) == 2.0):
+            # x * x (MUL has int8 and int16 kernels; SQUARE takes float32 only, POW float32 and int32)
             op.type = "tfl.MUL"
             op.inputs = [op.inputs[0], op.inputs[0]]
             op.attrs = {"fused_activation_function": "NONE"}
@@ -273,6 +275,17 @@ SOFTMAX_CUTOFF = {"int8": 8.0, "int16": 12.0}
 LARGE_NEGATIVE = -1e4  # a mask's fill value (Keras: -1e9 or the dtype's lowest): no logit is this low
 
 
+# Float-only ops whose results have known bounds: their calibrated range widened to them, since the values they
+# give at lengths or positions calibration did not see (a rotary embedding's sin past the calibrated length) fill it
+BOUNDED = {"SIN": (-1.0, 1.0), "COS": (-1.0, 1.0)}
+
+
+def _bounded_ranges(fn: Function, ranges: dict[int, tuple[float, float]]) -> None:
+    for op in fn.ops:
+        if op.kind in BOUNDED and op.outputs[0].uid in ranges:
+            ranges[op.outputs[0].uid] = BOUNDED[op.kind]
+
+
 def _is_mask_fill(v: Value | None) -> bool:
     """A constant that masks: every entry either 0 or at most LARGE_NEGATIVE, at least one of them the latter
     (``-1e9`` where Keras 3 selects, ``(1 - mask) * -1e9`` where tf_keras adds, the causal mask folded)."""
@@ -282,22 +295,25 @@ def _is_mask_fill(v: Value | None) -> bool:
     return float(c.min()) <= LARGE_NEGATIVE and bool(np.all((c == 0) | (c <= LARGE_NEGATIVE)))
 
 
-INDEX_ARITHMETIC = ("index arithmetic: float values computed from integers and cast back to integers (positions, "
-                    "buckets), exact in float, as the official converter's constant folding leaves them")
+INDEX_ARITHMETIC = ("index arithmetic: float values computed from integers (positions, buckets, rotary angles) "
+                    "and read as integers or by float-only ops; exact in float at every length, as the official "
+                    "converter's constant folding leaves them")
 # Float ops that may compute integers (positions, buckets, lengths): elementwise arithmetic, comparisons and moves
 INDEX_KINDS = frozenset({"ADD", "SUB", "MUL", "DIV", "LOG", "EXP", "SQRT", "RSQRT", "ABS", "NEG", "FLOOR", "CEIL",
                          "ROUND", "MINIMUM", "MAXIMUM", "POW", "SQUARE", "FLOOR_DIV", "FLOOR_MOD", "SELECT_V2",
                          "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "RESHAPE",
                          "EXPAND_DIMS", "SQUEEZE", "TRANSPOSE", "STRIDED_SLICE", "SLICE", "BROADCAST_TO", "TILE",
-                         "CONCATENATION", "PACK"})
+                         "CONCATENATION", "PACK", "FULLY_CONNECTED", "BATCH_MATMUL"})
 
 
 def index_arithmetic(fn: Function) -> set[int]:
-    """The float ops that compute integers: every float operand comes from integers (a CAST of an integer tensor,
-    through such ops) or is a constant, and every float result is read only by a CAST back to an integer, a
-    comparison, or another such op (T5's relative-position buckets: ``int(log(|i - j| / 8) / log(16) * 8)``).
-    Quantized, they would move indices (and ``log(0) = -inf`` has no range); the official converter folds them at
-    static shapes. They stay float in every mode, as CAST itself does, integer-only op sets included."""
+    """The float ops that compute from positions: every float operand comes from integers (a CAST of an integer
+    tensor, through such ops) or is a constant, and every float result is read only by a CAST back to an
+    integer, a comparison, an op with no integer kernel (the SIN and COS of rotary embeddings), or another such
+    op (T5's relative-position buckets: ``int(log(|i - j| / 8) / log(16) * 8)``; rotary angles: position x
+    frequency). Quantized, they would move indices (``log(0) = -inf`` has no range) and clip every position past
+    the calibrated lengths; the official converter folds them at static shapes. They stay float in every mode,
+    as CAST itself does, integer-only op sets included."""
     from_ints: set[int] = set()
     candidates: list[Op] = []
     for op in fn.ops:
@@ -317,7 +333,7 @@ def index_arithmetic(fn: Function) -> set[int]:
                 continue
             users = fn.uses(v)
             ends = ends and bool(users) and not fn.is_output(v) and all(
-                id(u) in chosen or (u.kind == "CAST" and u.outputs[0].dtype.kind in "iub") for u in users)
+                id(u) in chosen or u.kind in NO_INTEGER_KERNEL for u in users)
         if ends:
             chosen.add(id(op))
     return chosen
@@ -941,6 +957,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         widened = _wide_values(fn, wide, narrow, wide_inputs)
         _saturated_ranges(fn, ranges, widened)
         _masked_logits(fn, ranges, widened)
+        _bounded_ranges(fn, ranges)
         q = _Int8Function(fn, ranges, widened, variables, fixed)
         computes_integers = index_arithmetic(fn)
         counter = WeightBytes()
