@@ -250,3 +250,37 @@ def test_cli_input_shape(tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["convert", str(tmp_path / "m.keras"), "-o", str(out), "--input-shape", "frames=6"])
     assert e.value.code == 2
+
+
+def _padding_model():
+    """keras-hub's Qwen 3.5 pads its sequence to whole chunks with ``if pad_size > 0:``: Python control flow on the
+    length, which cannot be traced while it is unknown."""
+    import keras
+
+    class ChunkPad(keras.layers.Layer):
+        def call(self, x):
+            pad = (4 - keras.ops.shape(x)[1] % 4) % 4
+            if pad > 0:
+                x = keras.ops.pad(x, [[0, 0], [0, pad], [0, 0]])
+            return keras.ops.sum(keras.ops.reshape(x, (-1, keras.ops.shape(x)[1] // 4, 4, 3)), 2)
+
+        def compute_output_shape(self, shape):
+            return (shape[0], None, shape[2])
+
+    x = keras.Input((None, 3), name="x")
+    return keras.Model(x, ChunkPad(name="chunk_pad")(x))
+
+
+def test_python_control_flow_on_the_length_needs_input_shapes():
+    """The trace's error is NeedsStaticLength naming the layer, its line and the input_shapes option; with the
+    length given there, the model converts and matches Keras."""
+    model = _padding_model()
+    with pytest.raises(NeedsStaticLength) as e:
+        fuselite.Converter.from_keras_model(model).convert()
+    text = str(e.value)
+    assert "ChunkPad" in text and "if pad > 0:" in text and "input_shapes" in text and "x: (?, ?, 3)" in text, text
+    conv = fuselite.Converter.from_keras_model(model)
+    conv.input_shapes = {"x": (None, 6, 3)}  # the batch left dynamic
+    data = conv.convert()
+    xs = np.random.default_rng(0).standard_normal((2, 6, 3)).astype(np.float32)
+    np.testing.assert_allclose(next(iter(run(data, [xs]).values())), np.asarray(model(xs)), atol=1e-5)

@@ -144,7 +144,8 @@ class Converter:
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
         def trace(ctx):
             ctx.keras_int4 = int4_kernels(model)  # read before tracing: the kernels folding will produce
-            return frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial, input_signature)
+            return frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial, input_signature,
+                                          ctx.input_shapes)
 
         conv = cls(trace, f"Keras model '{model.name}'", model, batch_size, **options)
         conv._model_type = "KERAS_MODEL"

@@ -6,10 +6,11 @@ An *entry* is ``(signature_key, concrete_function, input_names, output_names)``.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from contextlib import contextmanager
 
-from fuselite.errors import InputError
+from fuselite.errors import ConversionError, InputError, NeedsStaticLength
 
 
 def _flat_output_names(structured, prefix="output"):
@@ -21,19 +22,22 @@ def _flat_output_names(structured, prefix="output"):
     return [f"{prefix}_{i}" for i in range(len(flat))]
 
 
-def keras_entries(model, notes: list | None = None, zero_initial=None, input_signature=None) -> list:
+def keras_entries(model, notes: list | None = None, zero_initial=None, input_signature=None,
+                  input_shapes: dict | None = None) -> list:
     """Trace a Keras 3 or tf-keras model in inference mode (notes for the report go to ``notes``).
 
     Stateful recurrent layers' state variables are marked in ``zero_initial`` (a
     :class:`~fuselite.passes.variables.ZeroInitialVariables`; a new one when not given). ``input_signature``: as
     Keras' ``export`` takes it (one structure of specs per positional argument of the call); default: the
-    model's own inputs.
+    model's own inputs. ``input_shapes`` ({input name: shape}): the model is traced at them (its Python code may
+    branch on a shape).
     """
     import tensorflow as tf
 
     if input_signature is not None:
         return _signature_entries(model, input_signature, notes, zero_initial)
     specs, names, structure = _keras_input_specs(model)
+    specs = _shaped(specs, names, input_shapes or {})
     struct = getattr(model, "_inputs_struct", None)  # Keras 3 functional: the structure the model was built on
     if structure is not None:  # a subclassed model, called on a list, tuple or dict: that structure again
         fn = tf.function(lambda *xs: model(tf.nest.pack_sequence_as(structure, list(xs)), training=False))
@@ -65,6 +69,8 @@ def _traced_entry(model, fn, specs: list, names: list[str], notes: list | None, 
             as layer_notes, _layer_scopes() as scopes:
         try:
             cf = fn.get_concrete_function(*specs)
+        except tf.errors.OperatorNotAllowedInGraphError as e:  # Python control flow on a tensor
+            raise _untraceable(e, specs) from None
         except (TypeError, ValueError) as e:
             if not signature:
                 raise
@@ -83,6 +89,43 @@ def _traced_entry(model, fn, specs: list, names: list[str], notes: list | None, 
             or len(set(out_names)) != n_out:  # a dict's keys (keras-hub backbones), as Keras' own export names them
         out_names = _flat_output_names(cf.structured_outputs)
     return [("serving_default", cf, names, list(out_names))]
+
+
+def _shaped(specs: list, names: list[str], input_shapes: dict) -> list:
+    """``specs`` with the ``input_shapes`` given for them (a None there leaves that dimension as it is). A shape
+    that does not fit is left for the import to name (``tf_graph._shapes_by_position``: one home for the check)."""
+    import tensorflow as tf
+
+    out = []
+    for spec, name in zip(specs, names):
+        shape, traced = input_shapes.get(name), spec.shape.as_list()
+        merged = None if shape is None or len(shape) != len(traced) else \
+            [t if d is None else int(d) for d, t in zip(shape, traced)]
+        fits = merged is not None and all(t is None or t == m for t, m in zip(traced, merged))
+        out.append(tf.TensorSpec(merged, spec.dtype, name=spec.name) if fits else spec)
+    return out
+
+
+def _untraceable(e: Exception, specs: list) -> ConversionError:
+    """A model whose Python code branches on a tensor (``if pad_size > 0:`` with the length unknown): the layer,
+    its line, and the shapes to give. NeedsStaticLength where a dimension past the batch is unknown."""
+    text = str(e)
+    layer = re.findall(r"calling (\S+)\.call\(\)", text)
+    frames = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s+(.+)', text)
+    where = f" in {layer[-1]}" if layer else ""
+    if frames:
+        path, line, code = frames[-1]
+        where += f" ({os.path.basename(path)}:{line}: `{code.strip()}`)"
+    unknown = {s.name: tuple(s.shape.as_list()) for s in specs if None in s.shape.as_list()[1:]}
+    if unknown:
+        shapes = ", ".join(f"{n}: ({', '.join('?' if d is None else str(d) for d in shape)})"
+                           for n, shape in unknown.items())
+        return NeedsStaticLength(
+            f"the model's Python code{where} uses a tensor as a bool, which needs its inputs' shapes known; some "
+            f"are not ({shapes}): give them a length, with the input_shapes option (the CLI's --input-shape) or an "
+            "input_signature of static shapes")
+    return ConversionError(f"the model's Python code{where} uses a tensor as a bool, which a traced function "
+                           "cannot (use keras.ops.cond, or tf.cond)")
 
 
 @contextmanager

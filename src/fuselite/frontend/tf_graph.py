@@ -344,7 +344,7 @@ def _shapes_by_position(cf, names: list | None, input_shapes: dict) -> dict[int,
                     raise InputError(f"input_shapes: input '{name}' has size {d} in dimension {i} (shape "
                                      f"{_shape_text(traced)}), got {g}: only unknown dimensions can be fixed")
             given = [d if g is None else g for d, g in zip(traced, given)]
-        positions[cf.graph.inputs.index(t)] = given
+        positions[next(i for i, u in enumerate(cf.graph.inputs) if u is t)] = given  # not ==: a tensor op
     return positions
 
 

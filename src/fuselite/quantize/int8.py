@@ -452,6 +452,8 @@ class _Int8Function:
     def why_float(self, op: Op, kernel: IntegerKernel | None) -> str | None:
         if kernel is None:
             return f"no integer {op.kind} form in fuselite yet"
+        if any(o.meta.get("is_variable") for o in op.outputs):  # FILL(0) writing a float fused RNN's state
+            return "it writes a float sequence op's state (a variable tensor the kernel updates in place)"
         state = op.inputs[0] if op.inputs else None
         if state is not None and state.meta.get("is_variable") and state.dtype == FLOAT32:
             # a float sequence op's state, read after the op: a QUANTIZE of the state itself would depend on
