@@ -331,6 +331,54 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _worst(row: dict | None) -> float | None:
+    """The row's error on the worse kernel set, or None where it did not convert and run."""
+    if not row or not row.get("converts") or "xnnpack" not in row:
+        return None
+    return max(row["xnnpack"], row.get("builtin", 0.0))
+
+
+def int8_section(results: list[dict]) -> str:
+    """The issue's bars, counted: int8 within 5% wherever the official converter's is, elsewhere at most the
+    official's + 0.5%; 16x8 at most int8's; and for each backbone above a bar, the layers the error shares name."""
+    within = beside = misses = 0
+    lines, wider = [], []
+    for r in results:
+        mine, theirs = _worst(r.get("fuselite_int8")), _worst(r.get("official_int8"))
+        sixteen = _worst(r.get("fuselite_16x8"))
+        if mine is None:
+            continue
+        bar = 0.05 if theirs is not None and theirs <= 0.05 else (theirs + 0.005 if theirs is not None else None)
+        if theirs is not None and theirs <= 0.05:
+            within += mine <= 0.05
+        elif theirs is not None:
+            beside += mine <= bar
+        if bar is not None and mine > bar or bar is None and mine > 0.05:
+            misses += 1
+            shares = ", ".join(f"{layer} {share:.0%}" for layer, share in r["fuselite_int8"].get("shares", []))
+            lines.append(f"- {r['name']}: fuselite {mine:.1%}, official "
+                         f"{'—' if theirs is None else f'{theirs:.1%}'}; error shares: {shares or 'none measured'}")
+        if sixteen is not None and sixteen > mine:
+            wider.append(f"{r['name']} ({sixteen:.1%} > {mine:.1%})")
+    ran = [r for r in results if _worst(r.get("fuselite_int8")) is not None]
+    theirs_all = [_worst(r.get("official_int8")) for r in ran]
+    official_within = sum(1 for t in theirs_all if t is not None and t <= 0.05)
+    official_above = sum(1 for t in theirs_all if t is not None and t > 0.05)
+    only_mine = [_worst(r["fuselite_int8"]) for r, t in zip(ran, theirs_all) if t is None]
+    return "\n".join([
+        f"- Within 5% where the official converter's int8 is: {within} of {official_within}; where it is above 5%, "
+        f"at most its error + 0.5%: {beside} of {official_above}; where it has no int8 model, within 5%: "
+        f"{sum(1 for e in only_mine if e <= 0.05)} of {len(only_mine)}. Above those bars: {misses}.",
+        f"- 16x8 above int8: {', '.join(wider) or 'none'}.",
+        *lines])
+
+
+def _dates(results: list[dict], started) -> str:
+    """When the rows ran: one date, or the first and last (rows run again with --update)."""
+    dates = sorted(r.get("date", f"{started:%Y-%m-%d %H:%M}") for r in results) or [f"{started:%Y-%m-%d %H:%M}"]
+    return dates[0] if dates[0] == dates[-1] or dates[0][:13] == dates[-1][:13] else f"{dates[0]} to {dates[-1]}"
+
+
 def why_section(results: list[dict]) -> str:
     lines = []
     for r in results:
@@ -352,6 +400,9 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=900, help="seconds per backbone (default 900)")
     p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
     p.add_argument("--json", help="also write the raw results here")
+    p.add_argument("--update", metavar="JSON", help="run --only's backbones again and replace their rows in these "
+                   "results (each row keeps the fuselite revision it ran at); the report covers them all")
+    p.add_argument("--report", metavar="JSON", help="run nothing: the report of these results")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     if args.one:
@@ -370,6 +421,11 @@ def main(argv=None) -> int:
     names = args.only or sorted(CONFIGS)
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
     results = []
+    revision = fuselite_revision()
+    if args.report:
+        with open(args.report) as f:
+            earlier = json.load(f)
+        names = []
     for name in names:
         print(f"[keras_hub] {name} ...", file=sys.stderr, flush=True)
         try:
@@ -381,9 +437,17 @@ def main(argv=None) -> int:
                                                    f"{(out.stderr.strip().splitlines() or [''])[-1][:200]}"})
         except subprocess.TimeoutExpired:
             results.append({"name": name, "crash": f"did not finish in {args.timeout:.0f} s"})
-    if args.json:
-        with open(args.json, "w") as f:
+        results[-1].update(revision=revision, date=f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}")
+    if args.update or args.report:
+        if args.update:
+            with open(args.update) as f:
+                earlier = json.load(f)
+        again = {r["name"]: r for r in results}
+        results = [again.pop(r["name"], r) for r in earlier] + list(again.values())
+    if args.json or args.update:
+        with open(args.json or args.update, "w") as f:
             json.dump(results, f, indent=1)
+    revisions = sorted({r.get("revision", revision) for r in results})
     ran = [r for r in results if "build" not in r and "crash" not in r]
     count = {key: sum(1 for r in ran if r[key].get("converts") and "xnnpack" in r[key])
              for key in ("fuselite", "official", "fuselite_int8", "official_int8", "fuselite_16x8")}
@@ -393,9 +457,10 @@ def main(argv=None) -> int:
         "# keras-hub backbones: fuselite, the official converter and Keras' export",
         "",
         f"- Command: `{command_line()}` (from `{os.getcwd()}`)",
-        f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
+        f"- Date: {_dates(results, started)} UTC (this run took {time.perf_counter() - t0:.0f} s)",
         f"- Machine: {machine_description()}",
-        f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}",
+        f"- Versions: {versions()}; fuselite sources at {', '.join(revisions)}"
+        + (" (each row's in the JSON results)" if len(revisions) > 1 else ""),
         "- Tiny configurations of keras-hub's own backbone tests (`benchmarks/keras_hub_configs.py`; widths times 8 "
         "where the hidden size is under 8, `widened`), random weights. fuselite: `from_keras_model`, batch and length dynamic (errors at the test's shapes and, for a "
         "dynamic length, at another length and batch 2). Official: `from_concrete_functions` of a function of the "
@@ -408,6 +473,13 @@ def main(argv=None) -> int:
         f"{count['official_int8']}; 16x8: fuselite {count['fuselite_16x8']}.",
         "",
         table(results),
+        "",
+        "## int8 against the official converter's, and 16x8 against int8",
+        "",
+        "The error share of a layer: how much of the int8 error goes when that layer alone stays float "
+        "(docs/quantization.md, error shares).",
+        "",
+        int8_section(results),
         "",
         "## Why a conversion fails or does not run",
         "",
