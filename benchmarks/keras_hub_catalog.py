@@ -253,8 +253,12 @@ def widened(kwargs: dict) -> dict:
     return {k: v * 8 if k in WIDTHS and isinstance(v, int) else v for k, v in kwargs.items()}
 
 
-def one(name: str) -> dict:
-    """Everything for backbone ``name`` (run in a child process)."""
+PARTS = ("fuselite", "official")  # each in a child process of its own, with its own time limit
+
+
+def one(name: str, part: str | None = None) -> dict:
+    """Backbone ``name``'s results (run in a child process): fuselite's float, int8 and 16x8 and Keras' export
+    (``part="fuselite"``), the official converter's float and int8 (``"official"``), or all."""
     import keras
     import keras_hub
     from keras_hub_configs import CONFIGS
@@ -278,13 +282,33 @@ def one(name: str) -> dict:
         cases.append((other, _keras_outputs(model, other)))
     calibration = [_inputs(model, spec, vocabulary, 1, False, 100 + i) for i in range(CALIBRATION)]
     result["dynamic"] = dynamic
-    result["fuselite"] = _fuselite(model, None, None, cases)
-    result["fuselite_int8"] = _fuselite(model, "int8", calibration, cases[:1])
-    result["fuselite_16x8"] = _fuselite(model, "16x8", calibration, cases[:1])
-    result["official"] = _official(model, feeds, None, None)
-    result["official_int8"] = _official(model, feeds, "int8", calibration)
-    result["keras_export"] = _keras_export(model)
+    if part in (None, "fuselite"):
+        result["fuselite"] = _fuselite(model, None, None, cases)
+        result["fuselite_int8"] = _fuselite(model, "int8", calibration, cases[:1])
+        result["fuselite_16x8"] = _fuselite(model, "16x8", calibration, cases[:1])
+        result["keras_export"] = _keras_export(model)
+    if part in (None, "official"):
+        result["official"] = _official(model, feeds, None, None)
+        result["official_int8"] = _official(model, feeds, "int8", calibration)
     return result
+
+
+def _child(name: str, part: str, timeout: float) -> dict:
+    """One part of a backbone's results from a child process; a crash or a timeout is its rows' error."""
+    try:
+        out = subprocess.run([sys.executable, __file__, "--one", name, "--part", part], capture_output=True,
+                             text=True, timeout=timeout)
+        line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        got = json.loads(line[7:]) if line else {}
+        if line and "crash" not in got:
+            return got
+        why = got.get("crash") or f"the child process ended with {out.returncode}: " \
+            f"{(out.stderr.strip().splitlines() or [''])[-1][:200]}"
+    except subprocess.TimeoutExpired:
+        why = f"did not finish in {timeout:.0f} s"
+    keys = ("fuselite", "fuselite_int8", "fuselite_16x8", "keras_export") if part == "fuselite" else \
+        ("official", "official_int8")
+    return {"name": name, **{k: {"converts": False, "why": why} for k in keys}}
 
 
 # -- the report ----------------------------------------------------------------------------------------------
@@ -397,6 +421,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", help="these backbones only")
     p.add_argument("--one", help=argparse.SUPPRESS)  # the child process
+    p.add_argument("--part", choices=PARTS, help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=900, help="seconds per backbone (default 900)")
     p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
     p.add_argument("--json", help="also write the raw results here")
@@ -410,7 +435,7 @@ def main(argv=None) -> int:
 
         try:
             with quiet():
-                result = one(args.one)
+                result = one(args.one, args.part)
         except Exception:
             result = {"name": args.one, "crash": traceback.format_exc().strip().splitlines()[-1][:300]}
         print("RESULT " + json.dumps(result))
@@ -428,15 +453,14 @@ def main(argv=None) -> int:
         names = []
     for name in names:
         print(f"[keras_hub] {name} ...", file=sys.stderr, flush=True)
-        try:
-            out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True,
-                                 timeout=args.timeout)
-            line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
-            results.append(json.loads(line[7:]) if line else
-                           {"name": name, "crash": f"the child process ended with {out.returncode}: "
-                                                   f"{(out.stderr.strip().splitlines() or [''])[-1][:200]}"})
-        except subprocess.TimeoutExpired:
-            results.append({"name": name, "crash": f"did not finish in {args.timeout:.0f} s"})
+        row: dict = {}
+        for part in PARTS:
+            got = _child(name, part, args.timeout)
+            if "build" in got:  # keras-hub could not build it: nothing to convert
+                row = got
+                break
+            row.update(got)
+        results.append(row)
         results[-1].update(revision=revision, date=f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}")
     if args.update or args.report:
         if args.update:
