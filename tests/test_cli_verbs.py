@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import keras_flavour
+from fuselite.demo import CALIBRATION
 
 FUSELITE = [sys.executable, "-m", "fuselite"]
 
@@ -375,7 +376,7 @@ def test_demo_prints_only_its_own_lines():
     table = out.stdout.splitlines()
     runs = next(line for line in table if line.startswith("runs on stock LiteRT"))
     assert runs.split()[4:] == ["yes", "—", "no"], runs
-    assert "FlexTensorList" in out.stdout and "fuselite int8, calibrated on 32 sentences" in out.stdout
+    assert "FlexTensorList" in out.stdout and f"fuselite int8, calibrated on {CALIBRATION} sentences" in out.stdout
     shown = out.stdout + out.stderr
     for native in ("cuda", "oneDNN", "I0000", "absl", "XNNPACK", "cpu_feature_guard"):
         assert native not in shown, shown

@@ -243,7 +243,8 @@ def test_registered_rule_sets():
         rewrite(Function("f"), "nope")
     names = {name: [r.name for r in rules] for name, rules in RULES.items()}
     assert names["fold_into_weighted"] == ["fold_channel_op", "fold_channel_op_through_heads"]
-    assert names["tf_patterns"] == ["gelu_erfc", "gelu_erf", "gelu_tanh", "hard_swish"]
+    assert names["tf_patterns"] == ["gelu_erfc", "gelu_erf", "gelu_tanh", "hard_swish",
+                                    "real_dft", "real_dft_of_a_cast"]
     for rules in RULES.values():
         for r in rules:
             assert r.doc, f"rule {r.name} has no one-line doc"

@@ -287,7 +287,8 @@ def calibrate(module, ctx) -> int:
         return 0
     # the values a replayed op computes from: its input, and an LSTM's initial states (its cell-state range)
     replay = {ctx.float_names[v.uid]: v.uid for fn in module.functions.values() for op in fn.ops
-              if op.kind in REPLAYED for v in (op.inputs[0], *lstm_state_sources(op)) if v.uid in ctx.float_names}
+              if op.kind in REPLAYED for v in (op.inputs[0], *(lstm_state_sources(op) if op.kind != "RSQRT" else ()))
+              if v.uid in ctx.float_names}
     captured: dict[str, list] = {}
     ctx.error_samples, by_name, count = collect_ranges(ctx.float_output, ctx.representative_dataset,
                                                        keep=ERROR_SAMPLES, capture=replay, captured=captured)
@@ -410,7 +411,8 @@ def quantize_full_int8(module, ctx) -> int:
 MIN_SHARE_SECONDS = 1.0  # the error shares' time limit is the conversion's own time, at least this
 ERROR_SAMPLES = 8  # calibration samples the quantization error is measured on
 COLLECT_ABOVE = 4 << 20  # bytes of constants above which export collects garbage first
-REPLAYED = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # ops whose inputs calibration keeps (their inner ranges)
+# ops whose inputs calibration keeps: an LSTM's (its inner ranges), RSQRT's (which kernel width is closer)
+REPLAYED = ("UNIDIRECTIONAL_SEQUENCE_LSTM", "RSQRT")
 
 
 def measure_quantization_error(module, ctx) -> None:

@@ -194,7 +194,8 @@ NO_INTEGER_KERNEL: dict[str, str] = {
 }
 
 
-def _integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float, float]]) -> None:
+def _integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float, float]],
+                   wide: Callable[[Op], bool] = lambda op: False) -> None:
     """Ops whose integer kernel would be wrong or missing, in an equal form that has one (float values alike):
     NEG is a raw integer negation in LiteRT (neg.cc: right only for zero point 0, -(-128) wraps) and has no
     integer kernel in TFLite Micro: x * -1; a division by a constant (Keras' Normalization) is a multiplication
@@ -202,7 +203,8 @@ def _integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float,
     written ``x * reciprocal(sqrt(var + eps))``: Gemma, T5Gemma) is a multiplication by RSQRT, which has int8
     and int16 kernels (elementwise.cc) where SQRT has none in LiteRT 2.3 or TFLite Micro; ZEROS_LIKE (int32,
     int64 and float32 only: zeros_like.cc) of a float value is x * 0 (exact zeros at any zero point); SQUARE
-    and POW(x, 2) (Mixtral's norms) are x * x."""
+    and POW(x, 2) (Mixtral's norms) are x * x; a ``wide`` SQUARED_DIFFERENCE (no int16 kernel: int8 inside a 16x8
+    model, a layer norm's variance limited to int8) is d * d of d = a - b, both with int16 kernels."""
     for op in list(fn.ops):
         if keep.match(op) is not None or not op.inputs or op.inputs[0] is None or op.inputs[0].dtype != FLOAT32:
             continue
@@ -230,6 +232,16 @@ def _integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float,
             # x * x (MUL has int8 and int16 kernels; SQUARE takes float32 only, POW float32 and int32)
             op.type = "tfl.MUL"
             op.inputs = [op.inputs[0], op.inputs[0]]
+            op.attrs = {"fused_activation_function": "NONE"}
+            continue
+        if op.kind == "SQUARED_DIFFERENCE" and wide(op) and op.outputs[0].uid in ranges:
+            d = fn.make_op("tfl.SUB", list(op.inputs), [(FLOAT32, op.outputs[0].shape)], {"fused_activation_function":
+                                                                                          "NONE"}, name=f"{op.name}_d")
+            fn.ops.insert(fn.ops.index(op), d)
+            peak = float(np.sqrt(max(ranges[op.outputs[0].uid][1], 0.0)))
+            ranges[d.outputs[0].uid] = (-peak, peak)  # |a - b| at most the root of the largest square
+            op.type = "tfl.MUL"
+            op.inputs = [d.outputs[0], d.outputs[0]]
             op.attrs = {"fused_activation_function": "NONE"}
             continue
         if op.kind == "ZEROS_LIKE":
@@ -364,10 +376,8 @@ def _masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: s
 # Kinds whose LiteRT and TFLite Micro kernels take int16 activations (zero point 0) with int8 weights and
 # int64 biases (the 16x8 scheme); read in each kernel's Prepare (docs/kernel-contracts.md §7.3). A fixed
 # int8 output scale becomes 1/32768 (zero point 0) in int16. LiteRT only: GELU (an int16 lookup table; TFLite
-# Micro has no GELU kernel in any type) and GATHER (TFLite Micro's takes int8 and float32 only). Not RSQRT: its
-# int16 kernel is a 512-segment lookup table over the input's whole symmetric range (elementwise.cc), coarse
-# where 1/sqrt is steep, near 0, where a layer norm's small variances are (DeiT's 16x8 output 31% off); its int8
-# kernel computes each code's 1/sqrt exactly, and a 16x8 model runs it int8 (DeiT: 2.1%).
+# Micro has no GELU kernel in any type) and GATHER (TFLite Micro's takes int8 and float32 only). RSQRT: which of
+# its two kernels is closer depends on the data (``rsqrt_width``).
 INT16_KINDS = frozenset({
     "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU",
     "RELU6", "GELU",
@@ -375,9 +385,49 @@ INT16_KINDS = frozenset({
     "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "PAD", "GATHER", "REVERSE_V2", "TRANSPOSE",
     # int16 with zero points 0 in LiteRT (kernel-contracts §15); TFLite Micro: MICRO_INT8_ONLY in pipeline.py
     "TRANSPOSE_CONV", "BATCH_MATMUL", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "REDUCE_MAX", "REDUCE_MIN",
-    "SUM", "ABS", "EXP", "LOG", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE", "TOPK_V2",
+    "SUM", "ABS", "EXP", "LOG", "RSQRT", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE", "TOPK_V2",
     "PADV2", "FILL"})
 FIXED_INT16 = (1 / 32768, 0)
+
+
+def _rsqrt_int16(x: np.ndarray, qi: Quantization, qo: Quantization) -> np.ndarray:
+    """LiteRT's int16 RSQRT (elementwise.cc: LUTPopulate<int16_t>, 513 samples over the input's whole symmetric
+    range, read with linear interpolation; 1/sqrt of 0 or less is the output's largest value)."""
+    top = 32767 * qo.scale[0]
+    grid = np.linspace(-32768 * qi.scale[0], 32767 * qi.scale[0], 513)
+    table = np.clip(np.where(grid > 0, 1.0 / np.sqrt(np.maximum(grid, 1e-30)), top), -top, top)
+    q = np.clip(np.rint(x / qi.scale[0]), -32768, 32767) * qi.scale[0]
+    return np.clip(np.rint(np.interp(q, grid, table) / qo.scale[0]), -32768, 32767) * qo.scale[0]
+
+
+def _rsqrt_int8(x: np.ndarray, qi: Quantization, qo: Quantization) -> np.ndarray:
+    """LiteRT's int8 RSQRT: each input code's 1/sqrt computed (its zero point: the output's largest value)."""
+    lo, hi = represented(qo, INT8)
+    codes = np.clip(np.rint(x / qi.scale[0]) + qi.zero_point[0], -128, 127) - qi.zero_point[0]
+    y = np.where(codes > 0, 1.0 / np.sqrt(np.maximum(codes, 1) * qi.scale[0]), hi)
+    return np.clip(np.rint(y / qo.scale[0]) + qo.zero_point[0], -128, 127).astype(np.float64) * qo.scale[0] - \
+        qo.zero_point[0] * qo.scale[0]
+
+
+def rsqrt_width(op: Op, ranges: dict[int, tuple[float, float]], captured: dict[int, list]) -> np.dtype:
+    """The width a 16x8 model runs RSQRT in: its int16 kernel (a lookup table, coarse near 0, where a layer
+    norm's small variances are: DeiT's 16x8 output 31% off) or its int8 one (exact per code, but 256 codes over
+    the variance's range and an int8 output: BERT's 16x8 8.7% off, against 2.2% in int16), whichever is closer
+    on the calibration values (their mean relative error). Without them (an RSQRT fuselite wrote), int8."""
+    x, y = op.inputs[0], op.outputs[0]
+    if x.uid not in captured or x.uid not in ranges or y.uid not in ranges:
+        return INT8
+    values = np.concatenate([np.ravel(v) for v in captured[x.uid]]).astype(np.float64)
+    values = values[values > 0]
+    if not values.size:
+        return INT8
+    exact = 1.0 / np.sqrt(values)
+    errors = {}
+    for dtype, simulate in ((INT16, _rsqrt_int16), (INT8, _rsqrt_int8)):
+        qi = params_for(dtype, *ranges[x.uid], headroom=INT16_HEADROOM)
+        qo = params_for(dtype, *ranges[y.uid], headroom=INT16_HEADROOM)
+        errors[dtype] = float(np.mean(np.abs(simulate(values, qi, qo) - exact) / exact))
+    return INT16 if errors[INT16] <= errors[INT8] else INT8
 
 
 def _moves(op: Op) -> bool:
@@ -954,9 +1004,11 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     variables: dict[str, tuple] = {}  # shared_name -> (dtype, Quantization) of the variables made integer
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
-        _integer_forms(fn, keep, ranges)
+        _integer_forms(fn, keep, ranges, wide)
         fn.topo_sort()
-        widened = _wide_values(fn, wide, narrow, wide_inputs)
+        narrow_rsqrt = {id(op) for op in fn.ops if op.kind == "RSQRT" and wide(op)
+                        and rsqrt_width(op, ranges, captured) == INT8}
+        widened = _wide_values(fn, wide, lambda op: narrow(op) or id(op) in narrow_rsqrt, wide_inputs)
         _saturated_ranges(fn, ranges, widened)
         _masked_logits(fn, ranges, widened)
         _bounded_ranges(fn, ranges)
