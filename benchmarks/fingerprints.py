@@ -34,6 +34,11 @@ mode of the recurrent package is covered::
 
 With ``--runs N`` each model is converted N times and the median conversion time is added
 (``seconds``): run it with the old and the new tree (``PYTHONPATH=old/src``) to compare.
+
+Every mode and target (issue 43's check that a restructuring changes no byte)::
+
+    .venv/bin/python benchmarks/fingerprints.py --quantize none float16 dynamic int8 int16x8 \
+        --targets litert micro ethos-u > /tmp/before.jsonl
 """
 
 from __future__ import annotations
@@ -87,6 +92,9 @@ def _save(model, path: str, flavour: str) -> None:
         tf.saved_model.save(model, path)
 
 
+QUANTIZE_MODES = ("none", "float16", "dynamic", "int8", "int16x8")
+
+
 def _quantize(conv, mode: str, model) -> None:
     import tensorflow as tf
 
@@ -95,9 +103,21 @@ def _quantize(conv, mode: str, model) -> None:
     if mode == "none":
         return
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    if mode == "int8":
+    if mode == "float16":
+        conv.target_spec.supported_types = [tf.float16]
+    if mode in ("int8", "int16x8"):
         draws = [sample_inputs(model, seed=100 + i) for i in range(8)]
         conv.representative_dataset = lambda: (list(d) for d in draws)
+    if mode == "int16x8":
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+
+
+def _vela_split(report) -> dict:
+    """What Vela made of an ethos-u conversion: the NPU / CPU split with each CPU op's reason (no timings)."""
+    if not report.ethos_u:
+        return {}
+    split = {k: report.ethos_u.get(k) for k in ("npu_ops", "cpu_ops", "vela_operators", "cycles")}
+    return {"vela": hashlib.sha256(json.dumps(split, sort_keys=True, default=str).encode()).hexdigest()[:16]}
 
 
 def main(argv=None) -> int:
@@ -105,8 +125,11 @@ def main(argv=None) -> int:
     parser.add_argument("--models", nargs="*", help="model names (default: all)")
     parser.add_argument("--flavours", nargs="*", default=["keras3", "tf_keras"])
     parser.add_argument("--rnn-forms", nargs="*", default=["default"], help="rnn_form values to convert with")
-    parser.add_argument("--quantize", nargs="*", default=["none"], choices=("none", "dynamic", "int8"),
-                        help="quantization modes to convert with (int8: 8 random calibration draws)")
+    parser.add_argument("--quantize", nargs="*", default=["none"], choices=QUANTIZE_MODES,
+                        help="quantization modes to convert with (int8, int16x8: 8 random calibration draws)")
+    parser.add_argument("--targets", nargs="*", default=["litert"], choices=("litert", "micro", "ethos-u"),
+                        help="targets to convert for (micro and ethos-u: int8 only, whatever --quantize says; "
+                             "ethos-u adds Vela's NPU / CPU split as 'vela')")
     parser.add_argument("--saved-model", action="store_true",
                         help="also convert each model's SavedModel (model.export / tf.saved_model.save)")
     parser.add_argument("--runs", type=int, default=1,
@@ -132,24 +155,28 @@ def main(argv=None) -> int:
                 except Exception as e:  # noqa: BLE001 - Keras cannot export every model (a stateful layer)
                     print(json.dumps({"model": f"{flavour}/{name}", "source": "saved_model",
                                       "error": f"saving: {type(e).__name__}"}), flush=True)
+            runs = [(target, form, mode) for target in args.targets for form in args.rnn_forms
+                    for mode in (args.quantize if target == "litert" else ["int8"])]
             for source, make in sources:
-                for form in args.rnn_forms:
-                    for mode in args.quantize:
-                        times, data = [], None
-                        try:
-                            for _ in range(max(1, args.runs)):
-                                conv = make()
-                                conv.rnn_form = form
-                                _quantize(conv, mode, model)
-                                t0 = time.perf_counter()
-                                data = conv.convert()
-                                times.append(time.perf_counter() - t0)
-                            result = fingerprint(data)
-                        except Exception as e:  # noqa: BLE001 - a refusal is a fingerprint too
-                            result = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
-                        timing = {"seconds": round(statistics.median(times), 4)} if args.runs > 1 and times else {}
-                        print(json.dumps({"model": f"{flavour}/{name}", "source": source, "rnn_form": form,
-                                          "quantize": mode, **result, **timing}), flush=True)
+                for target, form, mode in dict.fromkeys(runs):
+                    times, data = [], None
+                    try:
+                        for _ in range(max(1, args.runs)):
+                            conv = make()
+                            conv.rnn_form = form
+                            if target != "litert":
+                                conv.target = target
+                            _quantize(conv, mode, model)
+                            t0 = time.perf_counter()
+                            data = conv.convert()
+                            times.append(time.perf_counter() - t0)
+                        result = {**fingerprint(data), **_vela_split(conv.report)}
+                    except Exception as e:  # noqa: BLE001 - a refusal is a fingerprint too
+                        result = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+                    timing = {"seconds": round(statistics.median(times), 4)} if args.runs > 1 and times else {}
+                    where = {} if target == "litert" else {"target": target}
+                    print(json.dumps({"model": f"{flavour}/{name}", "source": source, "rnn_form": form,
+                                      "quantize": mode, **where, **result, **timing}), flush=True)
     return 0
 
 
