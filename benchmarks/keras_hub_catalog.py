@@ -417,6 +417,13 @@ def why_section(results: list[dict]) -> str:
     return "\n".join(lines) or "- none"
 
 
+def _write_json(results: list[dict], path: str) -> None:
+    """The raw results, written atomically."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", help="these backbones only")
@@ -462,6 +469,8 @@ def main(argv=None) -> int:
             row.update(got)
         results.append(row)
         results[-1].update(revision=revision, date=f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}")
+        if args.json and not args.update:  # what ran so far survives an interrupted run (--report renders it)
+            _write_json(results, args.json)
     if args.update or args.report:
         if args.update:
             with open(args.update) as f:
@@ -469,8 +478,7 @@ def main(argv=None) -> int:
         again = {r["name"]: r for r in results}
         results = [again.pop(r["name"], r) for r in earlier] + list(again.values())
     if args.json or args.update:
-        with open(args.json or args.update, "w") as f:
-            json.dump(results, f, indent=1)
+        _write_json(results, args.json or args.update)
     revisions = sorted({r.get("revision", revision) for r in results})
     ran = [r for r in results if "build" not in r and "crash" not in r]
     count = {key: sum(1 for r in ran if r[key].get("converts") and "xnnpack" in r[key])

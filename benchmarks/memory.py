@@ -55,7 +55,7 @@ def main(argv=None) -> int:
              "- What coexists at the peak: the lowered weights and the flatbuffer builder. As each constant is "
              "copied into the builder, the module's array becomes a view of it, then of the finished file "
              "(`export/flatbuffer.py`); the garbage the passes leave is collected and returned to the system "
-             "before the builder is made (`pipeline.export_flatbuffer`). Small models add a fixed cost (tracing, "
+             "before the builder is made (`stages/export.py`: `export_flatbuffer`). Small models add a fixed cost (tracing, "
              "LiteRT's check of the written model, which XNNPACK's weight packing makes about 0.3·N for a model "
              "it invokes).", "",
              "| weights N | resident before | peak | peak - before | conversion | file |", "|---|---|---|---|---|---|"]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import keras_flavour
+
 from fuselite.demo import CALIBRATION
 
 FUSELITE = [sys.executable, "-m", "fuselite"]

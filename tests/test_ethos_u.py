@@ -16,7 +16,7 @@ from conftest import keras_flavour
 import fuselite
 from fuselite.errors import ConversionError, InputError
 from fuselite.quantize import QuantizationOptionError
-from fuselite.quantize.int8 import LSTM_8X8, LSTM_16X8
+from fuselite.quantize.integer_lstm import LSTM_8X8, LSTM_16X8
 from fuselite.runtime.compare import real_output, tensor_quantization, to_input
 from fuselite.runtime.micro import run_samples_on_micro
 from fuselite.runtime.vela import vela_available

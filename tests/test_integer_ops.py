@@ -215,7 +215,7 @@ def test_an_almost_constant_tensor_gets_the_official_minimum_range():
     1e-13, overflowing the fused RELU6's limit (6 / scale must fit an int32; LiteRT failed to prepare). Every
     activation scale is now at least that of the official quantizer's smallest range (2e-6 / 255 in int8,
     1e-6 / 32767 in int16), and a RELU6 output's at least 6 / 2^31."""
-    from fuselite.quantize.int8 import MIN_SCALE, MIN_SCALE_INT16
+    from fuselite.quantize.int8_params import MIN_SCALE, MIN_SCALE_INT16
 
     model = _seq((8, 8, 3), keras.layers.Conv2D(4, 3, activation="relu6"), keras.layers.Conv2D(4, 3))
     model.layers[1].set_weights([np.full((3, 3, 3, 4), 1e-12, np.float32), np.zeros(4, np.float32)])
@@ -233,7 +233,7 @@ def test_16x8_tiny_values_keep_int16_resolution_and_clamps_hold(case):
     a dozen steps: 4% of the range; EfficientNetB0 with random weights lost 8% so). A RELU6 on small values
     (fused, or an op of its own, whose kernel casts 6 / scale to an int32 unchecked) keeps an output scale of
     at least 6 / 2^31, and gives Keras' numbers. Tolerance: 1% of the output range, both kernel sets."""
-    from fuselite.quantize.int8 import MIN_SCALE
+    from fuselite.quantize.int8_params import MIN_SCALE
 
     i = keras.Input((8,))
     dense = keras.layers.Dense(4, activation="relu6" if case == "relu6_fused" else None)
@@ -258,9 +258,9 @@ def test_16x8_tiny_values_keep_int16_resolution_and_clamps_hold(case):
 def test_error_shares_never_abort_and_take_at_most_the_conversions_time(monkeypatch):
     """A trial model that LiteRT rejects is reported as not measured, not raised; the shares stop at the
     conversion's own time."""
-    import fuselite.pipeline as pipeline
+    import fuselite.stages.quantization as stage
 
-    real = pipeline.quantization_error
+    real = stage.quantization_error
     calls = []
 
     def flaky(reference, model, *args, **kwargs):
@@ -269,7 +269,7 @@ def test_error_shares_never_abort_and_take_at_most_the_conversions_time(monkeypa
             raise RuntimeError("Node number 3 (DEPTHWISE_CONV_2D) failed to prepare")
         return real(reference, model, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "quantization_error", flaky)
+    monkeypatch.setattr(stage, "quantization_error", flaky)
     model = _seq((12, 12, 3), keras.layers.Conv2D(4, 3, activation="relu6"), keras.layers.DepthwiseConv2D(3),
                  keras.layers.Conv2D(4, 3))
     conv, data = _convert(model, "int8", _draws(model, 8, seed=1))

@@ -3,7 +3,7 @@
 Python's own allocations are traced (numpy arrays, the flatbuffer builder, the file's bytes);
 TensorFlow's C++ heap is not, which is why ``benchmarks/memory.py`` measures the resident peak
 of whole processes. The model is over the size above which export collects the garbage the
-passes leave (``pipeline.COLLECT_ABOVE``), as a large model's conversion does.
+passes leave (``stages/export.py``'s ``COLLECT_ABOVE``), as a large model's conversion does.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import keras
 import numpy as np
 
 import fuselite
-from fuselite.pipeline import COLLECT_ABOVE
+from fuselite.stages.export import COLLECT_ABOVE
 
 
 def test_the_weights_are_held_at_most_twice_over_and_once_after():

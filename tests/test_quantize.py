@@ -17,7 +17,7 @@ from fuselite.converter import UnknownOptionError
 from fuselite.quantize import QuantizationOptionError
 from fuselite.quantize.dynamic import WEIGHT_ONLY_BELOW
 from fuselite.quantize.float16 import MIN_ELEMENTS
-from fuselite.quantize.int8 import LSTM_16X8
+from fuselite.quantize.integer_lstm import LSTM_16X8
 from fuselite.runtime.compare import real_output, tensor_quantization, to_input
 from fuselite.testing import models as zoo
 

@@ -50,12 +50,12 @@ def export(model, filepath, input_signature=None, verbose=None, **kwargs):
 
         fuselite.export(model, "model.tflite", input_signature=[tf.TensorSpec([None, 20, 8], tf.float32)])
     """
-    import fuselite
+    from fuselite.converter import Converter
 
     path = os.fspath(filepath)
     if not str(path).endswith(".tflite"):
         raise InputError(f"The LiteRT export requires the filepath to end with '.tflite'. Got: {path}")
-    conv = fuselite.Converter.from_keras_model(model, input_signature=input_signature)
+    conv = Converter.from_keras_model(model, input_signature=input_signature)
     checks = []
     for name, value in kwargs.items():
         if name == "target_spec" and isinstance(value, dict):

@@ -68,7 +68,7 @@ class _Source:
     """A callable TensorFlow program: named inputs -> named outputs (numpy)."""
 
     def __init__(self, path: str, signature_key: str | None = None):
-        from fuselite.load import check_keras_file, keras_load_error
+        from fuselite.keras_files import check_keras_file, keras_load_error
         from fuselite.requirements import require_tensorflow
 
         if not os.path.exists(path):  # before TensorFlow's import: said at once

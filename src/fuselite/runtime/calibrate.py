@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from fuselite.errors import ConversionError, InputError
+from fuselite.runtime.signatures import fits
 
 
 class CalibrationDataError(InputError):
@@ -58,18 +59,14 @@ def _feed(sample, names: list[str], details: dict, index: int) -> dict:
     return fed
 
 
-def fits(shape: tuple, signature: list[int]) -> bool:
-    """``shape`` is one the signature takes (-1: a dynamic dimension, any size)."""
-    return len(shape) == len(signature) and all(n < 0 or n == d for d, n in zip(shape, signature))
-
-
 def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None = None, keep: int = 0,
                    capture: Iterable[str] = (), captured: dict[str, list] | None = None
                    ) -> tuple[list[dict], dict[str, tuple[float, float]], int]:
     """(the first ``keep`` samples as input dicts, {tensor name: (min, max)}, number of samples) over the
     float32 tensors of ``model``'s first signature. The values of the tensors named in ``capture``
     are appended to ``captured[name]`` sample by sample (an op's inputs, to replay it)."""
-    from fuselite.runtime import interpreter, signature_inputs
+    from fuselite.runtime.interpreters import interpreter
+    from fuselite.runtime.signatures import signature_inputs
 
     with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
         warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors", category=UserWarning)

@@ -66,7 +66,7 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
     {reference tensor name: {"max_abs_error", "relative_error"}})``; a relative error is
     the max abs error over the range (max - min) of the reference's values.
     """
-    from fuselite.runtime import interpreter
+    from fuselite.runtime.interpreters import interpreter
 
     keep = {"experimental_preserve_all_tensors": True} if tensors else {}
     with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
@@ -127,7 +127,7 @@ def micro_quantization_error(reference: bytes, model: bytes, samples: list[dict]
     """As :func:`quantization_error` (outputs only), with ``model`` run on TFLite Micro's interpreter (for
     models LiteRT has no kernels for: an LSTM with int16 activations) and ``reference`` on LiteRT; the two
     models' inputs and outputs are matched by their order in the first subgraph."""
-    from fuselite.runtime import interpreter
+    from fuselite.runtime.interpreters import interpreter
     from fuselite.runtime.micro import run_samples_on_micro
 
     ref = interpreter(reference, allocate=False)

@@ -198,7 +198,7 @@ def run(model: bytes, inputs: dict | list, kernels: Mapping[str, Any] | None = N
     key = signature_key or next(iter(sigs))
     runner = interp.get_signature_runner(key)
     if not isinstance(inputs, dict):
-        from fuselite.runtime import signature_inputs
+        from fuselite.runtime.signatures import signature_inputs
 
         ordered = signature_inputs(model, key) if isinstance(model, bytes | bytearray | memoryview) else None
         inputs = dict(zip(ordered or sigs[key]["inputs"], inputs))

@@ -27,8 +27,9 @@ def litert_problem(model: bytes, builtin: bool = False, shapes: dict[str, tuple]
     Custom ops without a kernel here are not a problem of the model (the user registers them):
     ``MissingKernelError`` propagates for the caller to note.
     """
-    from fuselite.runtime import interpreter, kernel_set
+    from fuselite.runtime.interpreters import interpreter
     from fuselite.runtime.kernel_errors import MissingKernelError
+    from fuselite.runtime.signatures import kernel_set
 
     try:
         interp = interpreter(model, allocate=False, **kernel_set(builtin))

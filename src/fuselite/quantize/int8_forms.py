@@ -1,0 +1,282 @@
+"""Rewrites and range rules the int8 engine applies before quantizing a function: equal forms with
+integer kernels, saturated / bounded / masked ranges, index arithmetic left float, the int16 values of a
+16x8 model (RSQRT's width chosen on the data), and what the report says of each integer op."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from fuselite.ir import Function, Op, Quantization, Value
+from fuselite.quantize.int8_kernels import (
+    BOUNDED,
+    INDEX_KINDS,
+    INT16_KINDS,
+    LARGE_NEGATIVE,
+    NO_INTEGER_KERNEL,
+    SATURATES,
+    SOFTMAX_CUTOFF,
+    only_moves,
+)
+from fuselite.quantize.int8_params import FLOAT32, INT8, INT16, INT16_HEADROOM, is_activation, params_for, represented
+from fuselite.quantize.select import KeepFloat
+
+
+def integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float, float]],
+                   wide: Callable[[Op], bool] = lambda op: False) -> None:
+    """Ops whose integer kernel would be wrong or missing, in an equal form that has one (float values alike):
+    NEG is a raw integer negation in LiteRT (neg.cc: right only for zero point 0, -(-128) wraps) and has no
+    integer kernel in TFLite Micro: x * -1; a division by a constant (Keras' Normalization) is a multiplication
+    by its reciprocal, as the official converter's rewrites make it; a division by a square root (RMS norms
+    written ``x * reciprocal(sqrt(var + eps))``: Gemma, T5Gemma) is a multiplication by RSQRT, which has int8
+    and int16 kernels (elementwise.cc) where SQRT has none in LiteRT 2.3 or TFLite Micro; ZEROS_LIKE (int32,
+    int64 and float32 only: zeros_like.cc) of a float value is x * 0 (exact zeros at any zero point); SQUARE
+    and POW(x, 2) (Mixtral's norms) are x * x; a ``wide`` SQUARED_DIFFERENCE (no int16 kernel: int8 inside a 16x8
+    model, a layer norm's variance limited to int8) is d * d of d = a - b, both with int16 kernels."""
+    for op in list(fn.ops):
+        if keep.match(op) is not None or not op.inputs or op.inputs[0] is None or op.inputs[0].dtype != FLOAT32:
+            continue
+        if op.kind == "DIV" and op.inputs[1].producer is not None and op.inputs[1].producer.kind == "SQRT" \
+                and keep.match(op.inputs[1].producer) is None:
+            a, root = op.inputs[0], op.inputs[1].producer
+            rsqrt = fn.make_op("tfl.RSQRT", [root.inputs[0]], [(FLOAT32, op.inputs[1].shape)],
+                               name=f"{root.name}_rsqrt")
+            fn.ops.insert(fn.ops.index(op), rsqrt)
+            lo, hi = ranges.get(op.inputs[1].uid, (0.0, 0.0))
+            if lo > 0:  # the calibrated range of 1 / sqrt(x), from that of sqrt(x)
+                ranges[rsqrt.outputs[0].uid] = (1.0 / hi, 1.0 / lo)
+            if a.is_const and a.const.size == 1 and float(a.const.reshape(-1)[0]) == 1.0 and \
+                    a.shape == () and tuple(rsqrt.outputs[0].shape) == tuple(op.outputs[0].shape):
+                fn.replace_uses(op.outputs[0], rsqrt.outputs[0])  # 1 / sqrt(x): RSQRT itself
+                fn.ops.remove(op)
+            else:
+                op.type = "tfl.MUL"
+                op.inputs = [a, rsqrt.outputs[0]]
+            if not fn.uses(root.outputs[0]) and not fn.is_output(root.outputs[0]):
+                fn.ops.remove(root)
+            continue
+        if op.kind == "SQUARE" or (op.kind == "POW" and op.inputs[1].is_const and op.inputs[1].const.size == 1
+                                   and float(op.inputs[1].const.reshape(-1)[0]) == 2.0):
+            # x * x (MUL has int8 and int16 kernels; SQUARE takes float32 only, POW float32 and int32)
+            op.type = "tfl.MUL"
+            op.inputs = [op.inputs[0], op.inputs[0]]
+            op.attrs = {"fused_activation_function": "NONE"}
+            continue
+        if op.kind == "SQUARED_DIFFERENCE" and wide(op) and op.outputs[0].uid in ranges:
+            d = fn.make_op("tfl.SUB", list(op.inputs), [(FLOAT32, op.outputs[0].shape)], {"fused_activation_function":
+                                                                                          "NONE"}, name=f"{op.name}_d")
+            fn.ops.insert(fn.ops.index(op), d)
+            peak = float(np.sqrt(max(ranges[op.outputs[0].uid][1], 0.0)))
+            ranges[d.outputs[0].uid] = (-peak, peak)  # |a - b| at most the root of the largest square
+            op.type = "tfl.MUL"
+            op.inputs = [d.outputs[0], d.outputs[0]]
+            op.attrs = {"fused_activation_function": "NONE"}
+            continue
+        if op.kind == "ZEROS_LIKE":
+            op.type = "tfl.MUL"
+            op.inputs = [op.inputs[0], fn.const(np.float32(0.0), f"{op.name}_zero")]
+            op.attrs = {"fused_activation_function": "NONE"}
+            continue
+        if op.kind == "NEG":
+            op.type = "tfl.MUL"
+            op.inputs = [op.inputs[0], fn.const(np.float32(-1.0), f"{op.name}_minus_one")]
+            op.attrs = {"fused_activation_function": "NONE"}
+        elif op.kind == "DIV" and op.inputs[1].is_const and op.inputs[1].const.dtype == FLOAT32 \
+                and np.all(op.inputs[1].const != 0):
+            op.type = "tfl.MUL"
+            op.inputs = [op.inputs[0], fn.const((1.0 / op.inputs[1].const.astype(np.float64)).astype(np.float32),
+                                               f"{op.inputs[1].name}_reciprocal")]
+
+
+def saturated_ranges(fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int]) -> None:
+    """Narrow the range of each value read only by TANH / LOGISTIC ops to where they saturate."""
+    for op in fn.ops:
+        for v in op.outputs:
+            users = fn.uses(v)
+            if v.uid not in ranges or not users or fn.is_output(v) or \
+                    any(u.kind not in ("TANH", "LOGISTIC") for u in users):
+                continue
+            limit = max(SATURATES[u.kind, "int16" if u.outputs[0].uid in wide else "int8"] for u in users)
+            lo, hi = ranges[v.uid]
+            ranges[v.uid] = (max(lo, -limit), min(hi, limit))
+
+
+def bounded_ranges(fn: Function, ranges: dict[int, tuple[float, float]]) -> None:
+    for op in fn.ops:
+        if op.kind in BOUNDED and op.outputs[0].uid in ranges:
+            ranges[op.outputs[0].uid] = BOUNDED[op.kind]
+
+
+def is_mask_fill(v: Value | None) -> bool:
+    """A constant that masks: every entry either 0 or at most LARGE_NEGATIVE, at least one of them the latter
+    (``-1e9`` where Keras 3 selects, ``(1 - mask) * -1e9`` where tf_keras adds, the causal mask folded)."""
+    if v is None or not v.is_const or v.const.dtype != FLOAT32 or not v.const.size:
+        return False
+    c = v.const
+    return float(c.min()) <= LARGE_NEGATIVE and bool(np.all((c == 0) | (c <= LARGE_NEGATIVE)))
+
+
+def index_arithmetic(fn: Function) -> set[int]:
+    """The float ops that compute from positions: every float operand comes from integers (a CAST of an integer
+    tensor, through such ops) or is a constant, and every float result is read only by a CAST back to an
+    integer, a comparison, an op with no integer kernel (the SIN and COS of rotary embeddings), or another such
+    op (T5's relative-position buckets: ``int(log(|i - j| / 8) / log(16) * 8)``; rotary angles: position x
+    frequency). Quantized, they would move indices (``log(0) = -inf`` has no range) and clip every position past
+    the calibrated lengths; the official converter folds them at static shapes. They stay float in every mode,
+    as CAST itself does, integer-only op sets included."""
+    from_ints: set[int] = set()
+    candidates: list[Op] = []
+    for op in fn.ops:
+        floats_in = [v for v in op.inputs if v is not None and v.dtype == FLOAT32]
+        floats_out = [v for v in op.outputs if v.dtype == FLOAT32]
+        if op.kind == "CAST" and floats_out and op.inputs[0].dtype.kind in "iub":
+            from_ints.update(v.uid for v in floats_out)
+        elif op.kind in INDEX_KINDS and floats_in and any(v.uid in from_ints for v in floats_in) and \
+                all(v.uid in from_ints or v.is_const for v in floats_in):
+            from_ints.update(v.uid for v in floats_out)
+            candidates.append(op)
+    chosen: set[int] = set()
+    for op in reversed(candidates):
+        ends = True
+        for v in op.outputs:
+            if v.dtype != FLOAT32:
+                continue
+            users = fn.uses(v)
+            ends = ends and bool(users) and not fn.is_output(v) and all(
+                id(u) in chosen or u.kind in NO_INTEGER_KERNEL for u in users)
+        if ends:
+            chosen.add(id(op))
+    return chosen
+
+
+def masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int]) -> None:
+    """A SOFTMAX input that masks logits with a large negative constant (``SELECT_V2(mask, logits, -1e9)``, as
+    Keras 3's masked softmax writes it, or ``ADD(logits, (1 - mask) * -1e9)``, as tf_keras does): its range is the
+    logits' own, down to the cutoff below their largest, not the constant's -1e9 (which leaves every logit the
+    same integer: attention uniform). The masked entries clamp to the lowest code, where their weight rounds to 0;
+    the constant is quantized at the output's parameters (``_Int8Function.integer``)."""
+    for op in fn.ops:
+        if op.kind != "SOFTMAX":
+            continue
+        x = op.inputs[0]
+        masking = x.producer
+        if masking is None or masking.kind not in ("SELECT_V2", "ADD") or x.uid not in ranges:
+            continue
+        operands = masking.inputs[1:] if masking.kind == "SELECT_V2" else masking.inputs
+        kept = [v for v in operands if not is_mask_fill(v)]
+        if len(kept) != 1 or len(kept) == len(operands) or kept[0].uid not in ranges:
+            continue
+        lo, hi = ranges[kept[0].uid]
+        cutoff = SOFTMAX_CUTOFF["int16" if op.outputs[0].uid in wide else "int8"]
+        ranges[x.uid] = (min(lo, hi - cutoff), hi)
+
+
+def _rsqrt_int16(x: np.ndarray, qi: Quantization, qo: Quantization) -> np.ndarray:
+    """LiteRT's int16 RSQRT (elementwise.cc: LUTPopulate<int16_t>, 513 samples over the input's whole symmetric
+    range, read with linear interpolation; 1/sqrt of 0 or less is the output's largest value)."""
+    top = 32767 * qo.scale[0]
+    grid = np.linspace(-32768 * qi.scale[0], 32767 * qi.scale[0], 513)
+    table = np.clip(np.where(grid > 0, 1.0 / np.sqrt(np.maximum(grid, 1e-30)), top), -top, top)
+    q = np.clip(np.rint(x / qi.scale[0]), -32768, 32767) * qi.scale[0]
+    return np.clip(np.rint(np.interp(q, grid, table) / qo.scale[0]), -32768, 32767) * qo.scale[0]
+
+
+def _rsqrt_int8(x: np.ndarray, qi: Quantization, qo: Quantization) -> np.ndarray:
+    """LiteRT's int8 RSQRT: each input code's 1/sqrt computed (its zero point: the output's largest value)."""
+    lo, hi = represented(qo, INT8)
+    codes = np.clip(np.rint(x / qi.scale[0]) + qi.zero_point[0], -128, 127) - qi.zero_point[0]
+    y = np.where(codes > 0, 1.0 / np.sqrt(np.maximum(codes, 1) * qi.scale[0]), hi)
+    return np.clip(np.rint(y / qo.scale[0]) + qo.zero_point[0], -128, 127).astype(np.float64) * qo.scale[0] - \
+        qo.zero_point[0] * qo.scale[0]
+
+
+def rsqrt_width(op: Op, ranges: dict[int, tuple[float, float]], captured: dict[int, list]) -> np.dtype:
+    """The width a 16x8 model runs RSQRT in: its int16 kernel (a lookup table, coarse near 0, where a layer
+    norm's small variances are: DeiT's 16x8 output 31% off) or its int8 one (exact per code, but 256 codes over
+    the variance's range and an int8 output: BERT's 16x8 8.7% off, against 2.2% in int16), whichever is closer
+    on the calibration values (their mean relative error). Without them (an RSQRT fuselite wrote), int8."""
+    x, y = op.inputs[0], op.outputs[0]
+    if x.uid not in captured or x.uid not in ranges or y.uid not in ranges:
+        return INT8
+    values = np.concatenate([np.ravel(v) for v in captured[x.uid]]).astype(np.float64)
+    values = values[values > 0]
+    if not values.size:
+        return INT8
+    exact = 1.0 / np.sqrt(values)
+    errors = {}
+    for dtype, simulate in ((INT16, _rsqrt_int16), (INT8, _rsqrt_int8)):
+        qi = params_for(dtype, *ranges[x.uid], headroom=INT16_HEADROOM)
+        qo = params_for(dtype, *ranges[y.uid], headroom=INT16_HEADROOM)
+        errors[dtype] = float(np.mean(np.abs(simulate(values, qi, qo) - exact) / exact))
+    return INT16 if errors[INT16] <= errors[INT8] else INT8
+
+
+def wide_values(fn: Function, wide: Callable[[Op], bool], narrow: Callable[[Op], bool],
+                 wide_inputs: bool = False) -> set[int]:
+    """The float values to become int16: the outputs of the ``wide`` ops that compute and have a 16x8 kernel;
+    of the ops that only move values, those whose inputs are all wide (a wide sequence stays wide up to the
+    op that computes with it) or whose readers are all wide (a float input is quantized once, to int16).
+    ``narrow`` ops stay int8 in any case (the target has no int16 kernel for them). ``wide_inputs``: the
+    model's float inputs count as wide (16x8 mode: an op moving an input is int16 too)."""
+    out = {o.uid for op in fn.ops if wide(op) and op.kind in INT16_KINDS and not only_moves(op) and not narrow(op)
+           for o in op.outputs if o.dtype == FLOAT32}
+    inputs = {v.uid for v in fn.inputs if v.dtype == FLOAT32} if wide_inputs else set()
+    for op in fn.ops:
+        ins = [v for v in op.inputs if is_activation(v)]
+        if only_moves(op) and op.kind in INT16_KINDS and not narrow(op) and ins and \
+                all(v.uid in out or v.uid in inputs for v in ins):
+            out.update(o.uid for o in op.outputs if o.dtype == FLOAT32)
+    for op in reversed(fn.ops):  # (a variable's value too: it is int16 when what reads it is 16x8)
+        if not (only_moves(op) and op.kind in INT16_KINDS and not narrow(op)) and op.kind != "READ_VARIABLE":
+            continue
+        for o in op.outputs:
+            users = fn.uses(o)
+            if o.dtype == FLOAT32 and users and not fn.is_output(o) and \
+                    all(any(u2.uid in out for u2 in u.outputs) for u in users):
+                out.add(o.uid)
+    return out
+
+
+def mode_of(op: Op) -> str:
+    """How an integer op runs: int16x8 (int16 activations) or int8."""
+    values = op.outputs or op.inputs[1:]  # ASSIGN_VARIABLE: the value assigned
+    return "int16x8" if any(v is not None and v.dtype == INT16 for v in values) else "int8"
+
+
+def operand_scales(op: Op) -> dict:
+    """The quantization of an integer op's operands and results, for the report: [scale, zero point] per
+    tensor; a per-channel weight as its smallest and largest scale."""
+    def one(v: Value | None):
+        if v is None or v.quant is None:
+            return None
+        if len(v.quant.scale) > 1:
+            return {"per_channel": len(v.quant.scale), "min": min(v.quant.scale), "max": max(v.quant.scale)}
+        return [v.quant.scale[0], v.quant.zero_point[0]]
+    return {"inputs": [one(v) for v in op.inputs], "outputs": [one(v) for v in op.outputs]}
+
+
+def output_edges(fn: Function, q, output_type: str) -> None:
+    """The outputs as the options ask: float32 (DEQUANTIZE), int8 or uint8 (QUANTIZE); ``q``: the int8 engine
+    quantizing ``fn`` (``int8.Int8Function``)."""
+    outs = []
+    for v in fn.outputs:
+        if v.dtype in (INT8, INT16) and output_type == "float32":
+            d = fn.add_op("tfl.DEQUANTIZE", [v], [(FLOAT32, v.shape)], name=f"{v.name}_dequantize")
+            v = d.outputs[0]
+        elif v.dtype in (INT8, INT16, FLOAT32) and output_type == "uint8" and (v.quant is not None or v.uid in q.ranges):
+            src = q.int8_input(v, None)
+            base = src.quant
+            r = fn.add_op("tfl.QUANTIZE", [src], [(np.dtype(np.uint8), v.shape)], name=f"{v.name}_uint8")
+            r.outputs[0].quant = Quantization(base.scale, (base.zero_point[0] + 128,))
+            v = r.outputs[0]
+        elif v.dtype == FLOAT32 and output_type == "int8" and v.uid in q.ranges:
+            r = fn.add_op("tfl.QUANTIZE", [v], [(INT8, v.shape)], name=f"{v.name}_int8")
+            r.outputs[0].quant = q.params(v, INT8)
+            v = r.outputs[0]
+        elif v.dtype == INT16 and output_type == "int8":
+            v = q.int8_input(v, None)
+        elif v.dtype in (INT8, FLOAT32) and output_type == "int16" and (v.quant is not None or v.uid in q.ranges):
+            v = q.integer_input(v, None, INT16)
+        outs.append(v)
+    fn.outputs = outs

@@ -1,0 +1,98 @@
+"""Integer quantization parameters: activation scales and zero points from ranges (int8 asymmetric, int16
+symmetric), their floors, and values quantized at them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuselite.ir import Quantization, Value
+
+FLOAT32 = np.dtype(np.float32)
+
+
+INT8 = np.dtype(np.int8)
+
+
+INT16 = np.dtype(np.int16)
+
+
+# The smallest range an activation gets: the official quantizer's ExpandVerySmallRange widens a calibrated
+# range narrower than kNearZeroTolerance (1e-6) to at least [-1e-6, 1e-6] (compiler/mlir/lite/quantization/
+# common/quantization_lib/quantization_utils.cc). A raw range of an almost-constant tensor gives scales down to
+# 1e-13, which overflow the kernels' multipliers and fused-activation limits (kernel_util.cc Quantize:
+# RELU6's 6 / scale must fit an int32; output_scale_floor keeps that).
+NEAR_ZERO = 1e-6
+
+
+MIN_SCALE = 2 * NEAR_ZERO / 255  # the int8 scale of that range: no int8 activation scale is smaller
+
+
+# The int16 (symmetric) scale of that range. An int16 scale floored at the int8 one would leave a tensor whose
+# values span 3e-7 (EfficientNet's last activation with random weights) ~40 steps: 8% of its range.
+MIN_SCALE_INT16 = NEAR_ZERO / 32767
+
+
+def _widened(lo: float, hi: float) -> tuple[float, float]:
+    """[lo, hi] widened to hold 0 and to at least [-NEAR_ZERO, NEAR_ZERO] when narrower than that."""
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise NoRange(f"its calibrated range [{lo}, {hi}] is not finite (the float model gives inf or NaN on "
+                       "the representative dataset)")
+    if hi - lo <= NEAR_ZERO:
+        lo, hi = min(lo, -NEAR_ZERO), max(hi, NEAR_ZERO)
+    return lo, hi
+
+
+def activation_params(lo: float, hi: float) -> Quantization:
+    """Asymmetric int8 parameters for values in [lo, hi] (widened to hold 0, as the spec says, and to the
+    official converter's smallest range)."""
+    lo, hi = _widened(lo, hi)
+    scale = max((hi - lo) / 255, MIN_SCALE)
+    zero_point = int(np.clip(round(-128 - lo / scale), -128, 127))
+    return Quantization((float(np.float32(scale)),), (zero_point,))
+
+
+def int16_params(lo: float, hi: float) -> Quantization:
+    """Symmetric int16 parameters (zero point 0, as every 16x8 kernel requires) for values in [lo, hi]."""
+    peak = max(abs(float(lo)), abs(float(hi)))
+    # All zeros: the scale of a [-1, 1] range. A large one would break the kernels that rescale to twice
+    # the larger input scale (int16 ADD / SUB need that below 2^15 x their output scale).
+    scale = (peak if peak > 0 else 1.0) / 32767
+    return Quantization((float(np.float32(max(scale, MIN_SCALE_INT16))),), (0,))
+
+
+class NoRange(Exception):
+    pass
+
+
+def is_activation(v: Value | None) -> bool:
+    return v is not None and not v.is_const and v.dtype == FLOAT32
+
+
+INT16_HEADROOM = 2.0  # int16 ranges are calibrated ranges x this: inputs beyond the calibration data do not
+
+
+def params_for(dtype: np.dtype, lo: float, hi: float, headroom: float = 1.0) -> Quantization:
+    return int16_params(lo * headroom, hi * headroom) if dtype == INT16 else activation_params(lo, hi)
+
+
+def represented(q: Quantization, dtype: np.dtype) -> tuple[float, float]:
+    """The reals an integer tensor with parameters ``q`` can hold."""
+    info = np.iinfo(dtype)
+    return q.scale[0] * (info.min - q.zero_point[0]), q.scale[0] * (info.max - q.zero_point[0])
+
+
+def quantize_values(x: np.ndarray, q: Quantization, dtype: np.dtype = INT8) -> np.ndarray:
+    """Real values as ``dtype`` (int8 or int16) with per-tensor parameters ``q``."""
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(np.asarray(x, np.float64) / q.scale[0]) + q.zero_point[0], info.min, info.max).astype(dtype)
+
+
+def int32_bias(values: np.ndarray, scales: np.ndarray, dtype=np.int32) -> np.ndarray:
+    """A bias as int32 (int64 for a 16x8 kernel) at ``scales`` (input scale x weight scale), zero point 0."""
+    q = np.rint(np.asarray(values, np.float64) / np.asarray(scales, np.float64))
+    info = np.iinfo(dtype)
+    return np.clip(q, info.min + 1, info.max).astype(dtype)
+
+
+FIXED_INT16 = (1 / 32768, 0)

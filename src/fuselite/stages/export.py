@@ -1,0 +1,58 @@
+"""Writing the file: ops ordered, the schema-v3 flatbuffer written, memory handed back first for a large model.
+
+Each pass body is ``(module, ctx)``; ``fuselite/pipeline.py`` declares where it runs."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import sys
+from collections import Counter
+
+from fuselite.tflite.flatbuffer import write_flatbuffer
+from fuselite.tflite.micro import micro_problems
+
+
+def count_ops(module) -> dict[str, int]:
+    """Op kinds -> how many, over every function (for the report)."""
+    c: Counter = Counter()
+    for fn in module.functions.values():
+        c.update(op.kind for op in fn.ops)
+    return dict(sorted(c.items()))
+
+
+def _return_freed_memory() -> None:
+    """Give the memory just freed back to the system (glibc keeps freed blocks under 32 MiB in its heap,
+    where the builder's one large block cannot reuse them: resident memory would hold them beside it)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl): nothing to do
+        pass
+
+
+def ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=None) -> bytes:
+    for fn in module.functions.values():
+        fn.topo_sort()
+    return write_flatbuffer(module, tensor_names, provenance)
+
+
+COLLECT_ABOVE = 4 << 20  # bytes of constants above which export collects garbage first
+
+
+def export_flatbuffer(module, ctx) -> None:
+    # The ops the passes replaced reference their values and back (cycles): their constants (a copy of
+    # the weights before lowering transposed them) are freed only by the cycle collector. For a large model,
+    # free them now, before the writer needs room for the file (a full collection costs ~0.1 s).
+    if sum(v.const.nbytes for fn in module.functions.values() for op in fn.ops for v in op.inputs
+           if v is not None and v.is_const) > COLLECT_ABOVE:
+        gc.collect()
+        _return_freed_memory()
+    ctx.tensor_names = {}
+    ctx.output = ordered_flatbuffer(module, ctx.tensor_names, ctx.provenance)
+    ctx.report.ops_after = count_ops(module)
+    problems = micro_problems(module)
+    ctx.report.micro = {"target": ctx.target, "runs": not problems, "problems": problems}
+    ctx.report.size_bytes = len(ctx.output)
+    ctx.report.subgraphs = len(module.functions)
