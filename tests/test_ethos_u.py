@@ -14,6 +14,7 @@ import pytest
 from conftest import keras_flavour
 
 import fuselite
+import fuselite.targets.ethos_u
 from fuselite.errors import ConversionError, InputError
 from fuselite.quantize import QuantizationOptionError
 from fuselite.quantize.integer_lstm import LSTM_8X8, LSTM_16X8
@@ -146,7 +147,7 @@ def test_ethos_u_options_are_checked_before_converting(monkeypatch):
         conv.convert()
     with pytest.raises(QuantizationOptionError, match="needs a representative_dataset"):
         fuselite.Converter.from_keras_model(model, target="ethos-u").convert()
-    monkeypatch.setattr(fuselite.converter, "vela_available", lambda: False)
+    monkeypatch.setattr(fuselite.targets.ethos_u, "vela_available", lambda: False)
     with pytest.raises(InputError) as e:
         fuselite.Converter.from_keras_model(model, target="ethos-u").convert()
     assert "\n" not in str(e.value) and "pip install 'fuselite[ethos-u]'" in str(e.value)

@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"errors", "budget"},  # the exceptions every layer raises; the error budget's plan (no imports)
     {"ir", "tf_dtypes", "operands"},  # the graph IR; TensorFlow dtypes <-> IR dtypes; LiteRT operand layouts
     {"tflite", "lower", "passes", "quantize", "runtime"},  # stages on the IR, each standing alone; running .tflite
-    {"fusion"},  # composite rules: build on passes (cleanup) and tflite (custom-op options)
+    {"fusion", "targets"},  # composite rules: build on passes (cleanup) and tflite (custom-op options); targets
     {"rnn"},  # the recurrent package: its rules are fusion rules; its loop matcher folds with passes
     {"frontend"},  # TF / Keras -> IR: marks Keras RNN functions with fusion's `implements` and rnn's gate orders
     {"stages"},  # the pass bodies by concern, on everything below; pipeline.py (top) declares their order

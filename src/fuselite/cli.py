@@ -49,22 +49,28 @@ class UsageError(Exception):
 
 
 def _check_usage(args) -> None:
-    ethos_u = args.target == "ethos-u"
-    if ethos_u and args.quantize in ("float16", "dynamic"):
-        raise UsageError(f"--target ethos-u is full integer: --quantize int8 (its default) or int16x8, "
-                         f"not {args.quantize}")
-    if ethos_u and not args.quantize:
-        args.quantize = "int8"  # the target's default, so that every quantization option goes with it
+    from fuselite.targets import TARGETS
+
+    target = TARGETS[args.target]
+    if args.quantize in target.cli_refused_quantize:
+        raise UsageError(f"--target {target.name} is full integer: --quantize {target.cli_quantize} (its default) or "
+                         f"int16x8, not {args.quantize}")
+    if target.cli_quantize and not args.quantize:
+        args.quantize = target.cli_quantize  # the target's default, so that every quantization option goes with it
     if args.calibration_data and args.quantize not in ("int8", "int16x8"):
-        raise UsageError("--calibration-data is for --quantize int8 or int16x8 (or --target ethos-u)")
-    if not ethos_u and (args.accelerator_config or args.vela_output):
-        raise UsageError("--accelerator-config and --vela-output are for --target ethos-u")
+        integer = "".join(f" (or --target {t.name})" for t in TARGETS.values() if t.cli_quantize)
+        raise UsageError(f"--calibration-data is for --quantize int8 or int16x8{integer}")
+    for other in TARGETS.values():
+        if other is not target and any(getattr(args, o, None) for o in other.options):
+            flags = " and ".join("--" + o.replace("_", "-") for o in other.options)
+            raise UsageError(f"{flags} are for --target {other.name}")
     if args.keep_float and not args.quantize:
         raise UsageError("--keep-float is for use with --quantize")
     if args.max_error is not None and args.quantize not in ("int8", "int16x8"):
         raise UsageError("--max-error is for --quantize int8 or int16x8")
     if args.quantize in ("int8", "int16x8") and not args.calibration_data:
-        what = f"--target ethos-u (--quantize {args.quantize})" if ethos_u else f"--quantize {args.quantize}"
+        what = f"--target {target.name} (--quantize {args.quantize})" if target.cli_quantize else \
+            f"--quantize {args.quantize}"
         raise UsageError(f"{what} needs --calibration-data FILE.npz (the samples to calibrate on)")
     if (args.inputs or args.tolerance is not None) and not args.verify:
         raise UsageError("--inputs and --tolerance are for use with --verify")
@@ -330,6 +336,7 @@ def main(argv=None) -> int:
     from fuselite import __version__
     from fuselite.rnn.forms.policy import RNN_FORMS
     from fuselite.runtime.vela import ACCELERATORS, DEFAULT_ACCELERATOR
+    from fuselite.targets import TARGETS
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="print only errors (and what --json asks for)")
@@ -380,11 +387,8 @@ def main(argv=None) -> int:
     c.add_argument("--no-check-fusions", action="store_true",
                    help="skip running each fusion against its composite's own TensorFlow body first (faster; "
                         "a wrong rule is then not caught at conversion)")
-    c.add_argument("--target", choices=["litert", "micro", "ethos-u"], default="litert",
-                   help="micro: only ops and operand types TFLite Micro's kernels take (an op it cannot run is an "
-                        "error); ethos-u: full integer (int8, or --quantize int16x8) with integer input and output, "
-                        "in forms an Arm Ethos-U NPU takes, compiled with Vela (needs ethos-u-vela; the report gives "
-                        "the NPU / CPU split); default litert")
+    c.add_argument("--target", choices=list(TARGETS), default="litert",
+                   help="; ".join(t.help for t in TARGETS.values()))
     c.add_argument("--accelerator-config", choices=list(ACCELERATORS), default=None, metavar="CONFIG",
                    help=f"--target ethos-u: the NPU configuration, as Vela names it: {', '.join(ACCELERATORS)} "
                         f"(default {DEFAULT_ACCELERATOR})")

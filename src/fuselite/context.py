@@ -24,6 +24,7 @@ import numpy as np
 from fuselite.fusion import RuleSet
 from fuselite.passes.variables import ZeroInitialVariables
 from fuselite.report import Report
+from fuselite.targets import target_named
 
 
 @dataclass
@@ -54,8 +55,8 @@ class ConversionContext:
     bidirectional: str = "split"  # "split": two unidirectional ops; "fused": LiteRT's bidirectional op (float)
     rnn_form: str = "default"  # LSTM / SimpleRNN / GRU: "default" (per family), "fused", "unrolled" or "loop"
     threads: int = 1  # the LiteRT thread count the model will run with (the default forms depend on it)
-    target: str = "litert"  # "litert", "micro" (only ops, versions and types TFLite Micro's kernels take) or
-    # "ethos-u" (the micro target's forms, full integer, forms the NPU takes, compiled with Vela)
+    target: str = "litert"  # a target of fuselite/targets/: "litert", "micro" (only ops, versions and types
+    # TFLite Micro's kernels take) or "ethos-u" (the micro target's forms, full integer, compiled with Vela)
     accelerator: str | None = None  # target="ethos-u": Vela's --accelerator-config
     vela_output: Any = None  # target="ethos-u": where Vela's compiled model is kept (None: not kept)
     output_name: str = "model"  # the name of the model's file (Vela's kept files are named after it)
@@ -81,7 +82,11 @@ class ConversionContext:
     @property
     def on_micro(self) -> bool:
         """The model runs on TFLite Micro (target "micro", or "ethos-u": what Vela leaves to the CPU runs there)."""
-        return self.target in ("micro", "ethos-u")
+        return target_named(self.target).runs_on_micro
+
+    def selects(self, group: str) -> bool:
+        """Whether the target (``fuselite/targets/``) runs the pipeline group ``group`` in this conversion."""
+        return target_named(self.target).selects(group, self)
 
     def record_frozen_variables(self) -> None:
         """Update the report's frozen variables from what the passes froze or read so far."""

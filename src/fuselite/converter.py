@@ -22,12 +22,13 @@ from fuselite.ir import Module
 from fuselite.passes.manager import pass_names, run_pipeline
 from fuselite.pipeline import PIPELINE
 from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, resolve_mode
-from fuselite.quantize.options import integer_only, io_type, option_name
+from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
 from fuselite.requirements import require_tensorflow
 from fuselite.rnn.forms.policy import DEFAULT_THREADS, RNN_FORMS
 from fuselite.runtime.micro import micro_available
-from fuselite.runtime.vela import ACCELERATORS, DEFAULT_ACCELERATOR, INSTALL, vela_available
+from fuselite.targets import check_directory, target_named
+from fuselite.targets.base import refuse_other_targets_options
 from fuselite.tflite.flatbuffer import Provenance
 from fuselite.tflite.micro import micro_sources
 
@@ -186,20 +187,20 @@ class Converter:
 
     def _convert(self) -> bytes:
         self.report = Report(source=self.source)
-        if self.target not in TARGETS:
-            raise InputError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {self.target!r}")
+        target = target_named(self.target)
         if self.rnn_form not in RNN_FORMS:
             raise InputError(f"rnn_form must be one of {', '.join(map(repr, RNN_FORMS))}, got {self.rnn_form!r}")
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= 1024:
             raise InputError(f"threads is the LiteRT num_threads the model will run with, an integer from 1 to "
                              f"1024, got {self.threads!r}")
-        self._check_ethos_u()
+        refuse_other_targets_options(self, target)
+        target.check_options(self)
         input_shapes_option(self.input_shapes)  # refused before anything is traced
         if self.bidirectional not in BIDIRECTIONAL_FORMS:
             raise InputError(f"bidirectional must be one of {', '.join(map(repr, BIDIRECTIONAL_FORMS))}, "
                              f"got {self.bidirectional!r}")
         if self.micro_sources is not None:
-            _check_sources_dir(self.micro_sources)
+            check_directory(self.micro_sources)
             if not micro_available():
                 raise InputError("micro_sources: the tensor arena is measured with TFLite Micro's interpreter, "
                                  "which is not installed (pip install 'fuselite[micro]')")
@@ -212,10 +213,7 @@ class Converter:
         if self.max_quantization_error is not None and mode not in ("int8", "int16x8"):
             raise QuantizationOptionError("max_quantization_error is for full-integer quantization (int8 or 16x8, "
                                           "with a representative_dataset)")
-        if self.target == "micro" and mode == "float16":  # "dynamic": decided after import (a QAT model is int8)
-            raise QuantizationOptionError(f"target='micro': TFLite Micro has no kernels for {mode} quantization "
-                                          "(float16 weights or int8 weights with float activations); quantize to "
-                                          "int8 or int16x8 with a representative_dataset, or not at all")
+        target.check_mode(mode)
         if self.rnn_form == "loop" and mode in ("int8", "int16x8"):
             raise QuantizationOptionError("rnn_form='loop' cannot be quantized to integers: the calibration and the "
                                           "integer rules do not enter a WHILE loop's body; leave rnn_form at its "
@@ -260,52 +258,15 @@ class Converter:
         return data
 
     def _accelerator(self) -> str | None:
-        return (self.accelerator_config or DEFAULT_ACCELERATOR) if self.target == "ethos-u" else None
-
-    def _check_ethos_u(self) -> None:
-        """The Ethos-U options: named configurations, given only with that target, and Vela installed."""
-        if self.target != "ethos-u":
-            given = [n for n in ("accelerator_config", "vela_output") if getattr(self, n) is not None]
-            if given:
-                raise InputError(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for target='ethos-u' "
-                                 f"(Arm's Vela compiler), not target={self.target!r}")
-            return
-        if self.accelerator_config is not None and self.accelerator_config not in ACCELERATORS:
-            raise InputError(f"accelerator_config must be one of Vela's configurations: {', '.join(ACCELERATORS)}; "
-                             f"got {self.accelerator_config!r}")
-        if self.vela_output is not None:
-            _check_sources_dir(self.vela_output, "vela_output")
-        if not vela_available():
-            raise InputError(f"target='ethos-u' compiles the model with Arm's Vela, which is not installed: {INSTALL}")
+        return target_named(self.target).accelerator(self)
 
     def _quantization_settings(self) -> tuple:
         """(optimizations, target_spec, representative_dataset, input type, output type) as the conversion takes
-        them: as set, except that target="ethos-u" is full integer (int8 unless the 16x8 op set is asked for)
-        with integer input and output, which Vela needs."""
-        settings = [self.optimizations, self.target_spec, self.representative_dataset,
-                    self.inference_input_type, self.inference_output_type]
-        if self.target != "ethos-u":
-            return tuple(settings)
-        floats = [n for n in ("inference_input_type", "inference_output_type")
-                  if getattr(self, n) is not None and io_type(getattr(self, n)) == "float32"]
-        if floats:
-            raise QuantizationOptionError(f"target='ethos-u': {' and '.join(floats)} float32, but the NPU takes "
-                                          "integer tensors only (Vela compiles int8 and 16x8 models): leave "
-                                          "them unset (int8, or int16 with 16x8) or set int8")
-        spec = TargetSpec()
-        spec.supported_types, spec.supported_ops = list(self.target_spec.supported_types or []), \
-            list(self.target_spec.supported_ops or [])
-        ops = {option_name(o).upper() for o in spec.supported_ops}
-        if "float16" in {option_name(t).lower() for t in spec.supported_types}:
-            raise QuantizationOptionError("target='ethos-u': float16 weights run on no Ethos-U; it is full integer "
-                                          "(int8, or 16x8 with supported_ops=[...ACTIVATIONS_INT16_WEIGHTS_INT8])")
-        sixteen = "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8" in ops
-        if not sixteen and "TFLITE_BUILTINS_INT8" not in ops:
-            spec.supported_ops = ["TFLITE_BUILTINS_INT8"] + [o for o in spec.supported_ops
-                                                             if option_name(o).upper() != "TFLITE_BUILTINS"]
-        wide = "int16" if sixteen else "int8"
-        return (self.optimizations or ["DEFAULT"], spec, self.representative_dataset,
-                self.inference_input_type or wide, self.inference_output_type or wide)
+        them: as set, or as the target forces them (target="ethos-u" is full integer with integer input and
+        output, which Vela needs)."""
+        settings = (self.optimizations, self.target_spec, self.representative_dataset,
+                    self.inference_input_type, self.inference_output_type)
+        return target_named(self.target).quantization_settings(self, settings)
 
     def _run_with_batch(self, mode, keep_float, rnn_form: str) -> bytes:
         try:
@@ -386,20 +347,7 @@ def _version() -> str:
         return "(not installed)"
 
 
-TARGETS = ("litert", "micro", "ethos-u")
 BIDIRECTIONAL_FORMS = ("split", "fused")
-
-
-def _check_sources_dir(directory, option: str = "micro_sources") -> None:
-    """Before converting: ``option`` names a directory that is there or can be made."""
-    directory = os.path.abspath(os.fspath(directory))
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise InputError(f"{option}: '{directory}' is a file, not a directory")
-    parent = directory
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{option}: no permission to write in '{parent}'")
 
 
 def write_atomic(path, data: bytes) -> None:

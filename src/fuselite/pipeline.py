@@ -5,7 +5,8 @@ prints it. Each pass is a function ``(module, ctx)`` (``ctx``: the
 :class:`~fuselite.context.ConversionContext`) declared once here with a one-line doc;
 its time goes into ``report.stage_seconds`` under its name, and ``--print-after NAME``
 prints the IR after it. This file only declares: the bodies live in ``fuselite/stages/`` by
-concern (and in ``fuselite/passes/``), the passes other stages run again in ``stages/groups.py``.
+concern (and in ``fuselite/passes/``), the passes other stages run again in ``stages/groups.py``; a
+group that depends on the target runs where the target (``fuselite/targets/``) ``selects`` it.
 Adding a stage (quantization, a target check) is a body there and one entry here.
 """
 
@@ -23,13 +24,7 @@ from fuselite.passes.micro_forms import (
 from fuselite.passes.optimize import optimize
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.reset_witness import add_reset_witnesses
-from fuselite.stages.checks import (
-    check_micro_target,
-    check_on_litert,
-    check_static_inputs,
-    compile_for_ethos_u,
-    run_on_tflite_micro,
-)
+from fuselite.stages.checks import check_on_litert
 from fuselite.stages.export import export_flatbuffer
 from fuselite.stages.graph import (
     freeze_read_only_variables,
@@ -53,6 +48,8 @@ from fuselite.stages.quantization import (
     quantize_int8_weights,
     settle_quantization_mode,
 )
+from fuselite.targets.ethos_u import compile_for_ethos_u
+from fuselite.targets.micro import check_micro_target, check_static_inputs, run_on_tflite_micro
 
 # -- the declaration ---------------------------------------------------------------------
 
@@ -66,7 +63,7 @@ PIPELINE = [
     Group("micro-inputs", [
         Pass("check-static-inputs", check_static_inputs,
              "an input with a dynamic dimension besides the batch is an error (TFLite Micro runs static shapes)"),
-    ], "the micro target's inputs", when=lambda m, ctx: ctx.on_micro),
+    ], "the micro target's inputs", when=lambda m, ctx: ctx.selects("micro-inputs")),
     Pass("settle-quantization-mode", settle_quantization_mode,
          "a quantization-aware-trained program (FakeQuant ops) asked to be optimized is made int8 from its ranges"),
     Pass("inline-calls", inline_plain_calls, "inline every call except to composite functions"),
@@ -108,13 +105,13 @@ PIPELINE = [
         Pass("full-rank-strided-slices", lambda m, ctx: full_rank_strided_slices(m),
              "a STRIDED_SLICE naming fewer dims than its input names them all (TFLite Micro reads every dim's)"),
         DCE,
-    ], "the forms of ops TFLite Micro has kernels for", when=lambda m, ctx: ctx.on_micro),
+    ], "the forms of ops TFLite Micro has kernels for", when=lambda m, ctx: ctx.selects("micro-forms")),
     Group("ethos-u-forms", [
         Pass("reverse-as-split-concat", lambda m, ctx: reverse_as_split_concat(m),
              "a REVERSE_V2 along a static axis becomes SPLIT + CONCATENATION in the reverse order (Vela maps "
              "REVERSE_V2 to the NPU on the Ethos-U85 only)"),
     ], "the forms of ops the Ethos-U55 / U65 NPU takes",
-        when=lambda m, ctx: ctx.target == "ethos-u" and not str(ctx.accelerator).startswith("ethos-u85")),
+        when=lambda m, ctx: ctx.selects("ethos-u-forms")),
     Group("quantize", [
         Group("float16", [
             Pass("quantize-float16", quantize_float16_weights,
@@ -138,11 +135,11 @@ PIPELINE = [
              "a signature using variables resets them after interpreter.reset_all_variables() (an in-place RNN "
              "state marks it)"),
     ], "LiteRT's reset_all_variables() resets resource variables too",
-        when=lambda m, ctx: ctx.target == "litert" and not ctx.integer_only and bool(ctx.report.mutable_variables)),
+        when=lambda m, ctx: ctx.selects("reset-witness")),
     Group("micro-target", [
         Pass("check-micro-target", check_micro_target,
              "every op TFLite Micro has no kernel (or no such operand types) for, listed together, is an error"),
-    ], "the micro target's compatibility check", when=lambda m, ctx: ctx.on_micro),
+    ], "the micro target's compatibility check", when=lambda m, ctx: ctx.selects("micro-target")),
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
     Pass("check-on-litert", check_on_litert,
          "prepare the model on stock LiteRT and invoke it on zeros: an op or dtype its kernels reject is an error"),
@@ -150,12 +147,12 @@ PIPELINE = [
         Pass("run-on-tflite-micro", run_on_tflite_micro,
              "load and run the model on TFLite Micro's interpreter (a subprocess); for --micro-sources, measure "
              "its tensor arena"),
-    ], "run on TFLite Micro", when=lambda m, ctx: ctx.on_micro or ctx.micro_sources),
+    ], "run on TFLite Micro", when=lambda m, ctx: ctx.selects("on-micro")),
     Group("ethos-u", [
         Pass("compile-with-vela", compile_for_ethos_u,
              "compile the model with Arm's Vela for the Ethos-U configuration (a subprocess): the NPU / CPU split "
              "with Vela's reasons, cycle and SRAM estimates"),
-    ], "Arm's Vela compiler", when=lambda m, ctx: ctx.target == "ethos-u"),
+    ], "Arm's Vela compiler", when=lambda m, ctx: ctx.selects("ethos-u")),
     Group("quantization-error", [
         Pass("measure-quantization-error", measure_quantization_error,
              "run the float and the quantized model on LiteRT (the quantized one on TFLite Micro when only it has "

@@ -1,21 +1,16 @@
-"""The checks around writing: stock LiteRT prepares and runs the file, TFLite Micro's op and shape
-limits, the run on TFLite Micro's interpreter, the Ethos-U compile with Vela.
+"""The check before writing: stock LiteRT prepares and runs the file (the targets' own checks and runs are in
+``fuselite/targets/``).
 
 Each pass body is ``(module, ctx)``; ``fuselite/pipeline.py`` declares where it runs."""
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 
 from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.quantize.select import op_name
 from fuselite.runtime.kernel_errors import MissingKernelError
-from fuselite.runtime.micro import MicroUnavailable, run_on_micro
 from fuselite.runtime.prepare_check import litert_problem
-from fuselite.runtime.vela import VelaUnavailable, compile_with_vela
-from fuselite.tflite.micro import dynamic_input_problems, micro_problems, reset_witness
 
 DYNAMIC_SIZE = 3  # the size the check before writing gives a dynamic input dimension, beside the written one
 
@@ -96,60 +91,3 @@ def _operand(v) -> str:
     if len(v.quant.scale) > 1:
         return f"{v.dtype} (scales {min(v.quant.scale):.3g}..{max(v.quant.scale):.3g} per channel)"
     return f"{v.dtype} (scale {v.quant.scale[0]:.3g}, zero point {v.quant.zero_point[0]})"
-
-
-def check_static_inputs(module, ctx) -> None:
-    """The micro target: an input with a dynamic dimension besides the batch is an error at once (before forms
-    that would fail on it for another reason)."""
-    problems = dynamic_input_problems(module)
-    if problems:
-        raise ConversionError(f"TFLite Micro cannot run this model (target={ctx.target!r}): {len(problems)} "
-                              "problem(s):\n  " + "\n  ".join(problems))
-
-
-def check_micro_target(module, ctx) -> None:
-    """The micro target: every op TFLite Micro could not run, listed together, is a conversion error."""
-    problems = micro_problems(module) + dynamic_input_problems(module)
-    if problems:
-        raise ConversionError(f"TFLite Micro cannot run this model (target={ctx.target!r}): {len(problems)} "
-                              "problem(s):\n  "
-                              + "\n  ".join(problems))
-
-
-def run_on_tflite_micro(module, ctx) -> None:
-    """Load the written model in TFLite Micro's interpreter and run it on zeros (a subprocess); for the
-    firmware sources, measure its tensor arena."""
-    problems = list(ctx.report.micro["problems"])
-    witness = [op for fn in module.functions.values() for op in fn.ops if reset_witness(op)]
-    if witness:  # not the model's problem (the static check leaves it out), but in this file
-        problems.append(f"{witness[0].kind} '{witness[0].name}': fuselite's reset witness for LiteRT's "
-                        "reset_all_variables() (the LiteRT target's; TFLite Micro has no kernel for it)")
-    if problems:  # the LiteRT target, asked for firmware sources
-        raise ConversionError("micro_sources: this model would not run on TFLite Micro (convert with "
-                              "target='micro' for the forms it runs):\n  " + "\n  ".join(problems))
-    fn = module.functions[next(iter(module.signatures.values()))] if module.signatures else None
-    inputs = [([1 if d is None else d for d in v.shape], v.dtype.name) for v in fn.inputs] if fn else []
-    try:
-        result = run_on_micro(ctx.output, inputs, measure_arena=ctx.micro_sources)
-    except MicroUnavailable as e:
-        ctx.report.warn(f"not run on TFLite Micro before writing: {e}")
-        return
-    if "error" in result:
-        raise ConversionError(result["error"])
-    ctx.report.micro["ran"] = True
-    if "arena_bytes" in result:
-        ctx.report.micro["arena_bytes"] = result["arena_bytes"]
-
-
-def compile_for_ethos_u(module, ctx) -> None:
-    """target="ethos-u": compile the written model with Vela for the accelerator; the NPU / CPU split (each CPU
-    op with Vela's reason), its cycle and memory estimates into the report; with ``vela_output``, its compiled
-    model kept there."""
-    keep = None if ctx.vela_output is None else os.fspath(ctx.vela_output)
-    try:
-        result = compile_with_vela(ctx.output, ctx.accelerator, keep=keep, name=ctx.output_name)
-    except VelaUnavailable as e:
-        raise ConversionError(f"target='ethos-u': {e}") from None
-    if "error" in result:
-        raise ConversionError(f"target='ethos-u': {result['error']}")
-    ctx.report.ethos_u = result
