@@ -50,7 +50,9 @@ def _inputs(model, spec: dict, vocabulary: int, batch: int, other_length: bool, 
     rng = np.random.default_rng(seed)
     feeds = {}
     dynamic = _dynamic_dims(model)
+    declared = model.input if isinstance(model.input, dict) else {"__single__": model.input}
     for name, (dtype, shape, _) in spec.items():
+        dtype = str(getattr(declared.get(name), "dtype", None) or dtype)  # the model's own (EdRec: a bool mask)
         shape = list(shape)
         shape[0] = batch
         if other_length and name in dynamic and len(shape) > 1 and 1 in dynamic[name]:

@@ -412,6 +412,30 @@ def _rotary(t):
     return t * tf.cos(angles) + tf.concat([-b, a], -1) * tf.sin(angles)
 
 
+def _rotary_read_twice(t):
+    """A rotary table sliced for its sines (index arithmetic, kept float) and also added to the activations
+    (an integer reader): Moonshine's decoder reads its rotary table both ways."""
+    pos = tf.cast(tf.range(tf.shape(t)[1]), tf.float32)
+    inverse = (1.0 / 100.0 ** (np.arange(0, 8, 2) / 8.0)).astype(np.float32)
+    table = tf.reshape(tf.einsum("i,j->ij", pos, tf.constant(inverse)), [-1, 4])
+    return tf.concat([t[..., :4] * tf.sin(table[:, :4]), t[..., 4:] + 0.1 * table], -1)
+
+
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+def test_index_arithmetic_read_by_an_integer_op_too_stays_float_where_a_float_op_reads_it(mode):
+    """Before, the table's RESHAPE (read by the kept-float slice and by an integer ADD) was made integer and the
+    slice read its int8 values as float32: LiteRT refused the model ('strided_slice.cc: input->type !=
+    output->type', a raw RuntimeError from the error measurement; keras-hub's Moonshine int8 and 16x8)."""
+    model = _lambda((None, 8), _rotary_read_twice)
+    conv, data = _convert(model, mode, _draws(model, 16, seed=1, length=6))
+    records = conv.report.quantization["ops"]
+    table = [r for r in records if r["kind"] in ("RESHAPE", "SIN")]
+    assert table and {r["mode"] for r in table} == {"float"}, records
+    held_out = _draws(model, 4, seed=7, length=6)
+    for builtin in (True, False):
+        assert _error(data, model, held_out, builtin) <= (INT8_TOLERANCE if mode == "int8" else INT16X8_TOLERANCE)
+
+
 @pytest.mark.parametrize("mode", ["int8", "int16x8"])
 def test_rotary_angles_stay_float_and_hold_past_the_calibrated_length(mode):
     """Calibrated at length 4, run at 16: the angles (positions x frequencies) stay float as index arithmetic, and

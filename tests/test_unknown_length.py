@@ -284,3 +284,26 @@ def test_python_control_flow_on_the_length_needs_input_shapes():
     data = conv.convert()
     xs = np.random.default_rng(0).standard_normal((2, 6, 3)).astype(np.float32)
     np.testing.assert_allclose(next(iter(run(data, [xs]).values())), np.asarray(model(xs)), atol=1e-5)
+
+
+def test_images_of_unknown_size_through_valid_convolutions():
+    """keras.Input((None, None, 3)) with valid convolutions and pooling (Xception's stem in keras-hub): the file
+    is written with each dynamic dimension 1, at which the network cannot run (LiteRT fails to prepare it); the
+    check before writing tries larger sizes instead of refusing the model, says so, and the file gives Keras'
+    numbers at two image sizes on both kernel sets."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((None, None, 3)), keras.layers.Conv2D(4, 3),
+                              keras.layers.MaxPooling2D(3, 2), keras.layers.Conv2D(4, 3),
+                              keras.layers.GlobalAveragePooling2D()])
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    assert any("checked on LiteRT at" in w and "written shapes" in w for w in conv.report.warnings), \
+        conv.report.warnings
+    rng = np.random.default_rng(0)
+    for shape in ((1, 20, 20, 3), (2, 33, 41, 3)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        for builtin in (True, False):
+            got = next(iter(run(data, [x], builtin_kernels=builtin).values()))
+            assert np.abs(got - model(x).numpy()).max() < TOL, (shape, builtin)

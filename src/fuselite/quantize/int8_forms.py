@@ -124,7 +124,7 @@ def index_arithmetic(fn: Function) -> set[int]:
     op (T5's relative-position buckets: ``int(log(|i - j| / 8) / log(16) * 8)``; rotary angles: position x
     frequency). Quantized, they would move indices (``log(0) = -inf`` has no range) and clip every position past
     the calibrated lengths; the official converter folds them at static shapes. They stay float in every mode,
-    as CAST itself does, integer-only op sets included."""
+    as CAST itself does, integer-only op sets included, with the candidates that compute their inputs."""
     from_ints: set[int] = set()
     candidates: list[Op] = []
     for op in fn.ops:
@@ -147,6 +147,16 @@ def index_arithmetic(fn: Function) -> set[int]:
                 id(u) in chosen or u.kind in NO_INTEGER_KERNEL for u in users)
         if ends:
             chosen.add(id(op))
+    # an op kept float reads float values: a candidate computing one of its inputs stays float too, though it has
+    # other, integer readers (which read it through a QUANTIZE; Moonshine's rotary table is sliced both ways)
+    by_id = {id(op): op for op in candidates}
+    todo = list(chosen)
+    while todo:
+        for v in by_id[todo.pop()].inputs:
+            producer = v.producer if v is not None and v.dtype == FLOAT32 else None
+            if producer is not None and id(producer) in by_id and id(producer) not in chosen:
+                chosen.add(id(producer))
+                todo.append(id(producer))
     return chosen
 
 

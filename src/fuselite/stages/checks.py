@@ -13,6 +13,7 @@ from fuselite.runtime.kernel_errors import MissingKernelError
 from fuselite.runtime.prepare_check import litert_problem
 
 DYNAMIC_SIZE = 3  # the size the check before writing gives a dynamic input dimension, beside the written one
+DYNAMIC_SIZES = (32, 96, 224)  # sizes tried for dynamic dimensions besides the batch where 1 does not run
 
 
 def check_on_litert(module, ctx) -> None:
@@ -28,19 +29,21 @@ def check_on_litert(module, ctx) -> None:
                         "measured on TFLite Micro's interpreter instead")
         return
     problem, shapes, dynamic = None, _sample_shapes(ctx), None
+    written = shapes is None
     while problem is None:
-        for builtin in (False, True):
-            try:
-                problem = litert_problem(ctx.output, builtin=builtin, shapes=shapes)
-            except MissingKernelError as e:
-                ctx.report.warn(f"not run on LiteRT before writing: {e}")
-                return
-            if problem is not None:
-                break
+        try:
+            problem, builtin = _problem(ctx.output, shapes)
+            if problem is not None and written and dynamic is None:
+                sized = _larger_sizes(ctx, problem)  # its dynamic sizes, written as 1, may be too small for it
+                if sized is not None:
+                    problem, shapes = None, sized
+        except MissingKernelError as e:
+            ctx.report.warn(f"not run on LiteRT before writing: {e}")
+            return
         if problem is None:  # it runs as written (or at the samples' shapes): then at another batch, once
             if dynamic is not None:
                 return
-            dynamic = _dynamic_shapes(ctx.output)
+            dynamic = _dynamic_shapes(ctx.output, shapes)
             if dynamic is None or dynamic == shapes:
                 return
             shapes = dynamic
@@ -61,21 +64,56 @@ def check_on_litert(module, ctx) -> None:
     raise ConversionError(f"{kernels} cannot run the converted model: {where}{message}")
 
 
-def _dynamic_shapes(model: bytes) -> dict[str, tuple] | None:
-    """The first signature's inputs with a dynamic batch (their first dimension) at ``DYNAMIC_SIZE``, their other
-    dimensions as written (a dynamic height or length may have a smallest size the model takes); None if no
-    input has a dynamic batch."""
+def _problem(model: bytes, shapes) -> tuple:
+    """(LiteRT's problem with ``model`` at ``shapes`` or None, whether on the builtin kernels): with XNNPACK
+    first, then on the builtin kernels alone."""
+    for builtin in (False, True):
+        problem = litert_problem(model, builtin=builtin, shapes=shapes)
+        if problem is not None:
+            return problem, builtin
+    return None, True
+
+
+def _larger_sizes(ctx, problem) -> dict[str, tuple] | None:
+    """Where the model fails at its written shapes (each dynamic dimension 1) and has a dynamic dimension
+    besides the batch: the first of ``DYNAMIC_SIZES`` for those dimensions at which it runs on both kernel sets
+    (a convolutional network with valid padding needs an image larger than 1 x 1), said in the report; None
+    if it runs at none of them (the problem is the model's)."""
+    details = _input_details(ctx.output)
+    if not details or not any(n == -1 for d in details.values() for n in list(d["shape_signature"])[1:]):
+        return None
+    for size in DYNAMIC_SIZES:
+        shapes = {name: tuple(size if k > 0 and n == -1 else int(d["shape"][k])
+                              for k, n in enumerate(d["shape_signature"])) for name, d in details.items()}
+        if _problem(ctx.output, shapes)[0] is None:
+            at = ", ".join(f"{name} {list(shape)}" for name, shape in shapes.items())
+            ctx.report.warn(f"checked on LiteRT at {at}: at its written shapes (each dynamic dimension 1) "
+                            f"{problem[0].splitlines()[0]}")
+            return shapes
+    return None
+
+
+def _input_details(model: bytes) -> dict | None:
+    """The first signature's input details (shape and shape_signature by name), None without a signature."""
     from fuselite.runtime import interpreter
 
     interp = interpreter(model, allocate=False)
     signatures = interp.get_signature_list()
     if not signatures:
         return None
-    details = interp.get_signature_runner(next(iter(signatures))).get_input_details()
-    if not any(len(d["shape_signature"]) and d["shape_signature"][0] == -1 for d in details.values()):
+    return interp.get_signature_runner(next(iter(signatures))).get_input_details()
+
+
+def _dynamic_shapes(model: bytes, base: dict[str, tuple] | None = None) -> dict[str, tuple] | None:
+    """The first signature's inputs with a dynamic batch (their first dimension) at ``DYNAMIC_SIZE``, their other
+    dimensions as in ``base`` or as written (a dynamic height or length may have a smallest size the model
+    takes); None if no input has a dynamic batch."""
+    details = _input_details(model)
+    if not details or not any(len(d["shape_signature"]) and d["shape_signature"][0] == -1 for d in details.values()):
         return None
     return {name: tuple(DYNAMIC_SIZE if k == 0 and len(d["shape_signature"]) and d["shape_signature"][0] == -1
-                        else int(n) for k, n in enumerate(d["shape"])) for name, d in details.items()}
+                        else int(n) for k, n in enumerate(base[name] if base and name in base else d["shape"]))
+            for name, d in details.items()}
 
 
 def _sample_shapes(ctx) -> dict[str, tuple] | None:

@@ -281,8 +281,12 @@ def measure_quantization_error(module, ctx) -> None:
         return
     twins = {ctx.float_names[uid]: ctx.tensor_names[uid] for uid in ctx.quantized_outputs.values()
              if uid in ctx.float_names and uid in ctx.tensor_names}
-    samples, outputs, per_tensor = quantization_error(ctx.float_output, ctx.output, ctx.error_samples or None,
-                                                      tensors=twins)
+    try:
+        samples, outputs, per_tensor = quantization_error(ctx.float_output, ctx.output, ctx.error_samples or None,
+                                                          tensors=twins)
+    except RuntimeError as e:  # LiteRT refused the quantized model on the calibration samples
+        raise ConversionError(f"LiteRT cannot run the quantized model on the calibration samples: "
+                              f"{str(e).splitlines()[0] if str(e) else e}") from None
     ctx.report.quantization.update(samples=samples, outputs=outputs)
     for i, uid in ctx.quantized_outputs.items():
         error = per_tensor.get(ctx.float_names.get(uid))
