@@ -165,21 +165,49 @@ def masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: se
     Keras 3's masked softmax writes it, or ``ADD(logits, (1 - mask) * -1e9)``, as tf_keras does): its range is the
     logits' own, down to the cutoff below their largest, not the constant's -1e9 (which leaves every logit the
     same integer: attention uniform). The masked entries clamp to the lowest code, where their weight rounds to 0;
-    the constant is quantized at the output's parameters (``_Int8Function.integer``)."""
+    the constant is quantized at the output's parameters (``_Int8Function.integer``). Likewise each value between
+    the mask and the SOFTMAX (``masked_range``: GPT-OSS's two masks, its sink logits concatenated and the row's
+    maximum subtracted)."""
     for op in fn.ops:
         if op.kind != "SOFTMAX":
             continue
-        x = op.inputs[0]
-        masking = x.producer
-        if masking is None or masking.kind not in ("SELECT_V2", "ADD") or x.uid not in ranges:
+        chain: list[Value] = []
+        if masked_range(op.inputs[0], ranges, chain) is None:
             continue
-        operands = masking.inputs[1:] if masking.kind == "SELECT_V2" else masking.inputs
-        kept = [v for v in operands if not is_mask_fill(v)]
-        if len(kept) != 1 or len(kept) == len(operands) or kept[0].uid not in ranges:
-            continue
-        lo, hi = ranges[kept[0].uid]
-        cutoff = SOFTMAX_CUTOFF["int16" if op.outputs[0].uid in wide else "int8"]
-        ranges[x.uid] = (min(lo, hi - cutoff), hi)
+        for v in chain:  # each masked value: its unmasked entries' range, down to the cutoff below its largest
+            lo, hi = masked_range(v, ranges, [])
+            cutoff = SOFTMAX_CUTOFF["int16" if v.uid in wide else "int8"]
+            ranges[v.uid] = (min(lo, hi - cutoff), hi)
+
+
+def masked_range(v: Value, ranges: dict[int, tuple[float, float]], chain: list[Value]) -> tuple | None:
+    """The range of ``v``'s entries that a mask did not fill, where ``v`` holds logits masked with a large
+    negative constant (None where it does not): through the masking ``SELECT_V2`` / ``ADD`` (masks chained, as a
+    sliding window's and a padding mask), a ``CONCATENATION`` with other logits (attention sinks) and a ``SUB`` of
+    the row's ``REDUCE_MAX``. The masked values found are appended to ``chain``, ``v`` last."""
+    p = v.producer
+    if p is None or v.uid not in ranges:
+        return None
+    found = None
+    if p.kind in ("SELECT_V2", "ADD"):
+        operands = p.inputs[1:] if p.kind == "SELECT_V2" else p.inputs
+        kept = [u for u in operands if not is_mask_fill(u)]
+        if len(kept) == 1 and len(kept) != len(operands) and kept[0].uid in ranges:
+            inner = masked_range(kept[0], ranges, chain) or ranges[kept[0].uid]
+            found = (inner[0], ranges[v.uid][1])
+    elif p.kind == "CONCATENATION":
+        parts = [masked_range(u, ranges, chain) for u in p.inputs]
+        if any(r is not None for r in parts) and all(r is not None or u.uid in ranges for u, r in zip(p.inputs, parts)):
+            found = (min((r or ranges[u.uid])[0] for u, r in zip(p.inputs, parts)), ranges[v.uid][1])
+    elif p.kind == "SUB" and p.inputs[1] is not None and p.inputs[1].uid in ranges:
+        peak = p.inputs[1].producer
+        if peak is not None and peak.kind == "REDUCE_MAX" and peak.inputs[0] is p.inputs[0]:
+            inner = masked_range(p.inputs[0], ranges, chain)
+            if inner is not None:  # a - max(a) over a row: at least the unmasked low less the largest maximum
+                found = (inner[0] - ranges[p.inputs[1].uid][1], ranges[v.uid][1])
+    if found is not None and all(u is not v for u in chain):
+        chain.append(v)
+    return found
 
 
 def _rsqrt_int16(x: np.ndarray, qi: Quantization, qo: Quantization) -> np.ndarray:
