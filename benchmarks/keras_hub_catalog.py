@@ -24,6 +24,7 @@ Errors are max |LiteRT - Keras| over the outputs' range (every output, the large
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -419,10 +420,15 @@ def why_section(results: list[dict]) -> str:
     return "\n".join(lines) or "- none"
 
 
+def _without_local_paths(text: str) -> str:
+    """Error messages with this machine's paths cut to the package or repository folder they are in."""
+    return re.sub(r"/[^\s:\"'`()]*?/(site-packages|benchmarks|src)/", r"\1/", text)
+
+
 def _write_json(results: list[dict], path: str) -> None:
     """The raw results, written atomically."""
     with open(path + ".tmp", "w") as f:
-        json.dump(results, f, indent=1)
+        f.write(_without_local_paths(json.dumps(results, indent=1)))
     os.replace(path + ".tmp", path)
 
 
@@ -490,7 +496,10 @@ def main(argv=None) -> int:
     text = "\n".join([
         "# keras-hub backbones: fuselite, the official converter and Keras' export",
         "",
-        f"- Command: `{command_line()}` (from `{os.getcwd()}`)",
+        f"- Command: `{command_line()}`" + (
+            f", rendering the results of `.venv/bin/python benchmarks/keras_hub_catalog.py --timeout 300 --json "
+            f"{args.report}` and of `--update {args.report} --only ...` runs for backbones fixed since (each row "
+            "keeps the revision and date it ran at)" if args.report else ""),
         f"- Date: {_dates(results, started)} UTC (this run took {time.perf_counter() - t0:.0f} s)",
         f"- Machine: {machine_description()}",
         f"- Versions: {versions()}; fuselite sources at {', '.join(revisions)}"
@@ -519,7 +528,7 @@ def main(argv=None) -> int:
         "",
         why_section(results),
         ""])
-    emit(text, args.out)
+    emit(_without_local_paths(text), args.out)
     return 0
 
 
