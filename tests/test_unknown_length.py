@@ -286,6 +286,38 @@ def test_python_control_flow_on_the_length_needs_input_shapes():
     np.testing.assert_allclose(next(iter(run(data, [xs]).values())), np.asarray(model(xs)), atol=1e-5)
 
 
+def test_a_python_loop_over_the_length_needs_input_shapes():
+    """keras-hub's RWKV-7 steps through time with ``for t in range(T):``, T a tensor: at an unknown length the
+    trace fails with a TypeError ('SymbolicTensor' object cannot be interpreted as an integer), which escaped raw;
+    it is NeedsStaticLength naming the layer and its line, and the model converts at the length given."""
+    import keras
+
+    class Steps(keras.layers.Layer):
+        def call(self, x):
+            total = keras.ops.zeros_like(x[:, 0])
+            for t in range(keras.ops.shape(x)[1]):
+                total = total * 0.5 + x[:, t]
+            return total
+
+        def compute_output_shape(self, shape):
+            return (shape[0], shape[2])
+
+    x = keras.Input((None, 3), name="x")
+    model = keras.Model(x, Steps(name="steps")(x))
+    with pytest.raises(NeedsStaticLength) as e:
+        fuselite.Converter.from_keras_model(model).convert()
+    text = str(e.value)
+    assert "Steps" in text and "for t in range(" in text and "as a Python integer" in text and "input_shapes" in \
+        text, text
+    conv = fuselite.Converter.from_keras_model(model)
+    conv.input_shapes = {"x": (None, 5, 3)}
+    data = conv.convert()
+    xs = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
+    for builtin in (True, False):
+        got = next(iter(run(data, [xs], builtin_kernels=builtin).values()))
+        np.testing.assert_allclose(got, np.asarray(model(xs)), atol=TOL)
+
+
 def test_images_of_unknown_size_through_valid_convolutions():
     """keras.Input((None, None, 3)) with valid convolutions and pooling (Xception's stem in keras-hub): the file
     is written with each dynamic dimension 1, at which the network cannot run (LiteRT fails to prepare it); the

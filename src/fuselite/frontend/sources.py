@@ -72,6 +72,8 @@ def _traced_entry(model, fn, specs: list, names: list[str], notes: list | None, 
         except tf.errors.OperatorNotAllowedInGraphError as e:  # Python control flow on a tensor
             raise _untraceable(e, specs) from None
         except (TypeError, ValueError) as e:
+            if "cannot be interpreted as an integer" in str(e):  # range(T) of a tensor (RWKV-7's time loop)
+                raise _untraceable(e, specs, "as a Python integer (a range, a count)") from None
             if not signature:
                 raise
             raise InputError(f"the model cannot be called on input_signature: {str(e).strip().splitlines()[0]}") \
@@ -106,9 +108,10 @@ def _shaped(specs: list, names: list[str], input_shapes: dict) -> list:
     return out
 
 
-def _untraceable(e: Exception, specs: list) -> ConversionError:
-    """A model whose Python code branches on a tensor (``if pad_size > 0:`` with the length unknown): the layer,
-    its line, and the shapes to give. NeedsStaticLength where a dimension past the batch is unknown."""
+def _untraceable(e: Exception, specs: list, use: str = "as a bool") -> ConversionError:
+    """A model whose Python code branches on a tensor (``if pad_size > 0:`` with the length unknown) or counts with
+    one (``for t in range(T):``): the layer, its line, and the shapes to give. NeedsStaticLength where a dimension
+    past the batch is unknown."""
     text = str(e)
     layer = re.findall(r"calling (\S+)\.call\(\)", text)
     frames = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s+(.+)', text)
@@ -121,11 +124,11 @@ def _untraceable(e: Exception, specs: list) -> ConversionError:
         shapes = ", ".join(f"{n}: ({', '.join('?' if d is None else str(d) for d in shape)})"
                            for n, shape in unknown.items())
         return NeedsStaticLength(
-            f"the model's Python code{where} uses a tensor as a bool, which needs its inputs' shapes known; some "
+            f"the model's Python code{where} uses a tensor {use}, which needs its inputs' shapes known; some "
             f"are not ({shapes}): give them a length, with the input_shapes option (the CLI's --input-shape) or an "
             "input_signature of static shapes")
-    return ConversionError(f"the model's Python code{where} uses a tensor as a bool, which a traced function "
-                           "cannot (use keras.ops.cond, or tf.cond)")
+    return ConversionError(f"the model's Python code{where} uses a tensor {use}, which a traced function "
+                           "cannot (use keras.ops.cond / keras.ops.fori_loop, or tf.cond / tf.while_loop)")
 
 
 @contextmanager
