@@ -317,24 +317,25 @@ def _child(name: str, part: str, timeout: float) -> dict:
 # -- the report ----------------------------------------------------------------------------------------------
 
 
-def _pct(row: dict | None) -> str:
+def _not_measured(row: dict | None) -> str | None:
+    """The cell of a row with no error to show (not tried, not converted, not run), else None."""
     if not row:
         return "—"
     if not row.get("converts"):
         return "fails"
-    if "xnnpack" not in row:
-        return "no run"
+    return "no run" if "xnnpack" not in row else None
+
+
+def _pct(row: dict | None) -> str:
+    if _not_measured(row):
+        return _not_measured(row)
     x, b = 100 * row["xnnpack"], 100 * row.get("builtin", row["xnnpack"])
     return f"{x:.2g}%" if abs(x - b) < 0.05 * max(x, 1e-9) or max(x, b) < 1e-3 else f"{x:.2g}% / {b:.2g}%"
 
 
 def _float_cell(row: dict | None) -> str:
-    if not row:
-        return "—"
-    if not row.get("converts"):
-        return "fails"
-    if "xnnpack" not in row:
-        return "no run"
+    if _not_measured(row):
+        return _not_measured(row)
     worst = max(row["xnnpack"], row.get("builtin", 0.0))
     return f"{'exact' if worst <= 1e-4 else 'off'} ({worst:.1e}){' at static shapes' if row.get('static') else ''}"
 
