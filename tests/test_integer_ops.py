@@ -213,8 +213,8 @@ def _activation_scales(data: bytes) -> dict[str, list[float]]:
 def test_an_almost_constant_tensor_gets_the_official_minimum_range():
     """A ReLU6 conv whose output is all but constant (weights 1e-12): calibrated ranges used raw gave scales of
     1e-13, overflowing the fused RELU6's limit (6 / scale must fit an int32; LiteRT failed to prepare). Every
-    activation scale is now at least that of the official quantizer's smallest range (2e-6 / 255 in int8,
-    1e-6 / 32767 in int16), and a RELU6 output's at least 6 / 2^31."""
+    activation scale is now at least that of the official quantizer's smallest range (1e-6 / 255 in int8,
+    5e-7 / 32767 in int16), and a RELU6 output's at least 6 / 2^31."""
     from fuselite.quantize.int8_params import MIN_SCALE, MIN_SCALE_INT16
 
     model = _seq((8, 8, 3), keras.layers.Conv2D(4, 3, activation="relu6"), keras.layers.Conv2D(4, 3))
@@ -227,9 +227,31 @@ def test_an_almost_constant_tensor_gets_the_official_minimum_range():
             run(data, _draws(model, 1, seed=3)[0], builtin_kernels=builtin)
 
 
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+def test_a_bias_beyond_int32_at_a_tiny_input_scale_widens_its_weights_scale(mode):
+    """A squeeze-and-excite gate on values of ~1e-7 (keras-hub's MobileNetV3 with random weights): the gate
+    conv's bias (1, plus the hard sigmoid's 3 folded in) at input scale x weight scale (~1e-11) is ~4e11 steps,
+    past int32: clipped, the gate read 0 and so did the model (55% of the output range off). The official
+    quantizer's rule: such a channel's bias scale is |bias| / (INT32_MAX / 2), its weight scale that over the
+    input's. Tolerance: the file's, both kernel sets."""
+    i = keras.Input((4, 4, 8))
+    small = keras.layers.Rescaling(1e-7)(i)
+    gate = keras.layers.Conv2D(8, 1, bias_initializer=keras.initializers.Constant(1.0),
+                               activation="hard_sigmoid")(small)
+    model = keras.Model(i, keras.layers.Multiply()([small, gate]))
+    conv, data = _convert(model, mode, _draws(model, 16, seed=1))
+    held_out = _draws(model, 4, seed=1)
+    tolerance = INT8_TOLERANCE if mode == "int8" else INT16X8_TOLERANCE
+    for builtin in (True, False):
+        assert _error(data, model, held_out, builtin) <= tolerance, builtin
+    if mode == "int8":
+        warnings = [w for r in conv.report.quantization["ops"] for w in r.get("warnings", [])]
+        assert any("bias would pass int32's range" in w for w in warnings), warnings
+
+
 @pytest.mark.parametrize("case", ["plain", "relu6_fused", "relu6_op"])
 def test_16x8_tiny_values_keep_int16_resolution_and_clamps_hold(case):
-    """Values spanning ~1e-7 get int16 steps of their own range (floored at the int8 minimum, 7.8e-9, they were
+    """Values spanning ~1e-7 get int16 steps of their own range (floored at the int8 minimum, then 7.8e-9, they were
     a dozen steps: 4% of the range; EfficientNetB0 with random weights lost 8% so). A RELU6 on small values
     (fused, or an op of its own, whose kernel casts 6 / scale to an int32 unchecked) keeps an output scale of
     at least 6 / 2^31, and gives Keras' numbers. Tolerance: 1% of the output range, both kernel sets."""

@@ -61,6 +61,7 @@ from fuselite.quantize.int8_kernels import (
     output_scale_floor,
 )
 from fuselite.quantize.int8_params import (
+    BIAS_MAX,
     FIXED_INT16,
     FLOAT32,
     INT8,
@@ -108,6 +109,7 @@ class _Int8Function:
         self.wide = wide or set()  # uids of the float values that become int16 (16x8 ops)
         self.float_twin: dict[int, Value] = {}  # integer value uid -> its DEQUANTIZE output
         self.weights: dict[tuple, Value] = {}  # (content, channel axis) -> the int8 weight
+        self.float_weights: dict[int, np.ndarray] = {}  # int8 weight uid -> the float values it was made of
         self.twins: dict[tuple[int, str], Value] = {}  # (value uid, dtype) -> its QUANTIZE output
 
     def dtype(self, v: Value) -> np.dtype:
@@ -264,6 +266,7 @@ class _Int8Function:
                 if key not in self.weights:
                     q, quant = symmetric_int8(v.const, kernel.weight[1])
                     self.weights[key] = self.fn.const(q, f"{v.name}_int8", quant=quant)
+                    self.float_weights[self.weights[key].uid] = v.const
                 op.inputs[i] = self.weights[key]
             elif kernel.bias is not None and i == kernel.bias:
                 continue  # after the weight and the input are known
@@ -351,12 +354,38 @@ class _Int8Function:
         values = np.zeros(channels, np.float64) if b is None else np.asarray(b.const, np.float64)
         scales = np.float64(x.quant.scale[0]) * np.asarray(w.quant.scale, np.float64)
         wide = x.dtype == INT16  # 16x8 kernels take an int64 bias
+        if not wide:
+            scales = self._bias_fits(op, kernel, values, scales)
         q = int32_bias(values, scales, np.int64 if wide else np.int32)
         quant = Quantization(tuple(float(np.float32(s)) for s in scales), (0,) * channels, 0)
         bias = self.fn.const(q, f"{b.name if b is not None else op.name}_bias_{q.dtype.name}", quant=quant)
         while len(op.inputs) <= kernel.bias:
             op.inputs.append(None)
         op.inputs[kernel.bias] = bias
+
+    def _bias_fits(self, op: Op, kernel: IntegerKernel, values: np.ndarray, scales: np.ndarray) -> np.ndarray:
+        """The bias scales (input scale x weight scale) widened where a bias would pass BIAS_MAX steps, its
+        weight's scales with them (the official quantizer's SetBiasParamsWithAdjustments,
+        quantization_driver.cc): a bias of 3 (a hard sigmoid's, folded) behind an input of scale 1e-8 would
+        otherwise clip to int32's limit, and the op's output with it."""
+        peak = np.abs(values)
+        w = op.inputs[kernel.weight[0]]
+        if len(w.quant.scale) == 1:
+            peak = np.full_like(scales, peak.max() if peak.size else 0.0)
+        over = peak / scales > BIAS_MAX
+        if not over.any() or w.uid not in self.float_weights:
+            return scales
+        scales = np.where(over, peak / BIAS_MAX, scales)
+        w_scales = (scales / np.float64(op.inputs[kernel.input].quant.scale[0])).astype(np.float32)
+        axis = w.quant.axis if len(w_scales) > 1 else None
+        real = np.asarray(self.float_weights[w.uid], np.float64)
+        shape = tuple(-1 if d == axis else 1 for d in range(real.ndim))
+        q = np.clip(np.rint(real / w_scales.astype(np.float64).reshape(shape)), -127, 127).astype(np.int8)
+        quant = Quantization(tuple(float(s) for s in w_scales), (0,) * len(w_scales), w.quant.axis)
+        op.inputs[kernel.weight[0]] = self.fn.const(q, f"{w.name}_for_bias", quant=quant)
+        self.notes.append(f"{op.kind} '{op_name(op)}': its bias would pass int32's range at its input's scale "
+                          f"({int(over.sum())} channel(s)); their weight scales widened to hold it")
+        return np.float64(op.inputs[kernel.input].quant.scale[0]) * w_scales.astype(np.float64)
 
 
 def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: KeepFloat | None = None,

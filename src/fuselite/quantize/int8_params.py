@@ -17,29 +17,29 @@ INT16 = np.dtype(np.int16)
 
 
 # The smallest range an activation gets: the official quantizer's ExpandVerySmallRange widens a calibrated
-# range narrower than kNearZeroTolerance (1e-6) to at least [-1e-6, 1e-6] (compiler/mlir/lite/quantization/
-# common/quantization_lib/quantization_utils.cc). A raw range of an almost-constant tensor gives scales down to
-# 1e-13, which overflow the kernels' multipliers and fused-activation limits (kernel_util.cc Quantize:
+# range no wider than kNearZeroTolerance (1e-6) to at least [-5e-7, 5e-7] (kSmallestHalfRange; compiler/mlir/lite/
+# quantization/common/quantization_lib/quantization_utils.cc). A raw range of an almost-constant tensor gives scales
+# down to 1e-13, which overflow the kernels' multipliers and fused-activation limits (kernel_util.cc Quantize:
 # RELU6's 6 / scale must fit an int32; output_scale_floor keeps that).
 NEAR_ZERO = 1e-6
 
 
-MIN_SCALE = 2 * NEAR_ZERO / 255  # the int8 scale of that range: no int8 activation scale is smaller
+MIN_SCALE = NEAR_ZERO / 255  # the int8 scale of that range: no int8 activation scale is smaller
 
 
 # The int16 (symmetric) scale of that range. An int16 scale floored at the int8 one would leave a tensor whose
 # values span 3e-7 (EfficientNet's last activation with random weights) ~40 steps: 8% of its range.
-MIN_SCALE_INT16 = NEAR_ZERO / 32767
+MIN_SCALE_INT16 = NEAR_ZERO / 2 / 32767
 
 
 def _widened(lo: float, hi: float) -> tuple[float, float]:
-    """[lo, hi] widened to hold 0 and to at least [-NEAR_ZERO, NEAR_ZERO] when narrower than that."""
+    """[lo, hi] widened to hold 0 and, when no wider than NEAR_ZERO, to at least [-NEAR_ZERO / 2, NEAR_ZERO / 2]."""
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     if not (np.isfinite(lo) and np.isfinite(hi)):
         raise NoRange(f"its calibrated range [{lo}, {hi}] is not finite (the float model gives inf or NaN on "
                        "the representative dataset)")
     if hi - lo <= NEAR_ZERO:
-        lo, hi = min(lo, -NEAR_ZERO), max(hi, NEAR_ZERO)
+        lo, hi = min(lo, -NEAR_ZERO / 2), max(hi, NEAR_ZERO / 2)
     return lo, hi
 
 
@@ -93,6 +93,11 @@ def int32_bias(values: np.ndarray, scales: np.ndarray, dtype=np.int32) -> np.nda
     q = np.rint(np.asarray(values, np.float64) / np.asarray(scales, np.float64))
     info = np.iinfo(dtype)
     return np.clip(q, info.min + 1, info.max).astype(dtype)
+
+
+# The most steps an int32 bias takes: INT32_MAX / 2, room left for the accumulator (the official quantizer's
+# kBiasMax, quantization_driver.cc); a larger bias widens its weight's scale instead.
+BIAS_MAX = np.iinfo(np.int32).max // 2
 
 
 FIXED_INT16 = (1 / 32768, 0)
