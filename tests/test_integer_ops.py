@@ -84,6 +84,10 @@ FAMILIES = {
     "max_pool_neg_inf_pad": (lambda: _lambda((6, 6, 4), lambda t: tf.nn.max_pool2d(
         tf.pad(t, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=-np.inf), 3, 2, "VALID")),
                              ["PADV2", "MAX_POOL_2D"]),
+    # GPT-OSS's experts: clip_by_value(gate, -1e9, 7) and clip_by_value(up, -7, 7). MAXIMUM / MINIMUM take their
+    # output's parameters; the -1e9 bound's range made that whole output ~4e6 a step (int8 57% off there)
+    "clip_far_bounds": (lambda: _seq((16,), keras.layers.Dense(8), keras.layers.Lambda(lambda t: tf.concat(
+        [tf.clip_by_value(t, -1e9, 7.0), tf.clip_by_value(t, -7.0, 1e9)], -1))), ["MAXIMUM", "MINIMUM"]),
 }
 # families whose kinds have no int16 kernel in LiteRT: int8 inside a 16x8 model (QUANTIZE on either side)
 INT8_ONLY_KINDS = {"ELU", "DIV", "HARD_SWISH", "SQUARED_DIFFERENCE", "ARG_MAX", "GREATER", "PRELU", "ONE_HOT"}

@@ -316,12 +316,16 @@ class _Int8Function:
             else:
                 o.quant = ranged[o.uid]
             o.dtype = dtype
-        if kernel.inputs_as_output:  # the union of what the inputs can hold: concatenating clips nothing
-            ins = [represented(v.quant, dtype) for v in op.inputs if v is not None and v.dtype == dtype]
-            target = params_for(dtype, min(lo for lo, _ in ins), max(hi for _, hi in ins))
+        if kernel.inputs_as_output:  # every input at the output's parameters, which clip no result
+            ins = [_holds(v, dtype) for v in op.inputs if v is not None and v.dtype == dtype]
+            target = params_for(dtype, *_result_range(op.kind, ins))
             op.outputs[0].quant = target
             for i, v in enumerate(op.inputs):
-                if v is not None and v.dtype == dtype and v.quant != target:
+                if v is not None and v.dtype == dtype and v.is_const and v.quant != target:
+                    real = (np.asarray(v.const, np.float64) - v.quant.zero_point[0]) * v.quant.scale[0]
+                    op.inputs[i] = self.fn.const(quantize_values(real, target, dtype), f"{v.name}_as_output",
+                                                 quant=target)
+                elif v is not None and v.dtype == dtype and v.quant != target:
                     r = self.fn.make_op("tfl.QUANTIZE", [v], [(dtype, v.shape)], name=f"{v.name}_requantize")
                     r.outputs[0].quant = target
                     self.fn.ops.insert(self.fn.ops.index(op), r)
@@ -386,6 +390,26 @@ class _Int8Function:
         self.notes.append(f"{op.kind} '{op_name(op)}': its bias would pass int32's range at its input's scale "
                           f"({int(over.sum())} channel(s)); their weight scales widened to hold it")
         return np.float64(op.inputs[kernel.input].quant.scale[0]) * w_scales.astype(np.float64)
+
+
+def _holds(v: Value, dtype: np.dtype) -> tuple[float, float]:
+    """The reals integer value ``v`` can hold: a constant's own, an activation's its parameters' range."""
+    if v.is_const:
+        real = (np.asarray(v.const, np.float64) - v.quant.zero_point[0]) * v.quant.scale[0]
+        return float(real.min()), float(real.max())
+    return represented(v.quant, dtype)
+
+
+def _result_range(kind: str, ins: list[tuple[float, float]]) -> tuple[float, float]:
+    """The reals an op whose inputs share its output's parameters can give, from what its inputs hold: a
+    MAXIMUM's are at least its inputs' largest low (an input clipped up to it changes no result: clip_by_value's
+    -1e9 would otherwise take the whole int8 range, GPT-OSS's experts), a MINIMUM's at most their smallest
+    high; a CONCATENATION or SELECT gives any input's value (their union)."""
+    if kind == "MAXIMUM":
+        return max(lo for lo, _ in ins), max(hi for _, hi in ins)
+    if kind == "MINIMUM":
+        return min(lo for lo, _ in ins), min(hi for _, hi in ins)
+    return min(lo for lo, _ in ins), max(hi for _, hi in ins)
 
 
 def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: KeepFloat | None = None,
