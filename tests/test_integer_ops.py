@@ -217,8 +217,8 @@ def _activation_scales(data: bytes) -> dict[str, list[float]]:
 def test_an_almost_constant_tensor_gets_the_official_minimum_range():
     """A ReLU6 conv whose output is all but constant (weights 1e-12): calibrated ranges used raw gave scales of
     1e-13, overflowing the fused RELU6's limit (6 / scale must fit an int32; LiteRT failed to prepare). Every
-    activation scale is now at least that of the official quantizer's smallest range (1e-6 / 255 in int8,
-    5e-7 / 32767 in int16), and a RELU6 output's at least 6 / 2^31."""
+    activation scale is now at least that of the smallest range, [-5e-7, 5e-7] (the official quantizer's for
+    weights; 1e-6 / 255 in int8, 5e-7 / 32767 in int16), and a RELU6 output's at least 6 / 2^31."""
     from fuselite.quantize.int8_params import MIN_SCALE, MIN_SCALE_INT16
 
     model = _seq((8, 8, 3), keras.layers.Conv2D(4, 3, activation="relu6"), keras.layers.Conv2D(4, 3))
