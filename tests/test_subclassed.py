@@ -151,3 +151,30 @@ def test_subclassed_model_with_several_arguments_is_refused_clearly():
     model(np.zeros((1, 3), np.float32), np.zeros((1, 3), np.float32))
     with pytest.raises(fuselite.InputError, match="several tensor arguments"):
         fuselite.Converter.from_keras_model(model).convert()
+
+
+@pytest.mark.parametrize("body", ["numpy", "int_of_none"])
+def test_what_the_models_code_raises_while_traced_is_a_conversion_error_naming_its_line(body):
+    """A call that runs eagerly but not traced (np.asarray of a symbolic tensor: NotImplementedError; the batch,
+    unknown when traced, as an int: TypeError) reached the user raw from deep in TensorFlow: it is a ConversionError
+    naming the layer's class, the file and line of the model's own code, the exception and the traced shapes."""
+    k = keras_flavour("keras3")
+
+    class Odd(k.layers.Layer):
+        def call(self, x):
+            if body == "numpy":
+                return x * float(np.asarray(x).mean())
+            return k.ops.reshape(x, (int(x.shape[0]), -1))
+
+        def compute_output_shape(self, shape):  # Keras builds the model without calling call
+            return shape
+
+    i = k.Input((3,))
+    model = k.Model(i, Odd()(k.layers.Dense(2)(i)))
+    with pytest.raises(fuselite.ConversionError) as e:
+        fuselite.Converter.from_keras_model(model).convert()
+    text = str(e.value)
+    assert type(e.value) is fuselite.ConversionError, type(e.value)
+    assert "test_subclassed.py:" in text and ("np.asarray" in text or "int(x.shape[0])" in text), text
+    assert ("NotImplementedError" if body == "numpy" else "TypeError") in text and "(?, 3)" in text, text
+    assert ("symbolic" if body == "numpy" else "NoneType") in text and "in user code" not in text, text

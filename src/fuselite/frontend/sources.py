@@ -67,21 +67,11 @@ def _traced_entry(model, fn, specs: list, names: list[str], notes: list | None, 
 
     with recurrent_composites(model, zero_initial if zero_initial is not None else ZeroInitialVariables()) \
             as layer_notes, _layer_scopes() as scopes:
-        try:
-            cf = fn.get_concrete_function(*specs)
-        except tf.errors.OperatorNotAllowedInGraphError as e:  # Python control flow on a tensor
-            raise _untraceable(e, specs) from None
-        except (TypeError, ValueError) as e:
-            if "cannot be interpreted as an integer" in str(e):  # range(T) of a tensor (RWKV-7's time loop)
-                raise _untraceable(e, specs, "as a Python integer (a range, a count)") from None
-            if not signature:
-                raise
-            raise InputError(f"the model cannot be called on input_signature: {str(e).strip().splitlines()[0]}") \
-                from None
+        cf = _concrete(fn, specs, signature)
         if retype:  # an input the model casts to an integer at once (Embedding ids) is one
             retyped = _integer_inputs(cf, specs)
             if retyped != specs:
-                cf = fn.get_concrete_function(*retyped)
+                cf = _concrete(fn, retyped, signature)
         if notes is not None:
             notes.extend(n for n in layer_notes if n not in notes)
     _locate_by_layer(cf, model, scopes)
@@ -91,6 +81,61 @@ def _traced_entry(model, fn, specs: list, names: list[str], notes: list | None, 
             or len(set(out_names)) != n_out:  # a dict's keys (keras-hub backbones), as Keras' own export names them
         out_names = _flat_output_names(cf.structured_outputs)
     return [("serving_default", cf, names, list(out_names))]
+
+
+def _concrete(fn, specs: list, signature: bool):
+    """``fn`` traced on ``specs``. What the model's Python code raises while traced is a ConversionError naming
+    its layer and line (NeedsStaticLength where it needs a shape the specs leave unknown), an InputError where the
+    specs are the user's input_signature and do not fit the call; fuselite's own errors pass as they are."""
+    import tensorflow as tf
+
+    try:
+        return fn.get_concrete_function(*specs)
+    except ConversionError:
+        raise
+    except tf.errors.OperatorNotAllowedInGraphError as e:  # Python control flow on a tensor
+        raise _untraceable(e, specs) from None
+    except (TypeError, ValueError) as e:
+        if "cannot be interpreted as an integer" in str(e):  # range(T) of a tensor (RWKV-7's time loop)
+            raise _untraceable(e, specs, "as a Python integer (a range, a count)") from None
+        if signature:
+            raise InputError(f"the model cannot be called on input_signature: {_first_line(e)}") from None
+        raise _trace_failed(e, specs) from e
+    except Exception as e:
+        raise _trace_failed(e, specs) from e
+
+
+def _first_line(e: BaseException) -> str:
+    """The reason in an exception's text: after Keras' "Exception encountered when calling X.call()." where it
+    wraps one, else the last "SomeError: ..." line of TensorFlow's "in user code:" traceback, else its first."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for i, ln in enumerate(lines[:-1]):
+        if "Exception encountered when calling" in ln:
+            return lines[i + 1]
+    raised = [ln for ln in lines if re.match(r"\w+(Error|Exception): ", ln)]
+    return raised[-1] if raised else lines[0] if lines else type(e).__name__
+
+
+def _where(e: BaseException) -> str:
+    """`` in Layer (file.py:12: `code`)``: the Keras layer whose call raised ``e`` (Keras names it in the message)
+    and the last line of the traceback outside TensorFlow and Keras themselves."""
+    import traceback
+
+    layer = re.findall(r"calling (\S+)\.call\(\)", str(e))
+    where = f" in {layer[-1]}" if layer else ""
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if not re.search(r"[\\/](tensorflow|keras[\\/]src|tf_keras|fuselite)[\\/]", f.filename)]
+    if frames:
+        where += f" ({os.path.basename(frames[-1].filename)}:{frames[-1].lineno}: `{(frames[-1].line or '').strip()}`)"
+    return where
+
+
+def _trace_failed(e: BaseException, specs: list) -> ConversionError:
+    shapes = ", ".join(f"{s.name}: ({', '.join('?' if d is None else str(d) for d in s.shape.as_list())})"
+                       for s in specs)
+    return ConversionError(f"the model's Python code{_where(e)} raised {type(e).__name__} while traced on its "
+                           f"inputs ({shapes}): {_first_line(e)}")
 
 
 def _shaped(specs: list, names: list[str], input_shapes: dict) -> list:
