@@ -92,7 +92,8 @@ FAMILIES = {
 # families whose kinds have no int16 kernel in LiteRT: int8 inside a 16x8 model (QUANTIZE on either side)
 INT8_ONLY_KINDS = {"ELU", "DIV", "HARD_SWISH", "SQUARED_DIFFERENCE", "ARG_MAX", "GREATER", "PRELU", "ONE_HOT"}
 EITHER_KINDS = {"RSQRT"}  # int8 or int16 inside a 16x8 model, whichever kernel is closer (int8.py rsqrt_width)
-INT16_FORMS = {"SQUARED_DIFFERENCE": ["SUB", "MUL"]}  # no int16 kernel: a 16x8 model writes it as d = a - b, d * d
+# no int16 kernel: a 16x8 model writes SQUARED_DIFFERENCE as d = a - b, d * d, and HARD_SWISH as x * relu6(x + 3) / 6
+INT16_FORMS = {"SQUARED_DIFFERENCE": ["SUB", "MUL"], "HARD_SWISH": ["ADD", "MUL"]}
 CALIBRATION_DRAWS = 64  # enough that held-out draws rarely leave a calibrated range (a mean of 16 values, a cumsum)
 
 
