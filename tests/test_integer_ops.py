@@ -410,6 +410,51 @@ def test_masked_logits_through_a_sink_and_the_rows_maximum_keep_their_range():
     assert errors["int16x8"] <= min(errors["int8"], INT16X8_TOLERANCE + 0.01), errors
 
 
+def test_soft_capped_logits_run_their_tanh_on_the_int16_kernel():
+    """Gemma-2-style soft-capping, tanh(logits / 50) * 50: the tanh outputs span ~0.04, five steps of the int8
+    kernel's fixed 1/128, and attention read them as five levels (keras-hub T5Gemma int8 19.8%, with the computed
+    mask below 9.7%). A fixed-scale op whose calibrated outputs span fewer than 16 of its int8 steps runs on its
+    int16 kernel inside the int8 model, requantized to int8 at its own range after. Tolerance: the file's int8."""
+    model = _lambda((8, 16), lambda t: tf.nn.softmax(tf.tanh(tf.matmul(t, t, transpose_b=True) / 16.0 / 50.0)
+                                                     * 50.0) @ t)
+    calibration, held_out = _draws(model, CALIBRATION_DRAWS, seed=0), _draws(model, 8, seed=1)
+    conv, data = _convert(model, "int8", calibration + held_out)  # (as the family tests: contracts, not ranges)
+    modes = {r["kind"]: r["mode"] for r in conv.report.quantization["ops"]}
+    assert modes["TANH"] == "int16x8" and modes["SOFTMAX"] == "int8", modes
+    for builtin in (True, False):
+        assert _error(data, model, held_out, builtin) <= INT8_TOLERANCE, builtin
+
+
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+def test_a_mask_computed_from_a_padding_input_keeps_the_logits_range(mode):
+    """``logits + (1 - cast(mask)) * -1e9`` (T5Gemma's, tf_keras' attention): the mask is computed at run time, not
+    a constant, and its -1e9 gave the sum a step of 4e6: every logit one code, attention uniform. The computed
+    mask is recognised (a 0 / 1 value from integers times a large negative) and takes the sum's range. Error over
+    the unmasked positions' outputs; tolerance: the file's."""
+    x, m = keras.Input((8, 16)), keras.Input((8,), dtype="int32")
+
+    def attend(args):
+        t, mask = args
+        term = (1.0 - tf.cast(mask[:, None, :], tf.float32)) * -1e9
+        return tf.nn.softmax(tf.matmul(t, t, transpose_b=True) / 4.0 + term) @ t
+
+    model = keras.Model([x, m], keras.layers.Lambda(attend)([x, m]))
+    rng = np.random.default_rng(0)
+
+    def draw():
+        mask = np.ones((1, 8), np.int32)
+        mask[0, 8 - rng.integers(1, 4):] = 0
+        return [rng.standard_normal((1, 8, 16)).astype(np.float32), mask]
+
+    calibration, held_out = [draw() for _ in range(CALIBRATION_DRAWS)], [draw() for _ in range(8)]
+    conv, data = _convert(model, mode, calibration)
+    want = np.stack([np.asarray(model(xs)) for xs in held_out])
+    for builtin in (True, False):
+        got = np.stack([next(iter(run(data, xs, builtin_kernels=builtin).values())) for xs in held_out])
+        error = float(np.abs(got.astype(np.float64) - want).max() / np.ptp(want))
+        assert error <= (INT8_TOLERANCE if mode == "int8" else INT16X8_TOLERANCE), (builtin, error)
+
+
 def _bucketed_attention(t):
     """Self-attention with T5's relative-position buckets: int(log(|i - j| / 2) / log(8) * 2), log(0) = -inf
     where i = j (then not selected), at a length known at run time."""

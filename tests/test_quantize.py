@@ -551,16 +551,19 @@ def test_int8_error_budget_makes_the_fewest_layers_wider_and_reports_each_layers
 
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
 def test_text_classifier_int8_meets_two_percent_with_an_error_budget(built_models, flavour):
-    """The Embedding -> LSTM -> Dense text classifier (the official converter crashes on it in int8): plain int8
-    is held to half a step of the softmax's fixed 1/256 output scale, which is ~25% of this random-weight
-    model's tiny output range; with max_quantization_error=0.02 the softmax layer runs 16x8 and the model,
-    still integer only, is within 2% of the range on held-out inputs."""
+    """The Embedding -> LSTM -> Dense text classifier (the official converter crashes on it in int8). Its softmax's
+    outputs span a few steps of the int8 kernel's fixed 1/256 (~25% of this random-weight model's tiny output
+    range in half a step, as plain int8 was held to): the softmax runs on its int16 kernel (1/32768) inside the
+    int8 model, requantized to int8 at its calibrated range (measured: 1.1e-4 / 1.3e-4 absolute, half a step
+    was 1.95e-3); with max_quantization_error=0.02 the model, still integer only, is within 2% of the range on
+    held-out inputs."""
     model, _, _ = built_models(flavour, "text_lstm")
     calibration = [zoo.sample_inputs(model, seed=2000 + i) for i in range(100)]
     held_out = [zoo.sample_inputs(model, seed=100 + i) for i in range(20)]
-    _, plain = _int8(model, calibration, io=None)
+    conv, plain = _int8(model, calibration, io=None)
+    assert {r["mode"] for r in conv.report.quantization["ops"] if r["kind"] == "SOFTMAX"} == {"int16x8"}
     step = _int8_error(plain, model, held_out, absolute=True)
-    assert step == pytest.approx(0.5 / 256, rel=0.02)  # the output grid's half step, not more
+    assert step < 0.5 / 256 / 8  # under an eighth of the int8 grid's half step
     conv, data = _int8(model, calibration, io=None, max_quantization_error=0.02)
     assert conv.report.quantization["layers"]["met"]
     assert _int8_error(data, model, held_out) <= 0.02

@@ -40,7 +40,9 @@ from fuselite.quantize.int8_forms import (
     index_arithmetic,
     integer_forms,
     is_mask_fill,
+    is_mask_term,
     masked_logits,
+    masked_low,
     mode_of,
     operand_scales,
     output_edges,
@@ -56,6 +58,7 @@ from fuselite.quantize.int8_kernels import (
     LARGE_NEGATIVE,
     NO_INTEGER_KERNEL,
     IntegerKernel,
+    fixed_scale_starved,
     input_scale_floor,
     only_moves,
     output_scale_floor,
@@ -272,10 +275,15 @@ class _Int8Function:
                 continue  # after the weight and the input are known
             elif op.kind == "PADV2" and i == 2 and v.is_const and v.const.dtype == FLOAT32:
                 op.inputs[i] = self.pad_value(v, op.inputs[0], dtype)
-            elif op.kind in ("SELECT_V2", "ADD") and is_mask_fill(v) and op.outputs[0].uid in self.ranges:
+            elif op.outputs[0].uid in self.ranges and (op.kind in ("SELECT_V2", "ADD") and is_mask_fill(v) or (
+                    op.kind == "MUL" and v.is_const and is_mask_term(op.outputs[0], self.ranges))):
                 # a mask's fill (-1e9): at the output's lowest code (its zeros exact), not a range of its own
-                # that would swamp the other operand
+                # that would swamp the other operand (or, a computed mask's factor, need a multiplier past int32);
+                # added, at that code less twice the output's largest (a masked logit + it clamps to the lowest)
                 q = self.params(op.outputs[0], dtype)
+                if op.kind == "ADD":
+                    lo, hi = self.ranges[op.outputs[0].uid]
+                    q = params_for(dtype, masked_low(lo, hi), 0.0)
                 op.inputs[i] = self.fn.const(quantize_values(v.const, q, dtype), f"{v.name}_{dtype.name}", quant=q)
             elif v.is_const and v.const.dtype == FLOAT32:
                 op.inputs[i] = self.const_as_activation(v, dtype)
@@ -442,7 +450,9 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         fn.topo_sort()
         narrow_rsqrt = {id(op) for op in fn.ops if op.kind == "RSQRT" and wide(op)
                         and rsqrt_width(op, ranges, captured) == INT8}
-        widened = wide_values(fn, wide, lambda op, skip=narrow_rsqrt: narrow(op) or id(op) in skip, wide_inputs)
+        starved = {id(op) for op in fn.ops if fixed_scale_starved(op, ranges) and not narrow(op)}
+        widened = wide_values(fn, lambda op, more=starved: wide(op) or id(op) in more,
+                              lambda op, skip=narrow_rsqrt: narrow(op) or id(op) in skip, wide_inputs)
         saturated_ranges(fn, ranges, widened)
         masked_logits(fn, ranges, widened)
         bounded_ranges(fn, ranges)

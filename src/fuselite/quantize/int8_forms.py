@@ -141,6 +141,33 @@ def is_mask_fill(v: Value | None) -> bool:
     return float(c.min()) <= LARGE_NEGATIVE and bool(np.all((c == 0) | (c <= LARGE_NEGATIVE)))
 
 
+def is_mask_term(v: Value | None, ranges: dict[int, tuple[float, float]]) -> bool:
+    """A mask computed at run time: a 0 / 1 value made from integers (a CAST of a padding mask, ``1 - that``)
+    times a large negative constant (T5Gemma's ``(1 - mask) * -1e9``), entries 0 or at most LARGE_NEGATIVE."""
+    p = v.producer if v is not None else None
+    if p is None or p.kind != "MUL" or len(p.inputs) != 2:
+        return False
+    fill = [u for u in p.inputs if u is not None and u.is_const and u.const.dtype == FLOAT32 and u.const.size
+            and float(u.const.max()) <= LARGE_NEGATIVE]
+    ones = [u for u in p.inputs if u is not None and not u.is_const]
+    return len(fill) == 1 and len(ones) == 1 and _zero_one(ones[0], ranges)
+
+
+def _zero_one(v: Value, ranges: dict[int, tuple[float, float]]) -> bool:
+    """``v`` comes from integers (a CAST of an integer or bool tensor, then SUB / ADD / MUL with constants) and
+    its calibrated values lie in [0, 1]."""
+    lo, hi = ranges.get(v.uid, (-1.0, 2.0))
+    if lo < 0 or hi > 1:
+        return False
+    p = v.producer
+    while p is not None and p.kind in ("SUB", "ADD", "MUL", "QUANTIZE"):  # (QUANTIZE: once made integer)
+        computed = [u for u in p.inputs if u is not None and not u.is_const]
+        if len(computed) != 1:
+            return False
+        p = computed[0].producer
+    return p is not None and p.kind == "CAST" and p.inputs[0].dtype.kind in "iub"
+
+
 def index_arithmetic(fn: Function) -> set[int]:
     """The float ops that compute from positions: every float operand comes from integers (a CAST of an integer
     tensor, through such ops) or is a constant, and every float result is read only by a CAST back to an
@@ -184,14 +211,22 @@ def index_arithmetic(fn: Function) -> set[int]:
     return chosen
 
 
+def masked_low(lo: float, hi: float) -> float:
+    """The value a mask added to logits is quantized at, where the sum's range is [lo, hi]: low enough that any
+    logit up to twice the calibrated largest plus it clamps to the sum's lowest code (a SOFTMAX weight of 0)."""
+    return lo - 2.0 * max(hi, 0.0)
+
+
 def masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int]) -> None:
     """A SOFTMAX input that masks logits with a large negative constant (``SELECT_V2(mask, logits, -1e9)``, as
     Keras 3's masked softmax writes it, or ``ADD(logits, (1 - mask) * -1e9)``, as tf_keras does): its range is the
     logits' own, down to the cutoff below their largest, not the constant's -1e9 (which leaves every logit the
-    same integer: attention uniform). The masked entries clamp to the lowest code, where their weight rounds to 0;
+    same integer: attention uniform); a mask computed at run time (``is_mask_term``) and added goes down to
+    ``masked_low``. The masked entries clamp to the lowest code, where their weight rounds to 0;
     the constant is quantized at the output's parameters (``_Int8Function.integer``). Likewise each value between
     the mask and the SOFTMAX (``masked_range``: GPT-OSS's two masks, its sink logits concatenated and the row's
     maximum subtracted)."""
+    terms: dict[int, float] = {}  # a computed mask's uid -> the lowest sum it is added into
     for op in fn.ops:
         if op.kind != "SOFTMAX":
             continue
@@ -202,6 +237,11 @@ def masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: se
             lo, hi = masked_range(v, ranges, [])
             cutoff = SOFTMAX_CUTOFF["int16" if v.uid in wide else "int8"]
             ranges[v.uid] = (min(lo, hi - cutoff), hi)
+            if v.producer.kind == "ADD":  # a computed mask: its -1e9 at masked_low, its 0 exact
+                for u in v.producer.inputs:
+                    if is_mask_term(u, ranges):
+                        terms[u.uid] = min(terms.get(u.uid, 0.0), masked_low(*ranges[v.uid]))
+    ranges.update({uid: (low, 0.0) for uid, low in terms.items()})
 
 
 def masked_range(v: Value, ranges: dict[int, tuple[float, float]], chain: list[Value]) -> tuple | None:
@@ -215,7 +255,7 @@ def masked_range(v: Value, ranges: dict[int, tuple[float, float]], chain: list[V
     found = None
     if p.kind in ("SELECT_V2", "ADD"):
         operands = p.inputs[1:] if p.kind == "SELECT_V2" else p.inputs
-        kept = [u for u in operands if not is_mask_fill(u)]
+        kept = [u for u in operands if not is_mask_fill(u) and not is_mask_term(u, ranges)]
         if len(kept) == 1 and len(kept) != len(operands) and kept[0].uid in ranges:
             inner = masked_range(kept[0], ranges, chain) or ranges[kept[0].uid]
             found = (inner[0], ranges[v.uid][1])

@@ -148,6 +148,24 @@ INT16_KINDS = frozenset({
     "PADV2", "FILL"})
 
 
+# A kernel that fixes its int8 output scale (TANH at 1/128, LOGISTIC and SOFTMAX at 1/256) gives values that span
+# fewer steps than this in calibration next to nothing: Gemma-2-style logit soft-capping, tanh(logits / 50) * 50,
+# has tanh outputs of +-0.009, about one int8 step (T5Gemma int8: 20% off). Such an op runs on its int16 kernel
+# (1/32768) inside an int8 model, requantized to int8 at its calibrated range after (``fixed_scale_starved``).
+STARVED_STEPS = 16
+
+
+def fixed_scale_starved(op: Op, ranges: dict[int, tuple[float, float]]) -> bool:
+    """``op``'s int8 kernel fixes its output scale, and its calibrated outputs span fewer than STARVED_STEPS of
+    it; its int16 kernel would give them 256 times the steps."""
+    kernel = INTEGER_KERNELS.get(op.kind)
+    if kernel is None or kernel.output != "fixed" or op.kind not in INT16_KINDS or not op.outputs \
+            or op.outputs[0].uid not in ranges:
+        return False
+    lo, hi = ranges[op.outputs[0].uid]
+    return (hi - lo) / kernel.fixed[0] < STARVED_STEPS
+
+
 def only_moves(op: Op) -> bool:
     """The op only moves values (reshape, slice, pooling, concatenation): its int8 / int16 form follows
     its neighbours'."""
