@@ -49,6 +49,13 @@ def _normalized_conv():
     return _seq((12, 12, 3), keras.layers.Rescaling(1 / 255), norm, keras.layers.Conv2D(4, 3))
 
 
+def _written_steps(t):
+    out = tf.TensorArray(tf.float32, size=6)
+    for i in range(6):
+        out = out.write(i, t[:, i] * 0.5 + t[:, 5 - i])
+    return tf.transpose(out.stack(), [1, 0, 2])
+
+
 def _attention():
     i = keras.Input((8, 16))
     y = keras.layers.MultiHeadAttention(2, 8)(i, i)
@@ -84,6 +91,9 @@ FAMILIES = {
     "max_pool_neg_inf_pad": (lambda: _lambda((6, 6, 4), lambda t: tf.nn.max_pool2d(
         tf.pad(t, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=-np.inf), 3, 2, "VALID")),
                              ["PADV2", "MAX_POOL_2D"]),
+    # a TensorList written step by step at a static length (keras-hub RWKV-7's time loop): DYNAMIC_UPDATE_SLICE
+    "tensor_list_writes": (lambda: _seq((6, 4), keras.layers.Dense(4), keras.layers.Lambda(_written_steps)),
+                           ["DYNAMIC_UPDATE_SLICE"]),
     # GPT-OSS's experts: clip_by_value(gate, -1e9, 7) and clip_by_value(up, -7, 7). MAXIMUM / MINIMUM take their
     # output's parameters; the -1e9 bound's range made that whole output ~4e6 a step (int8 57% off there)
     "clip_far_bounds": (lambda: _seq((16,), keras.layers.Dense(8), keras.layers.Lambda(lambda t: tf.concat(

@@ -53,6 +53,9 @@ INTEGER_KERNELS: dict[str, IntegerKernel] = {
     "PACK": _AS_OUTPUT,  # pack.cc: inputs and output must share parameters
     # maximum_minimum.cc, select.cc: raw integers compared / copied: the inputs and the output share parameters
     "MAXIMUM": _AS_OUTPUT, "MINIMUM": _AS_OUTPUT, "SELECT_V2": _AS_OUTPUT, "SELECT": _AS_OUTPUT,
+    # dynamic_update_slice.cc: the update's integers copied into the operand's (int8 and int16 in LiteRT 2.3 and
+    # TFLite Micro): a TensorList written step by step (keras-hub RWKV-7's time loop at a static length)
+    "DYNAMIC_UPDATE_SLICE": _AS_OUTPUT,
     # one_hot.cc: the on and off values copied as they are (int8 evaluates; int16 passes Prepare, not Eval)
     "ONE_HOT": _AS_OUTPUT,
     # fill.cc: the scalar value must have the output's scale and zero point (int16: zero point 0)
@@ -145,7 +148,7 @@ INT16_KINDS = frozenset({
     # int16 with zero points 0 in LiteRT (kernel-contracts §15); TFLite Micro: MICRO_INT8_ONLY in stages/quantization.py
     "TRANSPOSE_CONV", "BATCH_MATMUL", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "REDUCE_MAX", "REDUCE_MIN",
     "SUM", "ABS", "EXP", "LOG", "RSQRT", "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SELECT_V2", "SLICE", "TOPK_V2",
-    "PADV2", "FILL"})
+    "PADV2", "FILL", "DYNAMIC_UPDATE_SLICE"})
 
 
 # A kernel that fixes its int8 output scale (TANH at 1/128, LOGISTIC and SOFTMAX at 1/256) gives values that span
