@@ -436,19 +436,29 @@ def test_soft_capped_logits_run_their_tanh_on_the_int16_kernel():
 
 
 @pytest.mark.parametrize("mode", ["int8", "int16x8"])
-def test_a_mask_computed_from_a_padding_input_keeps_the_logits_range(mode):
+@pytest.mark.parametrize("structure", ["one", "sum", "concatenated"])
+def test_a_mask_computed_from_a_padding_input_keeps_the_logits_range(mode, structure):
     """``logits + (1 - cast(mask)) * -1e9`` (T5Gemma's, tf_keras' attention): the mask is computed at run time, not
-    a constant, and its -1e9 gave the sum a step of 4e6: every logit one code, attention uniform. The computed
-    mask is recognised (a 0 / 1 value from integers times a large negative) and takes the sum's range. Error over
-    the unmasked positions' outputs; tolerance: the file's."""
+    a constant, and its -1e9 gave the sum a step of 4e6: every logit one code, attention uniform (int8 50%). The
+    computed mask is recognised (a 0 / 1 value from integers times a large negative), also as a sum of two
+    (T5Gemma2's padding and sliding-window masks) or two side by side (its merged self and cross attention),
+    and added at ``masked_low``. Tolerance: the file's."""
     x, m = keras.Input((8, 16)), keras.Input((8,), dtype="int32")
 
     def attend(args):
         t, mask = args
         term = (1.0 - tf.cast(mask[:, None, :], tf.float32)) * -1e9
-        return tf.nn.softmax(tf.matmul(t, t, transpose_b=True) / 4.0 + term) @ t
+        logits = tf.matmul(t, t, transpose_b=True) / 4.0
+        if structure == "sum":  # a window: the last two keys masked for the first query too
+            window = tf.cast(tf.range(8)[None, :] < 6, tf.int32) * tf.ones_like(mask)
+            term = term + (1.0 - tf.cast(window[:, None, :], tf.float32)) * -1e9
+        if structure == "concatenated":  # keys of two sources, each with its mask
+            logits = tf.concat([logits, logits[..., :4] * 0.5], -1)
+            term = tf.concat([term, term[..., :4]], -1)
+            return tf.nn.softmax(logits + term) @ tf.concat([t, t[:, :4] * 0.5], 1)
+        return tf.nn.softmax(logits + term) @ t
 
-    model = keras.Model([x, m], keras.layers.Lambda(attend)([x, m]))
+    model = keras.Model([x, m], keras.layers.Lambda(attend, output_shape=(8, 16))([x, m]))
     rng = np.random.default_rng(0)
 
     def draw():

@@ -13,6 +13,7 @@ from fuselite.quantize.int8_kernels import (
     BOUNDED,
     INDEX_KINDS,
     INT16_KINDS,
+    INTEGER_KERNELS,
     LARGE_NEGATIVE,
     NO_INTEGER_KERNEL,
     SATURATES,
@@ -143,14 +144,38 @@ def is_mask_fill(v: Value | None) -> bool:
 
 def is_mask_term(v: Value | None, ranges: dict[int, tuple[float, float]]) -> bool:
     """A mask computed at run time: a 0 / 1 value made from integers (a CAST of a padding mask, ``1 - that``)
-    times a large negative constant (T5Gemma's ``(1 - mask) * -1e9``), entries 0 or at most LARGE_NEGATIVE."""
+    times a large negative constant (T5Gemma's ``(1 - mask) * -1e9``), entries 0 or at most LARGE_NEGATIVE; or a
+    sum of such masks (T5Gemma2's padding and sliding-window masks) or a concatenation (its merged attention's
+    self and cross masks side by side)."""
     p = v.producer if v is not None else None
+    if p is not None and (p.kind == "ADD" and len(p.inputs) == 2 or p.kind == "CONCATENATION"):
+        return all(is_mask_fill(u) or is_mask_term(u, ranges) for u in p.inputs)
+    if p is not None and _moves_one(p):  # sliced, reshaped, broadcast
+        return is_mask_term(p.inputs[0], ranges)
     if p is None or p.kind != "MUL" or len(p.inputs) != 2:
         return False
     fill = [u for u in p.inputs if u is not None and u.is_const and u.const.dtype == FLOAT32 and u.const.size
             and float(u.const.max()) <= LARGE_NEGATIVE]
     ones = [u for u in p.inputs if u is not None and not u.is_const]
     return len(fill) == 1 and len(ones) == 1 and _zero_one(ones[0], ranges)
+
+
+def _mask_parts(v: Value) -> list[Value]:
+    """A computed mask and the computed masks it sums, concatenates or moves."""
+    p = v.producer
+    if p is not None and (p.kind in ("ADD", "CONCATENATION") or _moves_one(p)):
+        return [v] + [part for u in p.inputs[:1 if _moves_one(p) else None] if not u.is_const
+                      for part in _mask_parts(u)]
+    return [v]
+
+
+def _moves_one(op: Op) -> bool:
+    """``op`` moves the values of its first operand (a slice, reshape, broadcast: its integer output keeps the
+    input's parameters), its other operands shapes and indices."""
+    kernel = INTEGER_KERNELS.get(op.kind)
+    return kernel is not None and kernel.output == "same" and op.kind != "CONCATENATION" and bool(op.inputs) \
+        and op.inputs[0] is not None and op.inputs[0].dtype == FLOAT32 \
+        and all(u is None or u.dtype != FLOAT32 for u in op.inputs[1:])
 
 
 def _zero_one(v: Value, ranges: dict[int, tuple[float, float]]) -> bool:
@@ -240,7 +265,8 @@ def masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: se
             if v.producer.kind == "ADD":  # a computed mask: its -1e9 at masked_low, its 0 exact
                 for u in v.producer.inputs:
                     if is_mask_term(u, ranges):
-                        terms[u.uid] = min(terms.get(u.uid, 0.0), masked_low(*ranges[v.uid]))
+                        for part in _mask_parts(u):
+                            terms[part.uid] = min(terms.get(part.uid, 0.0), masked_low(*ranges[v.uid]))
     ranges.update({uid: (low, 0.0) for uid, low in terms.items()})
 
 
