@@ -62,9 +62,9 @@ from fuselite.quantize.int8_kernels import (
     input_scale_floor,
     only_moves,
     output_scale_floor,
+    result_range,
 )
 from fuselite.quantize.int8_params import (
-    BIAS_MAX,
     FIXED_INT16,
     FLOAT32,
     INT8,
@@ -72,6 +72,9 @@ from fuselite.quantize.int8_params import (
     INT16_HEADROOM,
     NoRange,
     activation_params,
+    bias_scales,
+    dequantized,
+    holds,
     int32_bias,
     is_activation,
     params_for,
@@ -325,14 +328,13 @@ class _Int8Function:
                 o.quant = ranged[o.uid]
             o.dtype = dtype
         if kernel.inputs_as_output:  # every input at the output's parameters, which clip no result
-            ins = [_holds(v, dtype) for v in op.inputs if v is not None and v.dtype == dtype]
-            target = params_for(dtype, *_result_range(op.kind, ins))
+            ins = [holds(v, dtype) for v in op.inputs if v is not None and v.dtype == dtype]
+            target = params_for(dtype, *result_range(op.kind, ins))
             op.outputs[0].quant = target
             for i, v in enumerate(op.inputs):
                 if v is not None and v.dtype == dtype and v.is_const and v.quant != target:
-                    real = (np.asarray(v.const, np.float64) - v.quant.zero_point[0]) * v.quant.scale[0]
-                    op.inputs[i] = self.fn.const(quantize_values(real, target, dtype), f"{v.name}_as_output",
-                                                 quant=target)
+                    op.inputs[i] = self.fn.const(quantize_values(dequantized(v), target, dtype),
+                                                 f"{v.name}_as_output", quant=target)
                 elif v is not None and v.dtype == dtype and v.quant != target:
                     r = self.fn.make_op("tfl.QUANTIZE", [v], [(dtype, v.shape)], name=f"{v.name}_requantize")
                     r.outputs[0].quant = target
@@ -376,19 +378,13 @@ class _Int8Function:
         op.inputs[kernel.bias] = bias
 
     def _bias_fits(self, op: Op, kernel: IntegerKernel, values: np.ndarray, scales: np.ndarray) -> np.ndarray:
-        """The bias scales (input scale x weight scale) widened where a bias would pass BIAS_MAX steps, its
-        weight's scales with them (the official quantizer's SetBiasParamsWithAdjustments,
-        quantization_driver.cc): a bias of 3 (a hard sigmoid's, folded) behind an input of scale 1e-8 would
-        otherwise clip to int32's limit, and the op's output with it."""
-        peak = np.abs(values)
-        w = op.inputs[kernel.weight[0]]
-        if len(w.quant.scale) == 1:
-            peak = np.full_like(scales, peak.max() if peak.size else 0.0)
-        over = peak / scales > BIAS_MAX
-        if not over.any() or w.uid not in self.float_weights:
+        """The bias scales, widened (``bias_scales``) where a bias would pass BIAS_MAX steps; the weight
+        requantized at the scales that go with them (this op's own copy)."""
+        w, x = op.inputs[kernel.weight[0]], op.inputs[kernel.input]
+        widened, over = bias_scales(values, scales, per_tensor=len(w.quant.scale) == 1)
+        if not over or w.uid not in self.float_weights:
             return scales
-        scales = np.where(over, peak / BIAS_MAX, scales)
-        w_scales = (scales / np.float64(op.inputs[kernel.input].quant.scale[0])).astype(np.float32)
+        w_scales = (widened / np.float64(x.quant.scale[0])).astype(np.float32)
         axis = w.quant.axis if len(w_scales) > 1 else None
         real = np.asarray(self.float_weights[w.uid], np.float64)
         shape = tuple(-1 if d == axis else 1 for d in range(real.ndim))
@@ -396,28 +392,8 @@ class _Int8Function:
         quant = Quantization(tuple(float(s) for s in w_scales), (0,) * len(w_scales), w.quant.axis)
         op.inputs[kernel.weight[0]] = self.fn.const(q, f"{w.name}_for_bias", quant=quant)
         self.notes.append(f"{op.kind} '{op_name(op)}': its bias would pass int32's range at its input's scale "
-                          f"({int(over.sum())} channel(s)); their weight scales widened to hold it")
-        return np.float64(op.inputs[kernel.input].quant.scale[0]) * w_scales.astype(np.float64)
-
-
-def _holds(v: Value, dtype: np.dtype) -> tuple[float, float]:
-    """The reals integer value ``v`` can hold: a constant's own, an activation's its parameters' range."""
-    if v.is_const:
-        real = (np.asarray(v.const, np.float64) - v.quant.zero_point[0]) * v.quant.scale[0]
-        return float(real.min()), float(real.max())
-    return represented(v.quant, dtype)
-
-
-def _result_range(kind: str, ins: list[tuple[float, float]]) -> tuple[float, float]:
-    """The reals an op whose inputs share its output's parameters can give, from what its inputs hold: a
-    MAXIMUM's are at least its inputs' largest low (an input clipped up to it changes no result: clip_by_value's
-    -1e9 would otherwise take the whole int8 range, GPT-OSS's experts), a MINIMUM's at most their smallest
-    high; a CONCATENATION or SELECT gives any input's value (their union)."""
-    if kind == "MAXIMUM":
-        return max(lo for lo, _ in ins), max(hi for _, hi in ins)
-    if kind == "MINIMUM":
-        return min(lo for lo, _ in ins), min(hi for _, hi in ins)
-    return min(lo for lo, _ in ins), max(hi for _, hi in ins)
+                          f"({over} channel(s)); their weight scales widened to hold it")
+        return np.float64(x.quant.scale[0]) * w_scales.astype(np.float64)
 
 
 def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: KeepFloat | None = None,

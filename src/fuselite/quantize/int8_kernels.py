@@ -226,3 +226,15 @@ def output_scale_floor(kind: str, dtype: np.dtype, input_scales: list[float], ac
         return max(least, 1.01 * top / 128)
     shift = _LEFT_SHIFT.get((kind, np.dtype(dtype).name))
     return least if shift is None else max(least, 1.01 * 2 * top / 2 ** shift)
+
+
+def result_range(kind: str, ins: list[tuple[float, float]]) -> tuple[float, float]:
+    """The reals an op whose inputs share its output's parameters can give, from what its inputs hold: a
+    MAXIMUM's are at least its inputs' largest low (an input clipped up to it changes no result: clip_by_value's
+    -1e9 would otherwise take the whole int8 range, GPT-OSS's experts), a MINIMUM's at most their smallest
+    high; a CONCATENATION or SELECT gives any input's value (their union)."""
+    if kind == "MAXIMUM":
+        return max(lo for lo, _ in ins), max(hi for _, hi in ins)
+    if kind == "MINIMUM":
+        return min(lo for lo, _ in ins), min(hi for _, hi in ins)
+    return min(lo for lo, _ in ins), max(hi for _, hi in ins)

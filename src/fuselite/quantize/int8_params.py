@@ -86,6 +86,19 @@ def represented(q: Quantization, dtype: np.dtype) -> tuple[float, float]:
     return q.scale[0] * (info.min - q.zero_point[0]), q.scale[0] * (info.max - q.zero_point[0])
 
 
+def dequantized(v: Value) -> np.ndarray:
+    """The reals of an integer constant with per-tensor parameters."""
+    return (np.asarray(v.const, np.float64) - v.quant.zero_point[0]) * v.quant.scale[0]
+
+
+def holds(v: Value, dtype: np.dtype) -> tuple[float, float]:
+    """The reals integer value ``v`` can hold: a constant's own, an activation's its parameters' range."""
+    if v.is_const:
+        real = dequantized(v)
+        return float(real.min()), float(real.max())
+    return represented(v.quant, dtype)
+
+
 def quantize_values(x: np.ndarray, q: Quantization, dtype: np.dtype = INT8) -> np.ndarray:
     """Real values as ``dtype`` (int8 or int16) with per-tensor parameters ``q``."""
     info = np.iinfo(dtype)
@@ -102,6 +115,18 @@ def int32_bias(values: np.ndarray, scales: np.ndarray, dtype=np.int32) -> np.nda
 # The most steps an int32 bias takes: INT32_MAX / 2, room left for the accumulator (the official quantizer's
 # kBiasMax, quantization_driver.cc); a larger bias widens its weight's scale instead.
 BIAS_MAX = np.iinfo(np.int32).max // 2
+
+
+def bias_scales(values: np.ndarray, scales: np.ndarray, per_tensor: bool) -> tuple[np.ndarray, int]:
+    """A bias's scales (input scale x weight scale, per channel) widened to |bias| / BIAS_MAX where the bias
+    would pass BIAS_MAX steps (the official quantizer's SetBiasParamsWithAdjustments, quantization_driver.cc; a
+    per-tensor weight: by the largest |bias|), and how many channels that widened. A bias of 3 (a hard sigmoid's,
+    folded) behind an input of scale 1e-8 would otherwise clip to int32's limit, and the op's output with it."""
+    peak = np.abs(np.asarray(values, np.float64))
+    if per_tensor:
+        peak = np.full_like(scales, peak.max() if peak.size else 0.0)
+    over = peak / scales > BIAS_MAX
+    return np.where(over, peak / BIAS_MAX, scales), int(over.sum())
 
 
 FIXED_INT16 = (1 / 32768, 0)
