@@ -520,9 +520,11 @@ def main(argv=None) -> int:
         "",
         f"- Command: `{command_line()}`" + (
             f", rendering the results of `.venv/bin/python benchmarks/keras_hub_catalog.py --timeout 300 --json "
-            f"{args.report}` and of `--update {args.report} --only ...` runs for backbones fixed since (each row "
-            "keeps the revision and date it ran at)" if args.report else ""),
-        f"- Date: {_dates(results, started)} UTC (this run took {time.perf_counter() - t0:.0f} s)",
+            f"{args.report}`" + (f" and of `--update {args.report} --only ...` runs for backbones fixed since (each "
+                                 "row keeps the revision and date it ran at)" if len(revisions) > 1 else "")
+            if args.report else ""),
+        f"- Date: {_dates(results, started)} UTC" + ("" if args.report else
+                                                     f" (this run took {time.perf_counter() - t0:.0f} s)"),
         f"- Machine: {machine_description()}",
         f"- Versions: {versions()}; fuselite sources at {', '.join(revisions)}"
         + (" (each row's in the JSON results)" if len(revisions) > 1 else ""),
