@@ -431,6 +431,7 @@ def test_soft_capped_logits_run_their_tanh_on_the_int16_kernel():
     conv, data = _convert(model, "int8", calibration + held_out)  # (as the family tests: contracts, not ranges)
     modes = {r["kind"]: r["mode"] for r in conv.report.quantization["ops"]}
     assert modes["TANH"] == "int16x8" and modes["SOFTMAX"] == "int8", modes
+    assert any("TANH" in w and "runs on its int16 kernel" in w for w in conv.report.warnings), conv.report.warnings
     for builtin in (True, False):
         assert _error(data, model, held_out, builtin) <= INT8_TOLERANCE, builtin
 

@@ -59,6 +59,7 @@ from fuselite.quantize.int8_kernels import (
     NO_INTEGER_KERNEL,
     IntegerKernel,
     fixed_scale_starved,
+    fixed_scale_steps,
     input_scale_floor,
     only_moves,
     output_scale_floor,
@@ -495,6 +496,10 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                                                                 scheme="integer variable (the LSTM's state)"))
                         continue
             if why is None:
+                if id(op) in starved and not wide(op):
+                    q.notes.append(f"{op.kind} '{op_name(op)}': its calibrated outputs span "
+                                   f"{fixed_scale_steps(op, ranges):.1f} steps of its int8 kernel's fixed scale; it "
+                                   "runs on its int16 kernel (256 times the steps), requantized to int8 after")
                 try:
                     q.integer(op, kernel)
                 except NoRange as e:

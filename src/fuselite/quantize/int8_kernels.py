@@ -158,15 +158,22 @@ INT16_KINDS = frozenset({
 STARVED_STEPS = 16
 
 
-def fixed_scale_starved(op: Op, ranges: dict[int, tuple[float, float]]) -> bool:
-    """``op``'s int8 kernel fixes its output scale, and its calibrated outputs span fewer than STARVED_STEPS of
-    it; its int16 kernel would give them 256 times the steps."""
+def fixed_scale_steps(op: Op, ranges: dict[int, tuple[float, float]]) -> float | None:
+    """How many steps of its int8 kernel's fixed output scale ``op``'s calibrated outputs span (None: its kernel
+    fixes no scale, or has no int16 form)."""
     kernel = INTEGER_KERNELS.get(op.kind)
     if kernel is None or kernel.output != "fixed" or op.kind not in INT16_KINDS or not op.outputs \
             or op.outputs[0].uid not in ranges:
-        return False
+        return None
     lo, hi = ranges[op.outputs[0].uid]
-    return (hi - lo) / kernel.fixed[0] < STARVED_STEPS
+    return (hi - lo) / kernel.fixed[0]
+
+
+def fixed_scale_starved(op: Op, ranges: dict[int, tuple[float, float]]) -> bool:
+    """``op``'s int8 kernel fixes its output scale, and its calibrated outputs span fewer than STARVED_STEPS of
+    it; its int16 kernel would give them 256 times the steps."""
+    steps = fixed_scale_steps(op, ranges)
+    return steps is not None and steps < STARVED_STEPS
 
 
 def only_moves(op: Op) -> bool:
