@@ -181,6 +181,8 @@ def _moves_one(op: Op) -> bool:
 def _zero_one(v: Value, ranges: dict[int, tuple[float, float]]) -> bool:
     """``v`` comes from integers (a CAST of an integer or bool tensor, then SUB / ADD / MUL with constants) and
     its calibrated values lie in [0, 1]."""
+    while v.uid not in ranges and v.producer is not None and v.producer.kind == "QUANTIZE":  # its integer twin
+        v = v.producer.inputs[0]
     lo, hi = ranges.get(v.uid, (-1.0, 2.0))
     if lo < 0 or hi > 1:
         return False
