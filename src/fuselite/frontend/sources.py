@@ -119,23 +119,33 @@ def _first_line(e: BaseException) -> str:
 
 def _where(e: BaseException) -> str:
     """`` in Layer (file.py:12: `code`)``: the Keras layer whose call raised ``e`` (Keras names it in the message)
-    and the last line of the traceback outside TensorFlow and Keras themselves."""
+    and the last line of the model's own code: from the "in user code" frames TensorFlow lists in the message
+    (autograph's), else from the traceback; TensorFlow's, Keras' and fuselite's own frames skipped."""
     import traceback
 
+    library = re.compile(r"[\\/](tensorflow|keras[\\/]src|tf_keras|fuselite)[\\/]")
     layer = re.findall(r"calling (\S+)\.call\(\)", str(e))
     where = f" in {layer[-1]}" if layer else ""
-    frames = [f for f in traceback.extract_tb(e.__traceback__)
-              if not re.search(r"[\\/](tensorflow|keras[\\/]src|tf_keras|fuselite)[\\/]", f.filename)]
+    listed = [(path, int(line), code) for path, line, code
+              in re.findall(r'File "([^"]+)", line (\d+), in \w+[ \t*]*\n[ \t]+(\S.*)', str(e))]
+    frames = [f for f in listed if not library.search(f[0])] or \
+        [(f.filename, f.lineno, f.line or "") for f in traceback.extract_tb(e.__traceback__)
+         if not library.search(f.filename)]
     if frames:
-        where += f" ({os.path.basename(frames[-1].filename)}:{frames[-1].lineno}: `{(frames[-1].line or '').strip()}`)"
+        path, line, code = frames[-1]
+        where += f" ({os.path.basename(path)}:{line}: `{code.strip()}`)"
     return where
 
 
+def _shapes(specs: list) -> str:
+    """``name: (?, 3), ...``: the traced inputs' shapes, unknown dimensions as ``?``."""
+    return ", ".join(f"{s.name}: ({', '.join('?' if d is None else str(d) for d in s.shape.as_list())})"
+                     for s in specs)
+
+
 def _trace_failed(e: BaseException, specs: list) -> ConversionError:
-    shapes = ", ".join(f"{s.name}: ({', '.join('?' if d is None else str(d) for d in s.shape.as_list())})"
-                       for s in specs)
     return ConversionError(f"the model's Python code{_where(e)} raised {type(e).__name__} while traced on its "
-                           f"inputs ({shapes}): {_first_line(e)}")
+                           f"inputs ({_shapes(specs)}): {_first_line(e)}")
 
 
 def _shaped(specs: list, names: list[str], input_shapes: dict) -> list:
@@ -157,17 +167,10 @@ def _untraceable(e: Exception, specs: list, use: str = "as a bool") -> Conversio
     """A model whose Python code branches on a tensor (``if pad_size > 0:`` with the length unknown) or counts with
     one (``for t in range(T):``): the layer, its line, and the shapes to give. NeedsStaticLength where a dimension
     past the batch is unknown."""
-    text = str(e)
-    layer = re.findall(r"calling (\S+)\.call\(\)", text)
-    frames = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s+(.+)', text)
-    where = f" in {layer[-1]}" if layer else ""
-    if frames:
-        path, line, code = frames[-1]
-        where += f" ({os.path.basename(path)}:{line}: `{code.strip()}`)"
-    unknown = {s.name: tuple(s.shape.as_list()) for s in specs if None in s.shape.as_list()[1:]}
+    where = _where(e)
+    unknown = [s for s in specs if None in s.shape.as_list()[1:]]
     if unknown:
-        shapes = ", ".join(f"{n}: ({', '.join('?' if d is None else str(d) for d in shape)})"
-                           for n, shape in unknown.items())
+        shapes = _shapes(unknown)
         return NeedsStaticLength(
             f"the model's Python code{where} uses a tensor {use}, which needs its inputs' shapes known; some "
             f"are not ({shapes}): give them a length, with the input_shapes option (the CLI's --input-shape) or an "
