@@ -126,7 +126,8 @@ def test_bad_input_one_clear_line(models):
                     "--inputs and --tolerance are for use with --verify")
     _one_line_error(_run("inspect"), 2, "the following arguments are required: model")
     for verb in (("convert", models / "lstm.keras", "-o", models / "x.tflite"), ("bench", models / "bad.tflite")):
-        _one_line_error(_run(*verb, "--threads", "0"), 2, "a thread count is an integer from 1 to 1024, got '0'")
+        _one_line_error(_run(*verb, "--threads", "0"), 2,  # the option's own check (fuselite/options.py)
+                        "threads is the LiteRT num_threads the model will run with, an integer from 1 to 1024, got 0")
 
 
 def test_without_tensorflow_one_line_says_what_to_install(models):

@@ -15,6 +15,7 @@ import time
 from contextlib import contextmanager
 
 from fuselite.load import load_source
+from fuselite.options import OPTIONS, add_flags, flag_type, unknown_option
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -51,7 +52,7 @@ class UsageError(Exception):
 def _check_usage(args) -> None:
     from fuselite.targets import TARGETS
 
-    target = TARGETS[args.target]
+    target = TARGETS[args.target or OPTIONS["target"].default]
     if args.quantize in target.cli_refused_quantize:
         raise UsageError(f"--target {target.name} is full integer: --quantize {target.cli_quantize} (its default) or "
                          f"int16x8, not {args.quantize}")
@@ -66,7 +67,7 @@ def _check_usage(args) -> None:
             raise UsageError(f"{flags} are for --target {other.name}")
     if args.keep_float and not args.quantize:
         raise UsageError("--keep-float is for use with --quantize")
-    if args.max_error is not None and args.quantize not in ("int8", "int16x8"):
+    if args.max_quantization_error is not None and args.quantize not in ("int8", "int16x8"):
         raise UsageError("--max-error is for --quantize int8 or int16x8")
     if args.quantize in ("int8", "int16x8") and not args.calibration_data:
         what = f"--target {target.name} (--quantize {args.quantize})" if target.cli_quantize else \
@@ -81,18 +82,11 @@ def _check_usage(args) -> None:
 
 
 def _apply_quantization(conv, args) -> None:
-    """``--quantize MODE``: the tf.lite.TFLiteConverter settings that mean that mode."""
-    conv.check_fusions = not args.no_check_fusions
-    if args.inference_input_type:
-        conv.inference_input_type = args.inference_input_type
-    if args.inference_output_type:
-        conv.inference_output_type = args.inference_output_type
+    """``--quantize MODE``: the tf.lite.TFLiteConverter settings that mean that mode (the other options' flags
+    are the converter's own: ``options.from_flags``)."""
     if not args.quantize:
         return
     conv.optimizations = ["DEFAULT"]
-    conv.keep_float = args.keep_float or []
-    if args.max_error is not None:
-        conv.max_quantization_error = args.max_error
     if args.quantize == "float16":
         conv.target_spec.supported_types = ["float16"]
     elif args.quantize == "int8":
@@ -167,23 +161,6 @@ def _progress(args):
 def _say(args, text: str) -> None:
     if not args.quiet:
         print(text)
-
-
-def _threads(text: str) -> int:
-    """``--threads``: a LiteRT thread count, 1 to 1024 (else a usage error)."""
-    if not text.isdigit() or not 1 <= int(text) <= 1024:
-        raise argparse.ArgumentTypeError(f"a thread count is an integer from 1 to 1024, got {text!r}")
-    return int(text)
-
-
-def _input_shape(text: str) -> tuple[str, tuple]:
-    """``--input-shape NAME:DIMS``: (name, shape), DIMS comma-separated sizes or '?' (else a usage error)."""
-    name, sep, dims = text.rpartition(":")
-    parts = dims.split(",") if dims else []
-    if not sep or not name or not parts or not all(p == "?" or p.isdigit() and int(p) > 0 for p in parts):
-        raise argparse.ArgumentTypeError(f"an input shape is NAME:DIMS, DIMS comma-separated positive sizes or '?' "
-                                         f"for an unknown one (frames:?,50,40), got {text!r}")
-    return name, tuple(None if p == "?" else int(p) for p in parts)
 
 
 def _read_model(path: str) -> bytes:
@@ -334,9 +311,6 @@ def cmd_demo(args) -> int:
 
 def main(argv=None) -> int:
     from fuselite import __version__
-    from fuselite.rnn.forms.policy import RNN_FORMS
-    from fuselite.runtime.vela import ACCELERATORS, DEFAULT_ACCELERATOR
-    from fuselite.targets import TARGETS
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="print only errors (and what --json asks for)")
@@ -352,63 +326,16 @@ def main(argv=None) -> int:
     c.add_argument("-o", "--output", required=True, help="output .tflite path (written only on success)")
     c.add_argument("--signature-keys", help="comma-separated SavedModel signature keys (default: serving_default)")
     c.add_argument("--tags", help="comma-separated SavedModel tags (default: serve)")
-    c.add_argument("--batch-size", type=int, help="fix unknown batch dimensions to this size")
-    c.add_argument("--input-shape", action="append", type=_input_shape, metavar="NAME:DIMS",
-                   help="fix an input's unknown dimensions, e.g. frames:?,50,40 (a sequence length of 50; '?' "
-                        "leaves a dimension unknown); repeatable, one per input")
-    c.add_argument("--strict-fusion", action="store_true",
-                   help="fail if a composite (experimental_implements / api_implements) is not fused")
-    c.add_argument("--rules", action="append", metavar="MODULE",
-                   help="import fusion rules (@fuselite.fusion functions) from this Python module, by dotted path "
-                        "from the current directory or installed packages; repeatable")
     c.add_argument("--json", action="store_true", help="print the conversion report as JSON")
     c.add_argument("--report", metavar="FILE", help="also write the conversion report to FILE: .json, .txt, or .html (one "
                         "self-contained page)")
-    c.add_argument("--print-after", action="append", metavar="PASS",
-                   help="print the IR (text form) to stderr after this pass; repeatable ('fuselite pipeline' "
-                        "lists the passes)")
-    c.add_argument("--verify-ir", action="store_true", help="check the IR's invariants after every pass")
     c.add_argument("--quantize", choices=["float16", "dynamic", "int8", "int16x8"],
                    help="quantize as tf.lite.TFLiteConverter's options would: float16 weights, dynamic (int8 "
                         "weights, float activations), int8 (full integer, needs --calibration-data), int16x8 "
                         "(int16 activations, int8 weights; needs --calibration-data)")
-    c.add_argument("--keep-float", action="append", metavar="OP",
-                   help="keep this op in float when quantizing: an op kind (FULLY_CONNECTED), a node name or a "
-                        "name scope as the report lists them; repeatable")
-    c.add_argument("--max-error", type=float, metavar="FRACTION",
-                   help="int8 / int16x8: the largest error you accept, as a fraction of each output's range (0.01 "
-                        "= 1%%); the fewest layers are made wider (16x8, or float) to meet it")
     c.add_argument("--calibration-data", metavar="FILE.npz",
                    help="calibration samples for int8 / int16x8: one array per input, samples on the first axis")
-    c.add_argument("--inference-input-type", choices=["float32", "int8", "uint8", "int16"],
-                   help="int8 / int16x8: the model's input tensors' type (default float32: QUANTIZE inside)")
-    c.add_argument("--inference-output-type", choices=["float32", "int8", "uint8", "int16"],
-                   help="int8 / int16x8: the model's output tensors' type (default float32: DEQUANTIZE inside)")
-    c.add_argument("--no-check-fusions", action="store_true",
-                   help="skip running each fusion against its composite's own TensorFlow body first (faster; "
-                        "a wrong rule is then not caught at conversion)")
-    c.add_argument("--target", choices=list(TARGETS), default="litert",
-                   help="; ".join(t.help for t in TARGETS.values()))
-    c.add_argument("--accelerator-config", choices=list(ACCELERATORS), default=None, metavar="CONFIG",
-                   help=f"--target ethos-u: the NPU configuration, as Vela names it: {', '.join(ACCELERATORS)} "
-                        f"(default {DEFAULT_ACCELERATOR})")
-    c.add_argument("--vela-output", metavar="DIR",
-                   help="--target ethos-u: keep Vela's compiled model (NAME_vela.tflite) and its summary CSV in DIR")
-    c.add_argument("--micro-sources", metavar="DIR",
-                   help="also write the TFLite Micro op resolver (C++), the model as a C array and the tensor-arena "
-                        "size measured with TFLite Micro's interpreter to DIR (needs tflite-micro)")
-    c.add_argument("--bidirectional", choices=["split", "fused"], default="split",
-                   help="Bidirectional LSTM / SimpleRNN: split (two unidirectional ops; opens in Model Explorer and "
-                        "TensorFlow's importer) or fused (LiteRT's bidirectional op, LiteRT only; as fast); default split")
-    c.add_argument("--rnn-form", choices=list(RNN_FORMS), default="default",
-                   help="LSTM / SimpleRNN / GRU: fused (LiteRT's sequence op), unrolled (builtins step by step), loop "
-                        "(a WHILE over the steps, no TensorLists), auto (each timed on this machine at --threads, the "
-                        "fastest kept); default for float models: the loop at 1 and 2 threads (tf-keras LSTMs fused "
-                        "at 2), LSTM and SimpleRNN fused at 3 or more; the fused ops for integer quantization and "
-                        "TFLite Micro (docs/rnn.md#forms)")
-    c.add_argument("--threads", type=_threads, default=1, metavar="N",
-                   help="the LiteRT num_threads the model will run with: the recurrent forms are chosen for it "
-                        "(default 1, what LiteRT uses when an app leaves num_threads unset)")
+    add_flags(c)  # every converter option's flag (fuselite/options.py declares them)
     c.add_argument("--verify", action="store_true",
                    help="after writing, run the source and the model on the same inputs and compare (as 'fuselite "
                         "verify'); exit 1 if they differ")
@@ -444,7 +371,8 @@ def main(argv=None) -> int:
                                                        "interleaved")
     b.add_argument("model", help=".tflite file")
     b.add_argument("other", nargs="?", help="a second .tflite to compare with (interleaved invoke by invoke)")
-    b.add_argument("--threads", type=_threads, default=1, metavar="N", help="LiteRT threads (default 1)")
+    b.add_argument("--threads", type=flag_type(OPTIONS["threads"]), default=1, metavar="N",
+                   help="LiteRT threads (default 1)")
     b.add_argument("--seconds", type=float, default=2.0, help="timed seconds, all models together (default 2)")
     b.add_argument("--inputs", metavar="FILE.npz", help="inputs (default: drawn from the input specs)")
     b.set_defaults(func=cmd_bench)
@@ -454,7 +382,12 @@ def main(argv=None) -> int:
     d = sub.add_parser("demo", parents=[common], help="convert a small Keras model built in-process and run it on "
                                                       "LiteRT")
     d.set_defaults(func=cmd_demo)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # an unknown option: convert says so as the API does (options.unknown_option)
+        flag = next((x for x in extra if x.startswith("--")), None)
+        if args.command == "convert" and flag:
+            c.error(unknown_option(flag[2:].split("=")[0].replace("-", "_")))
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from fuselite.errors import ConversionError
 
     try:

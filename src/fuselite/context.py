@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
-from fuselite.fusion import RuleSet
+from fuselite.options import OPTIONS
 from fuselite.passes.variables import ZeroInitialVariables
 from fuselite.report import Report
 from fuselite.targets import target_named
@@ -34,33 +34,15 @@ class ConversionContext:
     # -- options ----------------------------------------------------------------------
     trace: Callable[[ConversionContext], list]  # ctx -> entries (traces the user's program)
     report: Report
-    rules: RuleSet = field(default_factory=lambda: RuleSet(None))
-    strict_fusion: bool = False
-    check_fusions: bool = True  # run each fusion against the composite's body before trusting it
-    batch_size: int | None = None  # the batch size this run converts with (None: keep dynamic)
-    input_shapes: dict = field(default_factory=dict)  # {input name: shape}: dimensions fixed at conversion
-    verify_ir: bool = False  # run the IR verifier after every pass
-    print_after: frozenset[str] = frozenset()  # pass names after which the IR is printed
-    print_stream: IO[str] | None = None  # where (default: stderr)
+    # every option options.py declares, as this run takes it (checked; the run's batch size and recurrent
+    # form; the input / output types and calibration data the target forces): read as ``ctx.<name>``
+    options: dict[str, Any] = field(default_factory=lambda: {n: o.checked(o.initial()) for n, o in OPTIONS.items()})
     print_elide: int | None = 16  # constants with more elements print elided
-    progress: Any = None  # called with each pass's name as it starts (the CLI's progress line)
     quantization: str | None = None  # None (float) or a mode of fuselite.quantize.MODES
-    keep_float: tuple[str, ...] = ()  # ops kept float when quantizing (kinds, node names, scopes)
-    representative_dataset: Any = None  # int8: the calibration samples (as tf.lite.TFLiteConverter takes them)
     integer_only: bool = False  # int8: an op that stays float is an error (TFLITE_BUILTINS_INT8 alone)
-    max_quantization_error: float | None = None  # full integer: the end-to-end relative error to meet
-    inference_input_type: str = "float32"  # int8: the model's input / output tensors
-    inference_output_type: str = "float32"
     provenance: Any = None  # export.flatbuffer.Provenance: written into the model (description, metadata)
-    bidirectional: str = "split"  # "split": two unidirectional ops; "fused": LiteRT's bidirectional op (float)
-    rnn_form: str = "default"  # LSTM / SimpleRNN / GRU: "default" (per family), "fused", "unrolled" or "loop"
-    threads: int = 1  # the LiteRT thread count the model will run with (the default forms depend on it)
-    target: str = "litert"  # a target of fuselite/targets/: "litert", "micro" (only ops, versions and types
-    # TFLite Micro's kernels take) or "ethos-u" (the micro target's forms, full integer, compiled with Vela)
     accelerator: str | None = None  # target="ethos-u": Vela's --accelerator-config
-    vela_output: Any = None  # target="ethos-u": where Vela's compiled model is kept (None: not kept)
     output_name: str = "model"  # the name of the model's file (Vela's kept files are named after it)
-    micro_sources: bool = False  # the firmware sources will be written (the model must run on TFLite Micro)
 
     # -- state handed from pass to pass ---------------------------------------------------
     zero_initial: ZeroInitialVariables = field(default_factory=ZeroInitialVariables)
@@ -78,6 +60,13 @@ class ConversionContext:
     error_samples: list[dict] = field(default_factory=list)  # calibration samples the error is measured on
     captured: dict[int, list] = field(default_factory=dict)  # value uid -> its values per calibration sample
     micro_only: list[str] = field(default_factory=list)  # quantized ops only TFLite Micro runs (int16 LSTMs)
+
+    def __getattr__(self, name: str):
+        """An option's value (``ctx.threads``): the fields above hold the rest."""
+        options = self.__dict__.get("options")
+        if options is not None and name in options:
+            return options[name]
+        raise AttributeError(f"the conversion context has no field or option {name!r}")
 
     @property
     def on_micro(self) -> bool:

@@ -17,17 +17,17 @@ from fuselite import frontend
 from fuselite.context import ConversionContext
 from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
 from fuselite.frontend.keras_quantized import int4_kernels
-from fuselite.fusion import RuleSet
 from fuselite.ir import Module
-from fuselite.passes.manager import pass_names, run_pipeline
+from fuselite.options import OPTIONS, settled, unknown_option
+from fuselite.options import keywords as option_keywords
+from fuselite.passes.manager import run_pipeline
 from fuselite.pipeline import PIPELINE
-from fuselite.quantize import KeepFloat, QuantizationOptionError, TargetSpec, resolve_mode
+from fuselite.quantize import QuantizationOptionError, resolve_mode
 from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
 from fuselite.requirements import require_tensorflow
-from fuselite.rnn.forms.policy import DEFAULT_THREADS, RNN_FORMS
-from fuselite.runtime.micro import micro_available
-from fuselite.targets import check_directory, target_named
+from fuselite.rnn.forms.policy import DEFAULT_THREADS
+from fuselite.targets import target_named
 from fuselite.targets.base import refuse_other_targets_options
 from fuselite.tflite.flatbuffer import Provenance
 from fuselite.tflite.micro import micro_sources
@@ -50,63 +50,33 @@ class Converter:
     listing those it has: an option is never ignored silently.
     """
 
-    OPTIONS = ("batch_size", "rules", "strict_fusion", "check_fusions", "verify_ir", "print_after", "print_stream",
-               "optimizations", "target_spec", "representative_dataset", "inference_input_type",
-               "inference_output_type", "keep_float", "max_quantization_error", "target", "micro_sources", "bidirectional",
-               "rnn_form", "threads", "accelerator_config", "vela_output", "progress", "input_shapes")
     _STATE = ("source", "report", "module")
 
-    def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None,
-                 fusions=None, strict_fusion: bool = False, verify_ir: bool | None = None,
-                 print_after=(), print_stream=None, target: str = "litert", micro_sources=None,
-                 bidirectional: str = "split", rnn_form: str = "default", threads: int = DEFAULT_THREADS,
-                 accelerator_config: str | None = None, vela_output=None, input_shapes=None):
+    def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None, **options):
         self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
         self._model_type = "TF_CONCRETE_FUNCTIONS"  # what CONVERSION_METADATA says the source was
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                       or not 1 <= batch_size < 2**31):
-            raise InputError(f"batch_size must be a positive integer below 2**31 (TFLite dims are int32), "
-                             f"got {batch_size!r}")
-        self.batch_size = batch_size
-        self.rules = RuleSet(fusions)
-        self.strict_fusion = bool(strict_fusion)
-        self.check_fusions = True  # each fusion run against the composite's own body first (False: skip)
-        # the IR verifier after every pass: on when asked, or with FUSELITE_VERIFY_IR=1 (the tests set it)
-        self.verify_ir = bool(verify_ir if verify_ir is not None else os.environ.get("FUSELITE_VERIFY_IR") == "1")
-        unknown = sorted(set(print_after) - set(pass_names(PIPELINE)))
-        if unknown:
-            raise InputError(f"print_after: no pass named {', '.join(map(repr, unknown))}; "
-                             f"passes: {', '.join(pass_names(PIPELINE))}")
-        self.print_after = frozenset(print_after)
-        self.print_stream = print_stream
         self.source = source
         self.report = Report(source=source)
         self.module = None
-        self.optimizations: list = []
-        self.target_spec = TargetSpec()
-        self.representative_dataset = None
-        self.inference_input_type = None  # float32, as in TensorFlow
-        self.inference_output_type = None
-        self.keep_float: list[str] = []  # ops that stay float when quantizing
-        self.max_quantization_error = None  # full integer: keep the fewest layers wider to meet it (0.01 = 1%)
-        self.target = target  # "litert", "micro" (TFLite Micro: only ops and types its kernels take) or "ethos-u"
-        self.accelerator_config = accelerator_config  # target="ethos-u": Vela's --accelerator-config (U55-128)
-        self.vela_output = vela_output  # target="ethos-u": a directory for Vela's compiled model and summary
-        self.micro_sources = micro_sources  # a directory: write the op resolver, C array and arena size there
-        self.bidirectional = bidirectional  # "split" (opens in every tool) or "fused" (LiteRT's bidirectional ops)
-        self.rnn_form = rnn_form  # LSTM / SimpleRNN / GRU: "default", "fused", "unrolled", "loop" or "auto" (timed)
-        self.threads = threads  # the LiteRT thread count the model will run with (the forms' policy, "auto")
-        self.progress = None  # a callable given each pass's name as it starts (the CLI shows it on a terminal)
-        # {input name: shape}: unknown dimensions fixed at conversion (None keeps one), e.g. a sequence length
-        self.input_shapes = input_shapes
+        given = {"batch_size": batch_size, **options}
+        by_keyword = option_keywords()
+        unknown = sorted(set(given) - set(by_keyword))
+        if unknown:
+            raise UnknownOptionError(unknown_option(unknown[0]))
+        for name, option in OPTIONS.items():  # options.py declares each: default, check, help, flag
+            setattr(self, name, option.initial())
+        for keyword, value in given.items():
+            option = by_keyword[keyword]
+            if value is not None:  # None: the option's default
+                setattr(self, option.name, option.checked(value) if option.eager else value)
         self._output_name = "model"  # the name Vela's kept files take (convert_to: the output file's)
         self._settings = ()  # the quantization settings of the conversion under way (_quantization_settings)
+        self._options = {}  # the options of the conversion under way, checked (options.settled)
 
     def __setattr__(self, key, value):
-        if not key.startswith("_") and key not in self.OPTIONS and key not in self._STATE:
-            raise UnknownOptionError(f"fuselite.Converter has no option '{key}'; its options: "
-                                     f"{', '.join(self.OPTIONS)}")
+        if not key.startswith("_") and key not in OPTIONS and key not in self._STATE:
+            raise UnknownOptionError(unknown_option(key))
         object.__setattr__(self, key, value)
 
     # -- constructors ------------------------------------------------------------
@@ -188,25 +158,12 @@ class Converter:
     def _convert(self) -> bytes:
         self.report = Report(source=self.source)
         target = target_named(self.target)
-        if self.rnn_form not in RNN_FORMS:
-            raise InputError(f"rnn_form must be one of {', '.join(map(repr, RNN_FORMS))}, got {self.rnn_form!r}")
-        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= 1024:
-            raise InputError(f"threads is the LiteRT num_threads the model will run with, an integer from 1 to "
-                             f"1024, got {self.threads!r}")
+        self._options = settled(self)  # each option's own check (options.py), before anything is traced
         refuse_other_targets_options(self, target)
         target.check_options(self)
-        input_shapes_option(self.input_shapes)  # refused before anything is traced
-        if self.bidirectional not in BIDIRECTIONAL_FORMS:
-            raise InputError(f"bidirectional must be one of {', '.join(map(repr, BIDIRECTIONAL_FORMS))}, "
-                             f"got {self.bidirectional!r}")
-        if self.micro_sources is not None:
-            check_directory(self.micro_sources)
-            if not micro_available():
-                raise InputError("micro_sources: the tensor arena is measured with TFLite Micro's interpreter, "
-                                 "which is not installed (pip install 'fuselite[micro]')")
         self._settings = self._quantization_settings()
         mode, notes = resolve_mode(*self._settings)
-        keep_float = tuple(KeepFloat(self.keep_float).entries)
+        keep_float = self._options["keep_float"]
         if keep_float and mode is None:
             raise QuantizationOptionError("keep_float names ops to keep float when quantizing, but no quantization "
                                           "is set (optimizations=[tf.lite.Optimize.DEFAULT])")
@@ -218,11 +175,6 @@ class Converter:
             raise QuantizationOptionError("rnn_form='loop' cannot be quantized to integers: the calibration and the "
                                           "integer rules do not enter a WHILE loop's body; leave rnn_form at its "
                                           "default (the fused ops for int8 and 16x8) or pass 'fused' or 'unrolled'")
-        budget = self.max_quantization_error
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
-                                   or not 0 < budget < 1):
-            raise QuantizationOptionError("max_quantization_error is the largest error you accept as a fraction of "
-                                          f"each output's range, between 0 and 1 (0.01 = 1%), got {budget!r}")
         for note in notes:
             self.report.warn(note)
         if self.rnn_form == "auto":
@@ -284,28 +236,24 @@ class Converter:
              rnn_form: str = "default") -> bytes:
         # the integer settings are kept for every mode: a quantization-aware-trained model (FakeQuant ops) that
         # asked for optimizations becomes full integer, which the pipeline decides once it has imported it
-        integer = {} if mode is None else {
-            "representative_dataset": self.representative_dataset, "integer_only": integer_only(self._settings[1]),
-            "inference_input_type": io_type(self._settings[3]), "inference_output_type": io_type(self._settings[4]),
-            "max_quantization_error": None if self.max_quantization_error is None else float(self.max_quantization_error)}
-        ctx = ConversionContext(trace=self._trace, report=self.report, rules=self.rules,
-                                strict_fusion=self.strict_fusion, check_fusions=bool(self.check_fusions),
-                                batch_size=batch_size, input_shapes=input_shapes_option(self.input_shapes),
-                                verify_ir=self.verify_ir,
-                                print_after=self.print_after, print_stream=self.print_stream,
-                                quantization=mode, keep_float=keep_float, target=self.target,
-                                bidirectional=self.bidirectional, rnn_form=rnn_form, threads=self.threads,
-                                accelerator=self._accelerator(), vela_output=self.vela_output,
-                                output_name=self._output_name,
+        run = dict(self._options, batch_size=batch_size, rnn_form=rnn_form, keep_float=keep_float)
+        if mode is None:
+            run.update(representative_dataset=None, max_quantization_error=None, inference_input_type="float32",
+                       inference_output_type="float32")
+        else:
+            run.update(inference_input_type=io_type(self._settings[3]), inference_output_type=io_type(self._settings[4]))
+        accelerator = self._accelerator()
+        ctx = ConversionContext(trace=self._trace, report=self.report, options=run, quantization=mode,
+                                integer_only=mode is not None and integer_only(self._settings[1]),
+                                accelerator=accelerator, output_name=self._output_name,
                                 provenance=Provenance(f"fuselite {_version()}", self._model_type, tuple(
                                     (k, str(v)) for k, v in (("target", self.target),
-                                                             ("accelerator_config", self._accelerator()),
+                                                             ("accelerator_config", accelerator),
                                                              ("bidirectional", self.bidirectional),
                                                              ("rnn_form", None if self.rnn_form == "default" else self.rnn_form),
                                                              ("threads", None if self.threads == DEFAULT_THREADS else self.threads),
                                                              ("batch_size", batch_size)) if v is not None),
-                                    mode),
-                                micro_sources=self.micro_sources is not None, progress=self.progress, **integer)
+                                    mode))
         module = Module()
         run_pipeline(PIPELINE, module, ctx)
         self.module = module
@@ -347,8 +295,6 @@ def _version() -> str:
         return "(not installed)"
 
 
-BIDIRECTIONAL_FORMS = ("split", "fused")
-
 
 def write_atomic(path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory and a rename."""
@@ -373,27 +319,3 @@ def write_atomic(path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-def input_shapes_option(value) -> dict[str, tuple]:
-    """The ``input_shapes`` option as {input name: (dim or None, ...)}, or an :class:`InputError` saying what it
-    takes: a dict of input names to shapes (lists or tuples of positive ints, None for a dimension left unknown).
-    Example: ``{"frames": [None, 50, 40]}`` fixes a sequence input's length to 50 steps, its batch left dynamic."""
-    if value is None:
-        return {}
-    what = ("input_shapes is a dict of input names to shapes, e.g. {'x': [None, 20, 8]} (None: a dimension left "
-            "unknown)")
-    if not isinstance(value, dict):
-        raise InputError(f"{what}; got {type(value).__name__}")
-    shapes = {}
-    for name, shape in value.items():
-        if not isinstance(name, str) or isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
-            raise InputError(f"{what}; got {name!r}: {shape!r}")
-        dims = list(shape)
-        bad = [d for d in dims if d is not None and (isinstance(d, bool) or not isinstance(d, int)
-                                                     or not 1 <= d < 2**31)]
-        if bad:
-            raise InputError(f"input_shapes['{name}']: each dimension is a positive integer below 2**31 or None, "
-                             f"got {shape!r}")
-        shapes[name] = tuple(dims)
-    return shapes

@@ -9,7 +9,6 @@ Example::
 from __future__ import annotations
 
 import os
-import sys
 
 from fuselite.keras_files import check_keras_file, keras_load_error
 
@@ -42,52 +41,17 @@ def load_source(src: str, args):
             model = keras.models.load_model(src, compile=False)
         except Exception as e:
             raise keras_load_error(src, e) from None
-        return Converter.from_keras_model(model, batch_size=args.batch_size, **converter_options(args))
+        return Converter.from_keras_model(model, **converter_options(args))
     keys = args.signature_keys.split(",") if args.signature_keys else None
     tags = set(args.tags.split(",")) if args.tags else None
-    return Converter.from_saved_model(src, signature_keys=keys, tags=tags, batch_size=args.batch_size,
-                                               **converter_options(args))
+    return Converter.from_saved_model(src, signature_keys=keys, tags=tags, **converter_options(args))
 
 
 
 
 def converter_options(args) -> dict:
-    """The Converter options of a CLI namespace."""
-    return {"strict_fusion": args.strict_fusion, "verify_ir": args.verify_ir or None,
-            "print_after": args.print_after or (), "target": args.target, "micro_sources": args.micro_sources,
-            "bidirectional": args.bidirectional, "rnn_form": args.rnn_form,
-            "threads": args.threads, "accelerator_config": args.accelerator_config,
-            "vela_output": args.vela_output, "fusions": rule_modules(args.rules or []),
-            "input_shapes": _input_shapes(getattr(args, "input_shape", None) or [])}
+    """The Converter options a CLI namespace gives, as ``from_*`` keywords (``options.from_flags``: each option's
+    flag as ``fuselite/options.py`` declares it)."""
+    from fuselite.options import from_flags
 
-
-def _input_shapes(pairs: list) -> dict | None:
-    """``--input-shape`` (repeatable) as the ``input_shapes`` option; an input named twice is an InputError."""
-    from fuselite.errors import InputError
-
-    twice = sorted({name for name, _ in pairs if [n for n, _ in pairs].count(name) > 1})
-    if twice:
-        raise InputError(f"--input-shape gives input {', '.join(map(repr, twice))} more than once")
-    return dict(pairs) or None
-
-
-def rule_modules(modules: list[str]) -> list:
-    """``--rules MODULE``: the fusion rules (``@fuselite.fusion`` functions) a module defines, imported by its
-    dotted path from the current directory or the installed packages."""
-    import importlib
-
-    from fuselite.errors import InputError
-
-    if modules and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    rules = []
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except Exception as e:
-            raise InputError(f"cannot import fusion rules module '{name}': {type(e).__name__}: {e}") from None
-        found = [v for v in vars(module).values() if callable(v) and isinstance(getattr(v, "interface", None), str)]
-        if not found:
-            raise InputError(f"module '{name}' defines no fusion rules (functions decorated with @fuselite.fusion)")
-        rules += found
-    return rules
+    return from_flags(args)

@@ -62,7 +62,7 @@ def run_on_tflite_micro(module, ctx: Any) -> None:
     fn = module.functions[next(iter(module.signatures.values()))] if module.signatures else None
     inputs = [([1 if d is None else d for d in v.shape], v.dtype.name) for v in fn.inputs] if fn else []
     try:
-        result = run_on_micro(ctx.output, inputs, measure_arena=ctx.micro_sources)
+        result = run_on_micro(ctx.output, inputs, measure_arena=ctx.micro_sources is not None)
     except MicroUnavailable as e:
         ctx.report.warn(f"not run on TFLite Micro before writing: {e}")
         return

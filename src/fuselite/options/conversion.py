@@ -1,0 +1,254 @@
+"""The converter's own options, declared (``base.Option``): name, default, help, check, flag."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from fuselite.errors import InputError
+from fuselite.options.base import Option, boolean, one_of, register
+
+
+def _batch_size(value):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31):
+        raise InputError(f"batch_size must be a positive integer below 2**31 (TFLite dims are int32), got {value!r}")
+    return value
+
+
+def _threads(value):
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
+        raise InputError(f"threads is the LiteRT num_threads the model will run with, an integer from 1 to 1024, "
+                         f"got {value!r}")
+    return value
+
+
+def _print_after(value):
+    from fuselite.passes.manager import pass_names
+    from fuselite.pipeline import PIPELINE
+
+    value = frozenset(value or ())
+    unknown = sorted(value - set(pass_names(PIPELINE)))
+    if unknown:
+        raise InputError(f"print_after: no pass named {', '.join(map(repr, unknown))}; "
+                         f"passes: {', '.join(pass_names(PIPELINE))}")
+    return value
+
+
+def _rules(value):
+    from fuselite.fusion import RuleSet
+
+    return value if isinstance(value, RuleSet) else RuleSet(value)
+
+
+def _keep_float(value):
+    from fuselite.quantize import KeepFloat
+
+    return tuple(KeepFloat(value).entries)
+
+
+def _max_error(value):
+    from fuselite.quantize import QuantizationOptionError
+
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1):
+        raise QuantizationOptionError("max_quantization_error is the largest error you accept as a fraction of "
+                                      f"each output's range, between 0 and 1 (0.01 = 1%), got {value!r}")
+    return None if value is None else float(value)
+
+
+def _input_shapes(value) -> dict[str, tuple]:
+    """The ``input_shapes`` option as {input name: (dim or None, ...)}, or an :class:`InputError` saying what it
+    takes: a dict of input names to shapes (lists or tuples of positive ints, None for a dimension left unknown).
+    Example: ``{"frames": [None, 50, 40]}`` fixes a sequence input's length to 50 steps, its batch left dynamic."""
+    if value is None:
+        return {}
+    what = ("input_shapes is a dict of input names to shapes, e.g. {'x': [None, 20, 8]} (None: a dimension left "
+            "unknown)")
+    if not isinstance(value, dict):
+        raise InputError(f"{what}; got {type(value).__name__}")
+    shapes = {}
+    for name, shape in value.items():
+        if not isinstance(name, str) or isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+            raise InputError(f"{what}; got {name!r}: {shape!r}")
+        dims = list(shape)
+        bad = [d for d in dims if d is not None and (isinstance(d, bool) or not isinstance(d, int)
+                                                     or not 1 <= d < 2**31)]
+        if bad:
+            raise InputError(f"input_shapes['{name}']: each dimension is a positive integer below 2**31 or None, "
+                             f"got {shape!r}")
+        shapes[name] = tuple(dims)
+    return shapes
+
+
+def _micro_sources(value):
+    if value is not None:
+        from fuselite.runtime.micro import micro_available
+        from fuselite.targets import check_directory
+
+        check_directory(value)
+        if not micro_available():
+            raise InputError("micro_sources: the tensor arena is measured with TFLite Micro's interpreter, "
+                             "which is not installed (pip install 'fuselite[micro]')")
+    return value
+
+
+def _target_spec():
+    from fuselite.quantize import TargetSpec
+
+    return TargetSpec()
+
+
+def _target_names():
+    from fuselite.targets import TARGETS
+
+    return TARGETS
+
+
+def _rnn_forms():
+    from fuselite.rnn.forms.policy import RNN_FORMS
+
+    return RNN_FORMS
+
+
+def _accelerators():
+    from fuselite.runtime.vela import ACCELERATORS
+
+    return ACCELERATORS
+
+
+def _default_threads():
+    from fuselite.rnn.forms.policy import DEFAULT_THREADS
+
+    return DEFAULT_THREADS
+
+
+def _accelerator_config(value):
+    if value is not None and value not in _accelerators():
+        raise InputError(f"accelerator_config must be one of Vela's configurations: {', '.join(_accelerators())}; "
+                         f"got {value!r}")
+    return value
+
+
+def _default_accelerator():
+    from fuselite.runtime.vela import DEFAULT_ACCELERATOR
+
+    return DEFAULT_ACCELERATOR
+
+
+def _integer_text(text: str):
+    """A flag's text as an int where it is one (the check says what is wrong otherwise)."""
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def _number_text(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _input_shape_flag(text: str) -> tuple[str, tuple]:
+    """``--input-shape NAME:DIMS``: (name, shape), DIMS comma-separated sizes or '?'."""
+    name, sep, dims = text.rpartition(":")
+    parts = dims.split(",") if dims else []
+    if not sep or not name or not parts or not all(p == "?" or p.isdigit() and int(p) > 0 for p in parts):
+        raise InputError(f"an input shape is NAME:DIMS, DIMS comma-separated positive sizes or '?' "
+                         f"for an unknown one (frames:?,50,40), got {text!r}")
+    return name, tuple(None if p == "?" else int(p) for p in parts)
+
+
+def _input_shapes_flags(pairs: list) -> dict:
+    twice = sorted({name for name, _ in pairs if [n for n, _ in pairs].count(name) > 1})
+    if twice:
+        raise InputError(f"--input-shape gives input {', '.join(map(repr, twice))} more than once")
+    return dict(pairs)
+
+
+def _rule_modules(modules: list[str]) -> list:
+    """``--rules MODULE``: the fusion rules (``@fuselite.fusion`` functions) a module defines, imported by its
+    dotted path from the current directory or the installed packages."""
+    if modules and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    rules = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except Exception as e:
+            raise InputError(f"cannot import fusion rules module '{name}': {type(e).__name__}: {e}") from None
+        found = [v for v in vars(module).values() if callable(v) and isinstance(getattr(v, "interface", None), str)]
+        if not found:
+            raise InputError(f"module '{name}' defines no fusion rules (functions decorated with @fuselite.fusion)")
+        rules += found
+    return rules
+
+
+def _target_help() -> str:
+    return "; ".join(t.help for t in _target_names().values())
+
+
+# -- the declarations ------------------------------------------------------------------------------
+_IO_TYPES = ["float32", "int8", "uint8", "int16"]
+BIDIRECTIONAL_FORMS = ("split", "fused")
+for _option in (
+    Option("batch_size", None, "fix unknown batch dimensions to this size", _batch_size, "--batch-size",
+           {"metavar": "N"}, parse=_integer_text, eager=True),
+    Option("input_shapes", None, "fix an input's unknown dimensions, e.g. frames:?,50,40 (a sequence length of 50; "
+           "'?' leaves a dimension unknown); repeatable, one per input", _input_shapes, "--input-shape",
+           {"action": "append", "metavar": "NAME:DIMS"}, parse=_input_shape_flag, from_cli=_input_shapes_flags),
+    Option("rules", None, "import fusion rules (@fuselite.fusion functions) from this Python module, by dotted path "
+           "from the current directory or installed packages; repeatable", _rules, "--rules",
+           {"action": "append", "metavar": "MODULE"}, from_cli=_rule_modules, keyword="fusions"),
+    Option("strict_fusion", False, "fail if a composite (experimental_implements / api_implements) is not fused",
+           boolean("strict_fusion"), "--strict-fusion", {"action": "store_true"}),
+    Option("check_fusions", True, "skip running each fusion against its composite's own TensorFlow body first "
+           "(faster; a wrong rule is then not caught at conversion)", boolean("check_fusions"),
+           "--no-check-fusions", {"action": "store_false"}),
+    Option("verify_ir", lambda: os.environ.get("FUSELITE_VERIFY_IR") == "1",  # the tests set it
+           "check the IR's invariants after every pass", boolean("verify_ir"), "--verify-ir",
+           {"action": "store_true"}),
+    Option("print_after", frozenset, "print the IR (text form) to stderr after this pass; repeatable ('fuselite "
+           "pipeline' lists the passes)", _print_after, "--print-after", {"action": "append", "metavar": "PASS"},
+           eager=True),
+    Option("print_stream", None, "where print_after prints (default stderr)"),
+    Option("progress", None, "a callable given each pass's name as it starts (the command line shows it on a "
+           "terminal)"),
+    Option("optimizations", list, "as tf.lite.TFLiteConverter's: [tf.lite.Optimize.DEFAULT] quantizes"),
+    Option("target_spec", _target_spec, "as tf.lite.TFLiteConverter's: supported_types, supported_ops"),
+    Option("representative_dataset", None, "int8 / 16x8: the calibration samples, as tf.lite.TFLiteConverter "
+           "takes them"),
+    Option("inference_input_type", None, "int8 / int16x8: the model's input tensors' type (default float32: "
+           "QUANTIZE inside)", None, "--inference-input-type", {"choices": _IO_TYPES}),
+    Option("inference_output_type", None, "int8 / int16x8: the model's output tensors' type (default float32: "
+           "DEQUANTIZE inside)", None, "--inference-output-type", {"choices": _IO_TYPES}),
+    Option("keep_float", list, "keep this op in float when quantizing: an op kind (FULLY_CONNECTED), a node name or "
+           "a name scope as the report lists them; repeatable", _keep_float, "--keep-float",
+           {"action": "append", "metavar": "OP"}),
+    Option("max_quantization_error", None, "int8 / int16x8: the largest error you accept, as a fraction of each "
+           "output's range (0.01 = 1%%); the fewest layers are made wider (16x8, or float) to meet it", _max_error,
+           "--max-error", {"metavar": "FRACTION"}, parse=_number_text),
+    Option("target", "litert", _target_help, one_of("target", _target_names), "--target",
+           {"choices": _target_names}),
+    Option("accelerator_config", None, lambda: f"--target ethos-u: the NPU configuration, as Vela names it: "
+           f"{', '.join(_accelerators())} (default {_default_accelerator()})",
+           _accelerator_config, "--accelerator-config", {"metavar": "CONFIG"}),
+    Option("vela_output", None, "--target ethos-u: keep Vela's compiled model (NAME_vela.tflite) and its summary CSV "
+           "in DIR", None, "--vela-output", {"metavar": "DIR"}),
+    Option("micro_sources", None, "also write the TFLite Micro op resolver (C++), the model as a C array and the "
+           "tensor-arena size measured with TFLite Micro's interpreter to DIR (needs tflite-micro)", _micro_sources,
+           "--micro-sources", {"metavar": "DIR"}),
+    Option("bidirectional", "split", "Bidirectional LSTM / SimpleRNN: split (two unidirectional ops; opens in Model "
+           "Explorer and TensorFlow's importer) or fused (LiteRT's bidirectional op, LiteRT only; as fast); default "
+           "split", one_of("bidirectional", lambda: BIDIRECTIONAL_FORMS), "--bidirectional",
+           {"choices": BIDIRECTIONAL_FORMS}),
+    Option("rnn_form", "default", "LSTM / SimpleRNN / GRU: fused (LiteRT's sequence op), unrolled (builtins step by "
+           "step), loop (a WHILE over the steps, no TensorLists), auto (each timed on this machine at --threads, the "
+           "fastest kept); default for float models: the loop at 1 and 2 threads (tf-keras LSTMs fused at 2), LSTM "
+           "and SimpleRNN fused at 3 or more; the fused ops for integer quantization and TFLite Micro "
+           "(docs/rnn.md#forms)", one_of("rnn_form", _rnn_forms), "--rnn-form", {"choices": _rnn_forms}),
+    Option("threads", _default_threads, "the LiteRT num_threads the model will run with: the recurrent forms are chosen for it "
+           "(default 1, what LiteRT uses when an app leaves num_threads unset)", _threads, "--threads",
+           {"metavar": "N"}, parse=_integer_text),
+):
+    register(_option)
+
+
