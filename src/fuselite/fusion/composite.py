@@ -79,7 +79,9 @@ class Composite:
         self.args = args
         self.results = results
         self.dynamic_batch = True  # a state may take its batch from an input at run time (not for TFLM)
-        self.rnn_forms = {"LSTM": "fused", "SimpleRNN": "fused"}  # each family's form (rnn/forms/policy.py, rnn_forms)
+        # what the conversion asks of the rule families that read it, by key (the recurrent package: "rnn_forms",
+        # each family's form, rnn/forms/policy.py); set by prepare_composites, empty: each family's default
+        self.settings: dict = {}
         self.form: str | None = None  # the form a rule chose (the report's record says it)
         self.batch_size: int | None = None  # the conversion's fixed batch size, if any
         self.ops: list = []

@@ -159,7 +159,7 @@ def _reshape_call_sites(fn: Function, sites, c: Composite, outs: list[Value]) ->
 
 def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
                        batch_size: int | None = None, refine_shapes=None, check: bool = True,
-                       dynamic_batch: bool = True, rnn_forms: dict | None = None) -> tuple[list[dict], dict]:
+                       dynamic_batch: bool = True, settings: dict | None = None) -> tuple[list[dict], dict]:
     """Fuse composites in place.
 
     After each fused composite, ``refine_shapes(module)`` (default:
@@ -167,8 +167,8 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
     ``refine-shapes`` pass) lets static result shapes reach the composites fed by it.
     Returns one record per composite (for the report) and the variables whose values
     were read as constant arguments ({name: array}). ``dynamic_batch``: whether rules may leave an unknown
-    batch dynamic (False for TFLite Micro, whose kernels need constant shapes). ``rnn_forms``: the recurrent
-    layers' form per family ({"LSTM": "unrolled", ...}; ``rnn.forms.policy.rnn_forms``; default: fused). With ``check``, each fusion is run against the
+    batch dynamic (False for TFLite Micro, whose kernels need constant shapes). ``settings``: what the
+    conversion asks of the rule families, by key (``Composite.settings``; the recurrent package reads "rnn_forms"). With ``check``, each fusion is run against the
     composite's own body on random arguments first (:mod:`fuselite.fusion.verify`); a mismatch declines it.
     """
     from fuselite.fusion.custom_op import fuse_custom_op
@@ -206,8 +206,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
             c.batch_size = batch_size
             c.dynamic_batch = dynamic_batch
             c.taken_names = set(module.functions)
-            if rnn_forms is not None:
-                c.rnn_forms = dict(rnn_forms)
+            c.settings = dict(settings or {})
             try:
                 outs = _check_outputs(c, rule(c))
                 if check:

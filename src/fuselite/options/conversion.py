@@ -195,9 +195,9 @@ for _option in (
     Option("input_shapes", None, "fix an input's unknown dimensions, e.g. frames:?,50,40 (a sequence length of 50; "
            "'?' leaves a dimension unknown); repeatable, one per input", _input_shapes, "--input-shape",
            {"action": "append", "metavar": "NAME:DIMS"}, parse=_input_shape_flag, from_cli=_input_shapes_flags),
-    Option("rules", None, "import fusion rules (@fuselite.fusion functions) from this Python module, by dotted path "
+    Option("rules", lambda: _rules(None), "import fusion rules (@fuselite.fusion functions) from this Python module, by dotted path "
            "from the current directory or installed packages; repeatable", _rules, "--rules",
-           {"action": "append", "metavar": "MODULE"}, from_cli=_rule_modules, keyword="fusions"),
+           {"action": "append", "metavar": "MODULE"}, from_cli=_rule_modules, keyword="fusions", eager=True),
     Option("strict_fusion", False, "fail if a composite (experimental_implements / api_implements) is not fused",
            boolean("strict_fusion"), "--strict-fusion", {"action": "store_true"}),
     Option("check_fusions", True, "skip running each fusion against its composite's own TensorFlow body first "

@@ -78,7 +78,7 @@ def fuse_composites(module, ctx) -> int:
     ctx.report.composites, read = prepare_composites(module, ctx.rules, ctx.strict_fusion, ctx.batch_size,
                                                      refine_shapes=lambda m: run_pass(REFINE, m, ctx),
                                                      check=ctx.check_fusions, dynamic_batch=_dynamic_batch(ctx),
-                                                     rnn_forms=_forms(ctx))
+                                                     settings={"rnn_forms": _forms(ctx)})
     ctx.read_variables.update(read)
     ctx.record_frozen_variables()
     return sum(r["status"] == "fused" for r in ctx.report.composites)

@@ -22,7 +22,7 @@ from fuselite.rnn.build import MAX_UNROLL, pack_steps, swap_batch_and_time, time
 from fuselite.rnn.cells.base import Cell
 from fuselite.rnn.forms.fused import read_state, state
 from fuselite.rnn.forms.loop import loop_steps
-from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, at_length
+from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, at_length, forms_of
 from fuselite.rnn.forms.unrolled import unroll
 
 
@@ -78,10 +78,10 @@ def sequence(c, cell: Cell, x, *, initial_states: list | None = None, time_major
     tm = time_major
     states = list(initial_states or [None] * cell.n_states)
     steps, batch = x.shape[0 if tm else 1], x.shape[1 if tm else 0] or c.batch_size
-    form = form or c.rnn_forms.get(cell.form_key or cell.kind, "fused")
+    form = form or forms_of(c).get(cell.form_key or cell.kind, "fused")
     if form == "fused" and type(cell).fused is Cell.fused:
         form = "unrolled"  # no LiteRT op for this cell
-    asked, form = form, at_length(c.rnn_forms, form, steps, f"a {cell.kind}", fused=type(cell).fused is not Cell.fused)
+    asked, form = form, at_length(forms_of(c), form, steps, f"a {cell.kind}", fused=type(cell).fused is not Cell.fused)
     c.form = form if form == asked else form + UNKNOWN_LENGTH_NOTE.replace("unrolled", asked)
     if form == "loop":
         seq, finals, last = loop_steps(c, cell, x, states, tm=tm, backwards=go_backwards, batch=batch, steps=steps,

@@ -105,6 +105,15 @@ def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
     return forms
 
 
+NO_SETTINGS = {"LSTM": "fused", "SimpleRNN": "fused"}  # a composite fused outside a conversion's pipeline
+
+
+def forms_of(c) -> dict:
+    """The form of each family this conversion asks for (``Composite.settings["rnn_forms"]``, :func:`rnn_forms`'s
+    result; without one, LSTM and SimpleRNN fused)."""
+    return c.settings.get("rnn_forms", NO_SETTINGS)
+
+
 def at_length(rnn_forms: dict, form: str, steps: int | None, what: str, fused: bool = True,
               family: str | None = None) -> str:
     """The form a layer (``what``, for the error) of ``steps`` time steps (None: known only at run time) is
@@ -182,7 +191,7 @@ def layer_steps(c) -> int | None:
 
 
 def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | None = None):
-    """The results of the form ``c.rnn_forms`` asks for a ``kind`` layer, built by ``forms[form](c)``
+    """The results of the form ``forms_of(c)`` asks for a ``kind`` layer, built by ``forms[form](c)``
     ("unrolled", "loop"), with the form in ``c.form`` for the report; None where the ``fallback`` form (the
     fused op, built by the caller) is to be written: asked for, or the asked form cannot be written (a dynamic
     number of steps, a stateful layer), with the reason kept. Where the form needs a static batch, the
@@ -190,19 +199,19 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
     layer takes the form under "masked" (the loop, or the unrolled form: the fused ops have no mask), and falls
     back to the unrolled form. A layer of unknown length whose form needs a static one takes the loop form, or
     stops the conversion with :class:`NeedsStaticLength` (:func:`at_length`). ``key``: the entry of
-    ``c.rnn_forms`` to read where it has one (default: ``kind``, or "tf_keras.<kind>" for a tf-keras layer
-    where ``c.rnn_forms`` has one)."""
+    ``forms_of(c)`` to read where it has one (default: ``kind``, or "tf_keras.<kind>" for a tf-keras layer
+    where ``forms_of(c)`` has one)."""
     a = c.attrs
-    key = "stateful" if a.get("state_variables") else key if key in c.rnn_forms else \
-        form_key(c.rnn_forms, kind, a.get("flavour"))
-    form = c.rnn_forms.get(key, fallback)
+    key = "stateful" if a.get("state_variables") else key if key in forms_of(c) else \
+        form_key(forms_of(c), kind, a.get("flavour"))
+    form = forms_of(c).get(key, fallback)
     masked = bool(a.get("has_mask"))
     if masked:
-        form = c.rnn_forms.get("masked", form)
+        form = forms_of(c).get("masked", form)
         if form != "loop":
             form = "unrolled"  # the fused ops have no mask
     asked = form if form in forms else fallback
-    form = at_length(c.rnn_forms, asked, layer_steps(c), layer_label(c, kind), fused=kind != "GRU",
+    form = at_length(forms_of(c), asked, layer_steps(c), layer_label(c, kind), fused=kind != "GRU",
                      family=None if masked else kind)
     unknown_length = UNKNOWN_LENGTH_NOTE.replace("unrolled", asked) if form != asked else ""
     if masked and form != "loop":

@@ -24,7 +24,7 @@ from fuselite.rnn.cells.gru import split_gru_bias
 from fuselite.rnn.forms.fused import check_fusable, layer_weights, lstm_sequence, read_state, rnn_sequence, state
 from fuselite.rnn.forms.layer import layer_results, merge, merge_directions
 from fuselite.rnn.forms.loop import loop_steps
-from fuselite.rnn.forms.policy import at_length, chosen_form, layer_label, layer_steps
+from fuselite.rnn.forms.policy import at_length, chosen_form, forms_of, layer_label, layer_steps
 from fuselite.rnn.forms.unrolled import unroll, unrollable
 from fuselite.rnn.kit import FUSED_ACTIVATIONS, GATE_ORDERS, lstm_weight_operands
 
@@ -304,6 +304,6 @@ def fuse_keras_conv_lstm2d(c):
         c.decline("a masked ConvLSTM2D is not unrolled")
     if a.get("data_format") != "channels_last":
         c.decline(f"data_format {a.get('data_format')} (LiteRT's convolutions are channels-last)")
-    if at_length(c.rnn_forms, "unrolled", layer_steps(c), layer_label(c, "ConvLSTM2D"), fused=False) != "unrolled":
+    if at_length(forms_of(c), "unrolled", layer_steps(c), layer_label(c, "ConvLSTM2D"), fused=False) != "unrolled":
         c.decline("an unknown number of time steps: converted from Keras' own loop (a WHILE over the steps)")
     return unrolled_conv_lstm(c, a)

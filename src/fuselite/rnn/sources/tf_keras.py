@@ -58,7 +58,7 @@ from fuselite.rnn.cells.gru import GRUCell, numpy_gru, split_gru_bias
 from fuselite.rnn.cells.lstm import LSTMCell, numpy_lstm
 from fuselite.rnn.forms.fused import layer_weights, lstm_sequence, read_state, state
 from fuselite.rnn.forms.loop import loop_over
-from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, at_length, traced_form
+from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, at_length, forms_of, traced_form
 from fuselite.rnn.forms.unrolled import unroll
 from fuselite.rnn.kit import keras_to_litert
 from fuselite.rnn.sources.keras_layers import layer_mask
@@ -108,7 +108,7 @@ def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_for
 def fuse_tf_keras_saved_lstm(c):
     # the loop form or the fused op (a stateful layer's states are read from variables)
     h0, c0 = c.args[1:3] if len(c.args) >= 3 else (None, None)
-    form = "fused" if h0 is None else traced_form(c.rnn_forms, "LSTM", h0.variable or c0.variable, _masked(c),
+    form = "fused" if h0 is None else traced_form(forms_of(c), "LSTM", h0.variable or c0.variable, _masked(c),
                                                   "tf_keras")
     fdef, library, mask = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, f"the {form} form", form == "loop")
     return _fuse_keras_lstm(c, fdef, library, indy=False, mask=mask, form=form)
@@ -354,7 +354,7 @@ GRU_ARG_NAMES = ("inputs", "init_h", "kernel", "recurrent_kernel", "bias")
 @fusion("gru_*")
 def fuse_tf_keras_saved_gru(c):
     # the loop form takes any batch (and a mask); a stateful layer's state is read from a variable
-    loop = len(c.args) > 1 and traced_form(c.rnn_forms, "GRU", c.args[1].variable, _masked(c)) == "loop"
+    loop = len(c.args) > 1 and traced_form(forms_of(c), "GRU", c.args[1].variable, _masked(c)) == "loop"
     fdef, library, mask = tf_keras_composite(c, "GRU", GRU_ARG_NAMES, 4, "the unrolled GRU", loop)
     x, h0, k, rk, b = c.args[:5]
     if x.rank != 3 or x.shape[2] is None:
@@ -377,7 +377,7 @@ def fuse_tf_keras_saved_gru(c):
     if x.shape[0] is None and x.shape[1] is None and not loop:
         # e.g. the second of two stacked GRUs: tf-keras' loop output has no static length, and
         # the composite's signature is not refined from its call site after the first is fused
-        loop = at_length(c.rnn_forms, "unrolled", None, "a tf-keras GRU", fused=False) == "loop"
+        loop = at_length(forms_of(c), "unrolled", None, "a tf-keras GRU", fused=False) == "loop"
         dynamic, unknown_length = loop and c.dynamic_batch, UNKNOWN_LENGTH_NOTE
     if c.batch_size is None and x.shape[1 if hint else 0] is None and not dynamic:
         raise NeedsStaticBatch(need, h0.shape[0] if h0.const is None else None)
@@ -387,7 +387,7 @@ def fuse_tf_keras_saved_gru(c):
         reference=_gru_reference, mask=mask)
     steps = x.shape[0 if time_major else 1]
     if not loop and steps is None:  # the loop form, or NeedsStaticLength (TFLite Micro, integer-only)
-        loop = at_length(c.rnn_forms, "unrolled", steps, "a tf-keras GRU", fused=False) == "loop"
+        loop = at_length(forms_of(c), "unrolled", steps, "a tf-keras GRU", fused=False) == "loop"
         dynamic, unknown_length = loop and c.dynamic_batch, UNKNOWN_LENGTH_NOTE
     if not loop and steps > MAX_UNROLL:
         c.decline(f"unrolling needs a static number of time steps <= {MAX_UNROLL}, got {steps}")
