@@ -60,8 +60,8 @@ def tflm_cell(data: bytes, tests, want) -> str:
 
 def tflm_error(data: bytes, tests, want, absolute: bool = False):
     """max |TFLM - Keras| over the held-out samples, over the range of Keras' outputs (and the max itself)."""
-    from fuselite.runtime.compare import real_output, tensor_quantization, to_input
     from fuselite.runtime.micro import run_samples_on_micro
+    from fuselite.runtime.quantization_error import real_output, tensor_quantization, to_input
 
     q_in, q_out = tensor_quantization(data)
     got = run_samples_on_micro(data, [[to_input(q_in[k], x) for k, x in enumerate(t)] for t in tests])
@@ -73,7 +73,7 @@ def tflm_error(data: bytes, tests, want, absolute: bool = False):
 def litert_error(data: bytes, tests, want) -> float:
     """As :func:`tflm_error`, on LiteRT (for a model TFLite Micro cannot run)."""
     from fuselite.runtime import run
-    from fuselite.runtime.compare import real_output, tensor_quantization, to_input
+    from fuselite.runtime.quantization_error import real_output, tensor_quantization, to_input
 
     q_in, q_out = tensor_quantization(data)
     got = [next(iter(run(data, [to_input(q_in[k], x) for k, x in enumerate(t)]).values())) for t in tests]

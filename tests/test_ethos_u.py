@@ -18,8 +18,8 @@ import fuselite.targets.ethos_u
 from fuselite.errors import ConversionError, InputError
 from fuselite.quantize import QuantizationOptionError
 from fuselite.quantize.integer_lstm import LSTM_8X8, LSTM_16X8
-from fuselite.runtime.compare import real_output, tensor_quantization, to_input
 from fuselite.runtime.micro import run_samples_on_micro
+from fuselite.runtime.quantization_error import real_output, tensor_quantization, to_input
 from fuselite.runtime.vela import vela_available
 
 pytestmark = pytest.mark.skipif(not vela_available(), reason="ethos-u-vela is not installed")

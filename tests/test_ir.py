@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from fuselite.ir import Function, Module, Quantization
+from fuselite.ir.invariants import IRVerificationError, check, verify
 from fuselite.ir.text import IRParseError, format_module, parse_module
-from fuselite.ir.verify import IRVerificationError, check, verify
 from fuselite.passes.bidirectional import cancel_reverse_pairs
 from fuselite.passes.dce import dce
 from fuselite.passes.fold_tfl import fold_tfl_function

@@ -366,8 +366,8 @@ def test_int8_mobilenet_v2_runs_on_tflite_micro():
     """The classic microcontroller model, as keras.applications builds it (alpha 0.35, 96x96, weights=None, its
     batch-norm statistics at their initial values): int8 for target='micro' runs on TFLite Micro, whose process
     aborted in the SOFTMAX's prepare before; TFLM's outputs against Keras'."""
-    from fuselite.runtime.compare import real_output, tensor_quantization, to_input
     from fuselite.runtime.micro import run_samples_on_micro
+    from fuselite.runtime.quantization_error import real_output, tensor_quantization, to_input
 
     k = keras_flavour("keras3")
     k.utils.set_random_seed(0)

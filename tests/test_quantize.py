@@ -18,7 +18,7 @@ from fuselite.quantize import QuantizationOptionError
 from fuselite.quantize.dynamic import WEIGHT_ONLY_BELOW
 from fuselite.quantize.float16 import MIN_ELEMENTS
 from fuselite.quantize.integer_lstm import LSTM_16X8
-from fuselite.runtime.compare import real_output, tensor_quantization, to_input
+from fuselite.runtime.quantization_error import real_output, tensor_quantization, to_input
 from fuselite.testing import models as zoo
 
 # float16 rounds each weight to 11 significant bits. Issue 11's acceptance: error <= 0.1% of the output's

@@ -90,7 +90,7 @@ class Composite:
         self.check_draws: dict[int, Any] = {}  # argument index -> draw(rng, shape) for the fusion check
 
     def draw_for_check(self, index: int, draw) -> None:
-        """Declare how the fusion check (:mod:`fuselite.fusion.verify`) draws argument ``index``: the body's valid
+        """Declare how the fusion check (:mod:`fuselite.fusion.check`) draws argument ``index``: the body's valid
         domain, where plain random values are inputs the body was never meant for (boxes whose corners are in no
         particular order). ``draw(rng, shape)`` returns a NumPy array of that shape (``rng`` is a NumPy
         ``Generator``); a constant argument keeps its value whatever is declared."""

@@ -1,5 +1,5 @@
 """Running a TensorFlow ``FunctionDef`` once, as it is, on NumPy arguments (no Grappler): what fusion rules
-use to check a composite's body against the computation they write (``fusion/verify.py``; the tf-keras
+use to check a composite's body against the computation they write (``fusion/check.py``; the tf-keras
 recurrent composites, whose flags are baked into the body).
 
 Example::

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import ConversionError, NeedsStaticBatch, NeedsStaticLength
+from fuselite.fusion.check import Mismatch, check_fusion
 from fuselite.fusion.composite import Arg, Composite, CompositeRefused, FusionDeclined, Result, is_zeros
 from fuselite.fusion.registry import RuleSet
-from fuselite.fusion.verify import Mismatch, check_fusion
 from fuselite.ir import Function, Module, Value
 from fuselite.passes.inline import CALL_OPS
 from fuselite.passes.variables import variable_dtype
@@ -169,7 +169,7 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
     were read as constant arguments ({name: array}). ``dynamic_batch``: whether rules may leave an unknown
     batch dynamic (False for TFLite Micro, whose kernels need constant shapes). ``settings``: what the
     conversion asks of the rule families, by key (``Composite.settings``; the recurrent package reads "rnn_forms"). With ``check``, each fusion is run against the
-    composite's own body on random arguments first (:mod:`fuselite.fusion.verify`); a mismatch declines it.
+    composite's own body on random arguments first (:mod:`fuselite.fusion.check`); a mismatch declines it.
     """
     from fuselite.fusion.custom_op import fuse_custom_op
     from fuselite.passes.variables import read_variable_value

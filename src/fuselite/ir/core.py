@@ -17,7 +17,7 @@ Uses are indexed: ``fn.ops`` and every ``op.inputs`` are lists that tell their f
 when they change (however they are changed: ``append``, slice assignment, ``remove``,
 ``op.inputs[1] = v``, ``fn.ops = [...]``), so :meth:`Function.users` and
 :meth:`Function.uses` are always current and cost nothing between changes. The text
-form is in :mod:`fuselite.ir.text`, the invariants in :mod:`fuselite.ir.verify`.
+form is in :mod:`fuselite.ir.text`, the invariants in :mod:`fuselite.ir.invariants`.
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuselite.ir import Module
+from fuselite.ir.invariants import check
 from fuselite.ir.text import format_module
-from fuselite.ir.verify import check
 
 PassFn = Callable[[Module, Any], Any]
 

@@ -22,8 +22,8 @@ from fuselite.quantize.integer_lstm import LSTM_16X8, lstm_state_sources
 from fuselite.quantize.options import QuantizationOptionError
 from fuselite.quantize.select import op_name
 from fuselite.runtime.calibrate import collect_ranges
-from fuselite.runtime.compare import micro_quantization_error, quantization_error
 from fuselite.runtime.micro import MicroUnavailable
+from fuselite.runtime.quantization_error import micro_quantization_error, quantization_error
 from fuselite.stages.export import ordered_flatbuffer
 
 
