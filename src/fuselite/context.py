@@ -40,7 +40,7 @@ class ConversionContext:
     print_elide: int | None = 16  # constants with more elements print elided
     quantization: str | None = None  # None (float) or a mode of fuselite.quantize.MODES
     integer_only: bool = False  # int8: an op that stays float is an error (TFLITE_BUILTINS_INT8 alone)
-    provenance: Any = None  # export.flatbuffer.Provenance: written into the model (description, metadata)
+    provenance: Any = None  # tflite.provenance.Provenance: written into the model (description, metadata)
     accelerator: str | None = None  # target="ethos-u": Vela's --accelerator-config
     output_name: str = "model"  # the name of the model's file (Vela's kept files are named after it)
 

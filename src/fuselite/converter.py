@@ -29,8 +29,8 @@ from fuselite.requirements import require_tensorflow
 from fuselite.rnn.forms.policy import DEFAULT_THREADS
 from fuselite.targets import target_named
 from fuselite.targets.base import refuse_other_targets_options
-from fuselite.tflite.flatbuffer import Provenance
 from fuselite.tflite.micro import micro_sources
+from fuselite.tflite.provenance import Provenance
 
 
 class UnknownOptionError(InputError, AttributeError):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from html import escape
 
-from fuselite.tflite.flatbuffer import readable
+from fuselite.tflite.names import readable
 
 _CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 70em;

@@ -250,7 +250,7 @@ def masked_logits(fn: Function, ranges: dict[int, tuple[float, float]], wide: se
     logits' own, down to the cutoff below their largest, not the constant's -1e9 (which leaves every logit the
     same integer: attention uniform); a mask computed at run time (``is_mask_term``) and added goes down to
     ``masked_low``. The masked entries clamp to the lowest code, where their weight rounds to 0;
-    the constant is quantized at the output's parameters (``_Int8Function.integer``). Likewise each value between
+    the constant is quantized at the output's parameters (``int8_engine.Int8Function.integer``). Likewise each value between
     the mask and the SOFTMAX (``masked_range``: GPT-OSS's two masks, its sink logits concatenated and the row's
     maximum subtracted)."""
     terms: dict[int, float] = {}  # a computed mask's uid -> the lowest sum it is added into
@@ -388,7 +388,7 @@ def operand_scales(op: Op) -> dict:
 
 def output_edges(fn: Function, q, output_type: str) -> None:
     """The outputs as the options ask: float32 (DEQUANTIZE), int8 or uint8 (QUANTIZE); ``q``: the int8 engine
-    quantizing ``fn`` (``int8.Int8Function``)."""
+    quantizing ``fn`` (``int8_engine.Int8Function``)."""
     outs = []
     for v in fn.outputs:
         if v.dtype in (INT8, INT16) and output_type == "float32":

@@ -61,7 +61,7 @@ INTEGER_KERNELS: dict[str, IntegerKernel] = {
     # fill.cc: the scalar value must have the output's scale and zero point (int16: zero point 0)
     "FILL": _AS_OUTPUT,
     # pad.cc (LiteRT and TFLite Micro): the constant value must have the output's scale and zero point, and
-    # the output the input's (values copied): quantized at the input's parameters (``_Int8Function.integer``)
+    # the output the input's (values copied): quantized at the input's parameters (``int8_engine.Int8Function.integer``)
     "PADV2": _SAME,
     # both operands activations (a constant right-hand side quantized as one, per tensor: the kernel reads
     # params.scale), as operator_property.cc's quantize_input_as_activations

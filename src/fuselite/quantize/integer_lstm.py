@@ -191,7 +191,7 @@ def integer_lstm(engine, op: Op, cell_peak: float, int16: bool = False) -> list[
     calibrated initial cell states as well (``cell_peak``). Returns warnings for the report where a range
     the kernel forces costs the model: an output made coarser by a wider initial state, a cell state
     beyond the largest scale the kernel takes. ``engine``: the int8 engine quantizing the function
-    (``int8.Int8Function``: its ranges, function, variables and integer inputs)."""
+    (``int8_engine.Int8Function``: its ranges, function, variables and integer inputs)."""
     act = INT16 if int16 else INT8
     x = op.inputs[0] = engine.integer_input(op.inputs[0], op, act)
     own = engine.ranges[op.outputs[0].uid] if op.outputs[0].uid in engine.ranges else (-1.0, 1.0)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 
 import flatbuffers
 import numpy as np
@@ -19,6 +18,8 @@ from fuselite.errors import ConversionError
 from fuselite.ir import Module, Quantization, Value
 from fuselite.tflite.debug_metadata import METADATA_NAME as DEBUG_METADATA
 from fuselite.tflite.debug_metadata import debug_metadata
+from fuselite.tflite.names import StableNames, readable
+from fuselite.tflite.provenance import Provenance
 from fuselite.tflite.versions import min_runtime_version, op_version
 
 _TENSOR_TYPES = {
@@ -383,98 +384,6 @@ class FlatbufferWriter:
         meta.name = name
         meta.buffer = len(self.model.buffers) - 1
         self.model.metadata.append(meta)
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """What made the file, written into it: the model's description and the schema's ``CONVERSION_METADATA``
-    (``conversion_metadata.fbs``: TensorFlow's version, the kind of source, the optimization modes; what
-    ``tf.lite`` tools read back), so a file says which tool and options made it."""
-
-    tool: str  # "fuselite 0.1.0"
-    source: str  # "KERAS_MODEL", "TF_SAVED_MODEL" or "TF_CONCRETE_FUNCTIONS"
-    options: tuple[tuple[str, str], ...]  # (name, value) of the options that shape the output
-    quantization: str | None  # None or "float16", "dynamic", "int8", "int16x8"
-
-    def description(self) -> str:
-        opts = ", ".join(f"{k}={v}" for k, v in self.options)
-        return f"{self.tool} ({self.source.lower()}, quantization={self.quantization or 'none'}" + \
-            (f", {opts})" if opts else ")")
-
-    def conversion_metadata(self, module: Module) -> bytes:
-        import tensorflow as tf
-        from tensorflow.lite.python import conversion_metadata_schema_py_generated as cm
-
-        env = cm.EnvironmentT()
-        env.tensorflowVersion = tf.__version__
-        env.apiVersion = 2
-        env.modelType = getattr(cm.ModelType, self.source)
-        options = cm.ConversionOptionsT()
-        options.modelOptimizationModes = [_OPTIMIZATION_MODES[self.quantization]] if self.quantization else []
-        options.allowCustomOps = any(op.kind == "CUSTOM" for fn in module.functions.values() for op in fn.ops)
-        meta = cm.ConversionMetadataT()
-        meta.environment, meta.options = env, options
-        builder = flatbuffers.Builder(256)
-        builder.Finish(meta.Pack(builder))
-        return bytes(builder.Output())
-
-
-# fuselite's quantization modes -> conversion_metadata.fbs' ModelOptimizationMode
-_OPTIMIZATION_MODES = {"float16": 1001, "dynamic": 1002, "int8": 1003, "int16x8": 1004}
-
-
-class StableNames:
-    """Tensor and subgraph names without TensorFlow's trace counters.
-
-    A traced function is named ``__inference_<name>_<counter>`` (a loop's body and
-    condition ``<scope>_while_body_<counter>`` / ``_while_cond_``, a conditional's branches
-    ``..._cond_true_<counter>`` / ``_cond_false_``), the counter counting every trace in
-    the process, so the same model converted twice (or in another thread) would get
-    other names and other bytes. Each distinct such name becomes ``<name>``,
-    the next distinct one with the same ``<name>`` ``<name>_2`` and so on, numbered in
-    the order the writer meets them (subgraphs, then tensors, in file order).
-
-    Example::
-
-        names = StableNames()
-        names("lstm/PartitionedCall/__inference_composite_759/fill")  # 'lstm/PartitionedCall/composite/fill'
-        names("__inference_composite_812/const")                      # 'composite_2/const'
-    """
-
-    _TRACED = re.compile(r"__inference_([A-Za-z0-9_.\-]+?)_\d+(?=$|/|:)"
-                         r"|([A-Za-z0-9_.\-]*?(?:while_body|while_cond|cond_true|cond_false))_\d+(?=$|/|:|_)")
-
-    def __init__(self):
-        self._stable: dict[str, str] = {}
-        self._count: dict[str, int] = {}
-
-    def _one(self, m: re.Match) -> str:
-        traced = m.group(0)
-        if traced not in self._stable:
-            base = m.group(1) or m.group(2)
-            n = self._count[base] = self._count.get(base, 0) + 1
-            self._stable[traced] = base if n == 1 else f"{base}_{n}"
-        return self._stable[traced]
-
-    def __call__(self, name: str) -> str:
-        return self._TRACED.sub(self._one, name) if "__inference_" in name or "while_" in name or "cond_" in name \
-            else name
-
-
-_PLUMBING = re.compile(r"(Stateful)?PartitionedCall(_\d+)?|composite(_\d+)?")
-
-
-def readable(name: str) -> str:
-    """A tensor name without TensorFlow's call plumbing: path segments ``PartitionedCall`` /
-    ``StatefulPartitionedCall`` (the call of a function) and ``composite`` (the composite function a
-    fused op came from) are dropped; the layer and op names stay.
-
-    Example::
-
-        readable("functional_1/encoder_1/PartitionedCall/composite/fill")   # 'functional_1/encoder_1/fill'
-    """
-    parts = [p for p in name.split("/") if not _PLUMBING.fullmatch(p)]
-    return "/".join(parts) or name.rsplit("/", 1)[-1]
 
 
 class _QuantizationParameters(schema.QuantizationParametersT):
