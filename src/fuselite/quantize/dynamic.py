@@ -3,7 +3,8 @@
 ``optimizations=[tf.lite.Optimize.DEFAULT]`` without a representative dataset. Each op
 with a hybrid kernel gets its constant weights as int8 (symmetric, zero point 0, values in
 [-127, 127], the quantization spec's rule for weights) and computes in float; everything
-else is unchanged. Per op, from the kernels (``docs/kernel-contracts.md`` cites each line):
+else is unchanged. Per op, from the kernels (``docs/kernel-contracts.md`` cites each line; each op's
+``hybrid`` entry in ``ops/catalog.py``):
 
 ==============================  =====================  =============  ===================
 op                              int8 operands          scales         ``asymmetric_quantize_inputs``
@@ -39,46 +40,14 @@ a float32 constant is listed in the report with the reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from fuselite.ir import Function, Module, Op, Quantization, Value
+from fuselite.ops.catalog import HYBRID_KERNELS, WEIGHT_ONLY_BELOW, HybridKernel  # noqa: F401
 from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, record
 from fuselite.quantize.select import add_record as _add
 
 FLOAT32 = np.dtype(np.float32)
-
-
-@dataclass(frozen=True)
-class HybridKernel:
-    """How one op kind runs with int8 weights (read from its LiteRT kernel)."""
-
-    weights: tuple[int, ...]  # operand indices that become int8 (all present ones, or none)
-    axis: int | None  # per-channel axis of each weight; None: one scale per operand
-    asymmetric_option: bool  # write asymmetric_quantize_inputs=True (inputs quantized per row, asymmetric)
-    float_input: bool = True  # operand 0 must be float32 (not for EMBEDDING_LOOKUP: its ids)
-    weight_only_below: int = 0  # weights of fewer elements: int8 + DEQUANTIZE, computed in float
-
-
-# TF's converter leaves weights under 1024 elements float (``minimum_elements_for_weights``):
-# for such a layer the hybrid kernel's per-invoke quantization of its input costs more accuracy
-# than the layer's size is worth. fuselite stores them int8 all the same, dequantized once at load.
-WEIGHT_ONLY_BELOW = 1024
-
-
-_LSTM = (*range(1, 12), 16)
-HYBRID_KERNELS: dict[str, HybridKernel] = {
-    "FULLY_CONNECTED": HybridKernel((1,), 0, True, weight_only_below=WEIGHT_ONLY_BELOW),
-    "CONV_2D": HybridKernel((1,), 0, False, weight_only_below=WEIGHT_ONLY_BELOW),
-    "DEPTHWISE_CONV_2D": HybridKernel((1,), 3, False, weight_only_below=WEIGHT_ONLY_BELOW),
-    "BATCH_MATMUL": HybridKernel((1,), None, True, weight_only_below=WEIGHT_ONLY_BELOW),
-    "EMBEDDING_LOOKUP": HybridKernel((1,), None, False, float_input=False),
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": HybridKernel(_LSTM, None, True),
-    "BIDIRECTIONAL_SEQUENCE_LSTM": HybridKernel((*_LSTM, *(i + 17 for i in _LSTM), *range(40, 48)), None, True),
-    "UNIDIRECTIONAL_SEQUENCE_RNN": HybridKernel((1, 2), None, True),
-    "BIDIRECTIONAL_SEQUENCE_RNN": HybridKernel((1, 2, 5, 6, 10, 11), None, True),
-}
 
 
 def symmetric_int8(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, Quantization]:

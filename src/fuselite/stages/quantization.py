@@ -13,6 +13,7 @@ import numpy as np
 from fuselite.budget import layer_of, plan_layers
 from fuselite.errors import ConversionError
 from fuselite.ir import Quantization, Value
+from fuselite.ops.catalog import MICRO_FLOAT_ONLY, MICRO_INT8_ONLY, NO_16X8
 from fuselite.passes.clone import snapshot_module
 from fuselite.quantize import KeepFloat, quantize_dynamic, quantize_float16
 from fuselite.quantize.fake_quant import FAKE_QUANT_OPS, absorb_fake_quants
@@ -151,18 +152,6 @@ def calibrate(module, ctx) -> int:
     ctx.captured = {replay[name]: values for name, values in captured.items()}
     ctx.report.calibration = {"samples": count, "tensors": len(ctx.ranges)}
     return count
-
-
-NO_16X8 = ("UNIDIRECTIONAL_SEQUENCE_LSTM",)  # integer, but no 16x8 kernel in LiteRT: wider means float
-
-
-# int16 in LiteRT, not in TFLite Micro (kernels/gather.cc: float32 and int8 data; resize_bilinear.cc, reduce.cc's
-# max / min, elementwise.cc's rsqrt: int8 only)
-MICRO_INT8_ONLY = ("GATHER", "RESIZE_BILINEAR", "REDUCE_MAX", "REDUCE_MIN", "RSQRT")
-
-
-# integer in LiteRT, float only in TFLite Micro (exp.cc, elementwise.cc: float32)
-MICRO_FLOAT_ONLY = ("EXP", "LOG", "SQRT")
 
 
 def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], dict[int, int]]:
