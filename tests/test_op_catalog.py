@@ -32,7 +32,16 @@ def test_the_tables_the_quantizers_read_are_the_entries():
         assert not facts.int16 or facts.integer, f"{kind}: a 16x8 form but no integer kernel"
     # the engine's and the dynamic-range quantizer's names are the catalog's tables, not copies
     from fuselite.quantize import dynamic, int8_kernels
+    from fuselite.tflite import micro, versions
     assert int8_kernels.INTEGER_KERNELS is catalog.INTEGER_KERNELS and dynamic.HYBRID_KERNELS is catalog.HYBRID_KERNELS
+    assert versions.VERSION_RULES is catalog.VERSION_RULES and micro.RESOLVER is catalog.MICRO_RESOLVER
+    for kind, facts in OPS.items():  # every resolver method one of MicroMutableOpResolver's Add...
+        assert facts.micro_op is None or facts.micro_op.startswith("Add"), kind
+
+
+def test_an_op_has_one_entry():
+    with pytest.raises(ValueError, match="ops with a catalog entry already: ADD"):
+        catalog.add_entries({"ADD": Facts()})
 
 
 def test_an_entry_decides_the_ops_integer_form():

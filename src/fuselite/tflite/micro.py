@@ -1,8 +1,8 @@
 """TFLite Micro as a target: what its kernels and op resolver take, and the sources a firmware needs.
 
-``RESOLVER`` maps each op ``MicroMutableOpResolver`` can register to its ``Add...`` method (every
-``Add...`` of ``tensorflow/lite/micro/micro_mutable_op_resolver.h`` in tflite-micro at 90b983c, read,
-not guessed); :func:`micro_problems` lists each op of a model TFLM could not run, with why. Known
+``RESOLVER`` maps each op ``MicroMutableOpResolver`` can register to its ``Add...`` method (each op's
+``micro_op`` in ``ops/``: every ``Add...`` of ``tensorflow/lite/micro/micro_mutable_op_resolver.h`` in
+tflite-micro at 90b983c, read, not guessed); :func:`micro_problems` lists each op of a model TFLM could not run, with why. Known
 type limits of kernels it does have are checked too (docs/kernel-contracts.md §12, §14; the
 kernels named below). It is a static check: the micro target also runs the model on TFLM's
 interpreter (``runtime/micro.py``). :func:`micro_sources` writes what a firmware build needs
@@ -16,38 +16,9 @@ import re
 import numpy as np
 
 from fuselite.ir.core import op_name
+from fuselite.ops.catalog import MICRO_RESOLVER
 
-# op -> the MicroMutableOpResolver method that registers it (each takes its default registration)
-RESOLVER = {
-    "ABS": "AddAbs", "ADD": "AddAdd", "ADD_N": "AddAddN", "ARG_MAX": "AddArgMax", "ARG_MIN": "AddArgMin",
-    "ASSIGN_VARIABLE": "AddAssignVariable", "AVERAGE_POOL_2D": "AddAveragePool2D",
-    "BATCH_MATMUL": "AddBatchMatMul", "BATCH_TO_SPACE_ND": "AddBatchToSpaceNd",
-    "BROADCAST_ARGS": "AddBroadcastArgs", "BROADCAST_TO": "AddBroadcastTo", "CALL_ONCE": "AddCallOnce",
-    "CAST": "AddCast", "CEIL": "AddCeil", "CONCATENATION": "AddConcatenation", "CONV_2D": "AddConv2D",
-    "COS": "AddCos", "CUMSUM": "AddCumSum", "DEPTHWISE_CONV_2D": "AddDepthwiseConv2D",
-    "DEPTH_TO_SPACE": "AddDepthToSpace", "DEQUANTIZE": "AddDequantize", "DIV": "AddDiv",
-    "DYNAMIC_UPDATE_SLICE": "AddDynamicUpdateSlice", "ELU": "AddElu", "EMBEDDING_LOOKUP": "AddEmbeddingLookup",
-    "EQUAL": "AddEqual", "EXP": "AddExp", "EXPAND_DIMS": "AddExpandDims", "FILL": "AddFill", "FLOOR": "AddFloor",
-    "FLOOR_DIV": "AddFloorDiv", "FLOOR_MOD": "AddFloorMod", "FULLY_CONNECTED": "AddFullyConnected",
-    "GATHER": "AddGather", "GATHER_ND": "AddGatherNd", "GREATER": "AddGreater", "GREATER_EQUAL": "AddGreaterEqual",
-    "HARD_SWISH": "AddHardSwish", "IF": "AddIf", "L2_NORMALIZATION": "AddL2Normalization",
-    "L2_POOL_2D": "AddL2Pool2D", "LEAKY_RELU": "AddLeakyRelu", "LESS": "AddLess", "LESS_EQUAL": "AddLessEqual",
-    "LOG": "AddLog", "LOGICAL_AND": "AddLogicalAnd", "LOGICAL_NOT": "AddLogicalNot", "LOGICAL_OR": "AddLogicalOr",
-    "LOGISTIC": "AddLogistic", "LOG_SOFTMAX": "AddLogSoftmax", "MAXIMUM": "AddMaximum",
-    "MAX_POOL_2D": "AddMaxPool2D", "MEAN": "AddMean", "MINIMUM": "AddMinimum", "MIRROR_PAD": "AddMirrorPad",
-    "MUL": "AddMul", "NEG": "AddNeg", "NOT_EQUAL": "AddNotEqual", "PACK": "AddPack", "PAD": "AddPad",
-    "PADV2": "AddPadV2", "PRELU": "AddPrelu", "QUANTIZE": "AddQuantize", "READ_VARIABLE": "AddReadVariable",
-    "REDUCE_ALL": "AddReduceAll", "REDUCE_MAX": "AddReduceMax", "REDUCE_MIN": "AddReduceMin", "RELU": "AddRelu",
-    "RELU6": "AddRelu6", "RESHAPE": "AddReshape", "RESIZE_BILINEAR": "AddResizeBilinear",
-    "RESIZE_NEAREST_NEIGHBOR": "AddResizeNearestNeighbor", "REVERSE_V2": "AddReverseV2", "ROUND": "AddRound",
-    "RSQRT": "AddRsqrt", "SELECT_V2": "AddSelectV2", "SHAPE": "AddShape", "SIN": "AddSin", "SLICE": "AddSlice",
-    "SOFTMAX": "AddSoftmax", "SPACE_TO_BATCH_ND": "AddSpaceToBatchNd", "SPACE_TO_DEPTH": "AddSpaceToDepth",
-    "SPLIT": "AddSplit", "SPLIT_V": "AddSplitV", "SQRT": "AddSqrt", "SQUARE": "AddSquare",
-    "SQUARED_DIFFERENCE": "AddSquaredDifference", "SQUEEZE": "AddSqueeze", "STRIDED_SLICE": "AddStridedSlice",
-    "SUB": "AddSub", "SUM": "AddSum", "SVDF": "AddSvdf", "TANH": "AddTanh", "TRANSPOSE": "AddTranspose",
-    "TRANSPOSE_CONV": "AddTransposeConv", "UNIDIRECTIONAL_SEQUENCE_LSTM": "AddUnidirectionalSequenceLSTM",
-    "UNPACK": "AddUnpack", "VAR_HANDLE": "AddVarHandle", "WHILE": "AddWhile", "ZEROS_LIKE": "AddZerosLike",
-}
+RESOLVER = MICRO_RESOLVER  # op -> the MicroMutableOpResolver method that registers it (each op's ops/ entry)
 MICRO_BUILTINS = frozenset(RESOLVER)
 
 _INT32, _INT16, _F32, _F16 = np.dtype(np.int32), np.dtype(np.int16), np.dtype(np.float32), np.dtype(np.float16)

@@ -1,0 +1,33 @@
+"""The program's plumbing: quantize / dequantize, casts, control flow, variables, complex values: one catalog entry each (``catalog.py`` says what an entry holds)."""
+
+from __future__ import annotations
+
+from fuselite.ops.catalog import add_entries
+from fuselite.ops.conditions import CAST_TYPES, both, either, in_, out, per_channel_on_axis
+from fuselite.ops.facts import Facts
+
+add_entries({
+    "ASSIGN_VARIABLE": Facts(runtime=("2.6.0",), micro_op="AddAssignVariable"),
+    "CALL_ONCE": Facts(runtime=("2.5.0",), micro_op="AddCallOnce"),
+    "CAST": Facts(
+        no_integer="LiteRT's CAST converts values, not quantized reals (cast.cc)",
+        versions=[(either(in_(0, *t), out(0, *t)), v) for t, v in CAST_TYPES],
+        runtime=("1.5.0", "2.7.0", "2.8.0", "2.9.0", "2.12.0", "2.15.0", "2.17.0"),
+        micro_op="AddCast"),
+    "COMPLEX_ABS": Facts(no_integer="COMPLEX_ABS reads complex values (complex_support.cc)", runtime=("2.5.0",)),
+    # tensorflow/lite/tools/versioning/op_version.cc: float16 / int16 input 3, int8 2
+    "DEQUANTIZE": Facts(
+        versions=[(in_(0, "int4"), 6), (both(in_(0, "int8"), per_channel_on_axis(0)), 5),
+            (in_(0, "float16", "int16"), 3),
+            (in_(0, "int8"), 2)],
+        runtime=("1.13.1", "1.14.0", "1.15.0", "2.2.0", "2.7.0"),
+        micro_op="AddDequantize"),
+    "IF": Facts(runtime=("1.15.0",), micro_op="AddIf"),
+    "IMAG": Facts(no_integer="IMAG reads complex values", runtime=("2.5.0",)),
+    "QUANTIZE": Facts(micro_op="AddQuantize"),
+    "READ_VARIABLE": Facts(runtime=("2.6.0",), micro_op="AddReadVariable"),
+    "REAL": Facts(no_integer="REAL reads complex values", runtime=("2.5.0",)),
+    "RFFT2D": Facts(no_integer="LiteRT's RFFT2D takes float32 only (rfft2d.cc)", runtime=("2.5.0",)),
+    "VAR_HANDLE": Facts(runtime=("2.6.0",), micro_op="AddVarHandle"),
+    "WHILE": Facts(runtime=("1.15.0",), micro_op="AddWhile"),
+})
