@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.ops.catalog import add_entries
-from fuselite.ops.conditions import INT8_ONLY, INT16, INT16_INT8, POOL_LIKE, in_
+from fuselite.ops.conditions import INT8_ONLY, INT16, INT16_INT8, POOL_LIKE, SOFTMAX_SCALE_LIMIT, in_
 from fuselite.ops.facts import RANGE, Facts, IntegerKernel
 
 # Past these inputs the integer output of the function is within half a step of its limit (int8 tanh at
@@ -61,7 +61,8 @@ add_entries({
         int16=True,
         versions=INT16_INT8,
         runtime=("1.5.0", "1.14.0", "2.3.0"),
-        micro_op="AddSoftmax"),
+        micro_op="AddSoftmax",
+        micro_limits=(SOFTMAX_SCALE_LIMIT,)),
     "TANH": Facts(
         integer=IntegerKernel("fixed", fixed=(1 / 128, 0)),
         int16=True,

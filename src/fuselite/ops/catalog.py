@@ -18,7 +18,8 @@ TFLite Micro ``tensorflow/lite/micro/kernels/``; ``docs/kernel-contracts.md``):
   ``conditions.py``; cross-checked against the TF 2.21 converter), ``runtime``: the earliest LiteRT runtime per
   version (``runtime_version.cc``);
 * ``micro_op``: the ``MicroMutableOpResolver`` method that registers it in TFLite Micro (read in
-  ``micro_mutable_op_resolver.h`` at tflite-micro 90b983c; none: TFLite Micro has no kernel for it).
+  ``micro_mutable_op_resolver.h`` at tflite-micro 90b983c; none: TFLite Micro has no kernel for it), and
+  ``micro_limits``: the types and operands its TFLite Micro kernel does not take, with why.
 
 The quantizers, the writer's op versions and the TFLite Micro target read the tables derived here
 (``INTEGER_KERNELS``, ``INT16_KINDS``, ``HYBRID_KERNELS``, ``VERSION_RULES``, ``MICRO_RESOLVER``, ...). Adding an
@@ -59,8 +60,9 @@ HYBRID_KERNELS: dict[str, HybridKernel] = {}
 VERSION_RULES: dict[str, list] = {}
 RUNTIME_VERSIONS: dict[str, tuple] = {}
 MICRO_RESOLVER: dict[str, str] = {}
+MICRO_LIMITS: dict[str, tuple] = {}
 _TABLES = (INTEGER_KERNELS, NO_INTEGER_KERNEL, INT16_KINDS, NO_16X8, MICRO_INT8_ONLY, MICRO_FLOAT_ONLY, SATURATES,
-           LEFT_SHIFT, CLAMP_LIMIT, HYBRID_KERNELS, VERSION_RULES, RUNTIME_VERSIONS, MICRO_RESOLVER)
+           LEFT_SHIFT, CLAMP_LIMIT, HYBRID_KERNELS, VERSION_RULES, RUNTIME_VERSIONS, MICRO_RESOLVER, MICRO_LIMITS)
 
 
 def derive() -> None:
@@ -88,6 +90,8 @@ def derive() -> None:
             RUNTIME_VERSIONS[k] = tuple(f.runtime)
         if f.micro_op is not None:
             MICRO_RESOLVER[k] = f.micro_op
+        if f.micro_limits:
+            MICRO_LIMITS[k] = tuple(f.micro_limits)
 
 
 def register_op(kind: str, facts: Facts | None) -> Facts | None:

@@ -108,3 +108,39 @@ SPACE_BATCH = [(INT16, 4), (lambda op: len(dims(op.inputs[0])) != 4, 3), (INT8, 
 SEQUENCE_HYBRID = [(both(in_(1, "int8"), out(0, "float32"), asymmetric), 3),
                     (both(in_(1, "int8"), out(0, "float32")), 2)]
 CAST_TYPES = [(("bfloat16",), 7), (("float64", "float16"), 5), (("uint16",), 4), (("int8",), 3), (("uint32",), 2)]
+
+
+# -- TFLite Micro's type limits (``Facts.micro_limits``: (condition, why), observed with the tflite-micro interpreter)
+_I32, _I16, _F32, _F16, _I8 = (np.dtype(t) for t in (np.int32, np.int16, np.float32, np.float16, np.int8))
+
+
+def input_type(i: int, dtype, equal: bool = True):
+    """Operand ``i`` is there and of ``dtype`` (``equal=False``: of another type)."""
+    def pred(op) -> bool:
+        v = at(op.inputs, i)
+        return v is not None and (v.dtype == dtype) == equal
+    return pred
+
+
+def computed(i: int):
+    """Operand ``i`` is there and not a constant."""
+    return lambda op: at(op.inputs, i) is not None and not op.inputs[i].is_const
+
+
+def _softmax_scale_too_small(op) -> bool:
+    v = at(op.inputs, 0)
+    if v is None or v.dtype != _I8 or v.quant is None:
+        return False
+    return float(op.attrs.get("beta", 1.0)) * v.quant.scale[0] * 2 ** 26 <= 1  # softmax_common.cc
+
+
+SOFTMAX_SCALE_LIMIT = (_softmax_scale_too_small, lambda op: (
+    f"TFLite Micro's int8 SOFTMAX aborts the process for an input scale below 2^-26 / beta (here "
+    f"{op.inputs[0].quant.scale[0]:.3g}: QuantizeMultiplierGreaterThanOne fails its check)"))
+
+
+def float_weights_only(w: int):
+    """TFLite Micro has no hybrid (int8 weights, float activations) kernels: its float kernel checks the filter's
+    type (fully_connected.cc, conv.cc, depthwise_conv.cc, unidirectional_sequence_lstm.cc)."""
+    return (lambda op: input_type(0, _F32)(op) and at(op.inputs, w) is not None and op.inputs[w].dtype != _F32,
+            lambda op: f"int8 weights with float32 activations (dynamic range): TFLite Micro has no hybrid {op.kind}")

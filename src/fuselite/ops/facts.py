@@ -46,6 +46,8 @@ class Facts:
     versions: tuple | list = ()  # ordered (condition of the op, version) pairs: the first that holds wins (else 1)
     runtime: tuple = ()  # the earliest LiteRT runtime per op version (entry k: version k + 1; None: not listed)
     micro_op: str | None = None  # the MicroMutableOpResolver method that registers it (None: TFLite Micro lacks it)
+    micro_limits: tuple = ()  # TFLite Micro: (condition of the op, why: text or a function of the op) its kernel
+    # does not take, checked before writing (conditions.py)
 
 
 # Read in each kernel's Prepare / Eval (LiteRT tflite/kernels/, docs/kernel-contracts.md §15): "same" where the

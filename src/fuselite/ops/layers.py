@@ -10,6 +10,7 @@ from fuselite.ops.conditions import (
     asymmetric,
     attr,
     both,
+    float_weights_only,
     grouped_conv,
     hybrid_weights,
     in_,
@@ -35,7 +36,8 @@ add_entries({
         hybrid=HybridKernel((1,), None, True, weight_only_below=WEIGHT_ONLY_BELOW),
         versions=INT16_INT8 + [(both(hybrid_weights(1), asymmetric), 4)],
         runtime=("2.3.0", "2.3.0", "2.4.0", "2.5.0"),
-        micro_op="AddBatchMatMul"),
+        micro_op="AddBatchMatMul",
+        micro_limits=(float_weights_only(1),)),
     "BIDIRECTIONAL_SEQUENCE_LSTM": Facts(
         hybrid=HybridKernel((*_LSTM, *(i + 17 for i in _LSTM), *range(40, 48)),
             None, True),
@@ -52,7 +54,8 @@ add_entries({
         versions=[(grouped_conv, 6), (both(in_(0, "int8"), in_(1, "int8"), out(0, "int8")), 3),
             (both(hybrid_weights(1), per_channel(1, 0)), 5), (hybrid_weights(1), 2)],
         runtime=("1.5.0", "1.14.0", "1.14.0", "2.3.0", "2.4.0", "2.9.0"),
-        micro_op="AddConv2D"),
+        micro_op="AddConv2D",
+        micro_limits=(float_weights_only(1),)),
     "CONV_3D": Facts(runtime=("2.5.0",)),
     "DEPTHWISE_CONV_2D": Facts(
         integer=IntegerKernel("range", weight=(1, 3), bias=2, needs_bias=True),
@@ -63,7 +66,8 @@ add_entries({
             (lambda op: op.attrs.get("dilation_h_factor", 1) != 1
              or op.attrs.get("dilation_w_factor", 1) != 1, 2)],
         runtime=("1.5.0", "1.12.0", "1.14.0", "2.2.0", "2.3.0", "2.3.0"),
-        micro_op="AddDepthwiseConv2D"),
+        micro_op="AddDepthwiseConv2D",
+        micro_limits=(float_weights_only(1),)),
     "EMBEDDING_LOOKUP": Facts(
         hybrid=HybridKernel((1,), None, False, float_input=False),
         versions=[(lambda op: per_channel(1, 0)(op) and len(op.inputs[1].quant.scale) > 1, 4)],
@@ -81,7 +85,8 @@ add_entries({
             (lambda op: op.attrs.get("weights_format", "DEFAULT") != "DEFAULT", 2)],
         runtime=("1.5.0", "1.10.0", "1.14.0", "1.14.0", "2.0.0", "2.1.0", "2.3.0", "2.3.0", "2.3.0", "2.11.0",
                  "2.15.0", "2.17.0"),
-        micro_op="AddFullyConnected"),
+        micro_op="AddFullyConnected",
+        micro_limits=(float_weights_only(1),)),
     "L2_NORMALIZATION": Facts(integer=IntegerKernel("fixed", fixed=(1 / 128, 0)), micro_op="AddL2Normalization"),  # l2norm.cc: the output is Q0.7
     "L2_POOL_2D": Facts(micro_op="AddL2Pool2D"),
     "LOCAL_RESPONSE_NORMALIZATION": Facts(no_integer="LiteRT's LOCAL_RESPONSE_NORMALIZATION takes float32 only"),
@@ -94,7 +99,7 @@ add_entries({
         versions=POOL_LIKE,
         runtime=("1.5.0", "1.14.0", "2.3.0"),
         micro_op="AddMaxPool2D"),
-    "SVDF": Facts(micro_op="AddSvdf"),
+    "SVDF": Facts(micro_op="AddSvdf", micro_limits=(float_weights_only(1),)),
     # transpose_conv.cc: 0 output shape, 1 weights [O, H, W, I] (per channel on 0), 2 input, 3 bias (optional)
     "TRANSPOSE_CONV": Facts(
         integer=IntegerKernel("range", weight=(1, 0), bias=3, input=2),
@@ -103,7 +108,8 @@ add_entries({
             (lambda op: len(op.inputs) == 4 and op.inputs[3] is not None, 3),
             (in_(1, "int8"), 2)],
         runtime=("1.9.0", "2.2.0", "2.3.0", "2.13.0"),
-        micro_op="AddTransposeConv"),
+        micro_op="AddTransposeConv",
+        micro_limits=(float_weights_only(1),)),
     # version 5: int16 activations, int8 weights (TFLite Micro's 16x8 kernel; LiteRT registers up to 4)
     "UNIDIRECTIONAL_SEQUENCE_LSTM": Facts(
         no_16x8=True,
@@ -112,7 +118,8 @@ add_entries({
             (attr("diagonal_recurrent_tensors"), 4),
             (both(hybrid_weights(2), asymmetric), 3), (hybrid_weights(2), 2)],
         runtime=("1.13.1", "1.14.0", "2.3.0", "2.12.0"),
-        micro_op="AddUnidirectionalSequenceLSTM"),
+        micro_op="AddUnidirectionalSequenceLSTM",
+        micro_limits=(float_weights_only(2),)),
     "UNIDIRECTIONAL_SEQUENCE_RNN": Facts(
         hybrid=HybridKernel((1, 2), None, True),
         versions=SEQUENCE_HYBRID,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from fuselite.ops.catalog import add_entries
 from fuselite.ops.conditions import (
     I16_IO,
@@ -12,8 +14,10 @@ from fuselite.ops.conditions import (
     PAD_RULE,
     SPACE_BATCH,
     attr,
+    computed,
     either,
     in_,
+    input_type,
     rank_gt,
 )
 from fuselite.ops.facts import AS_OUTPUT, SAME, Facts
@@ -52,7 +56,12 @@ add_entries({
         int16=True,
         versions=[(in_(1, "float16"), 4), (in_(1, "int8", "int16"), 3), (in_(1, "bool", "string"), 2)],
         runtime=("1.13.0", "2.3.0", "2.5.0", "2.12.0"),
-        micro_op="AddFill"),
+        micro_op="AddFill",
+        micro_limits=(
+            (lambda op: len(op.inputs) > 1 and (op.inputs[1] is None or op.inputs[1].dtype != np.dtype(np.float32)),
+             "TFLite Micro's FILL takes a float32 value only"),
+            (computed(0), "TFLite Micro's FILL takes constant dims only (here computed at run time: a recurrent "
+                          "layer's state with a dynamic batch; target='micro' fixes it)"))),
     # TFLite Micro's gather.cc: float32 and int8 data
     "GATHER": Facts(
         integer=SAME,
@@ -60,7 +69,8 @@ add_entries({
         micro="int8",
         versions=[(in_(1, "int16"), 6), (attr("batch_dims", 0), 5), (INT16, 4), (in_(0, "bool"), 3), (INT8, 2)],
         runtime=("1.6.0", "1.14.0", "1.15.0", "2.4.0", "2.5.0", "2.13.0"),
-        micro_op="AddGather"),
+        micro_op="AddGather",
+        micro_limits=((input_type(0, np.dtype(np.int16)), "TFLite Micro's GATHER takes no int16 table"),)),
     "GATHER_ND": Facts(
         integer=SAME,
         versions=[(in_(0, "bool"), 5), (in_(1, "int16"), 4), (INT16, 3), (in_(0, "string"), 2)],

@@ -13,44 +13,17 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 from fuselite.ir.core import op_name
-from fuselite.ops.catalog import MICRO_RESOLVER
+from fuselite.ops.catalog import MICRO_LIMITS, MICRO_RESOLVER
 
 RESOLVER = MICRO_RESOLVER  # op -> the MicroMutableOpResolver method that registers it (each op's ops/ entry)
 MICRO_BUILTINS = frozenset(RESOLVER)
 
-_INT32, _INT16, _F32, _F16 = np.dtype(np.int32), np.dtype(np.int16), np.dtype(np.float32), np.dtype(np.float16)
-_INT8 = np.dtype(np.int8)
-# ops whose float kernel takes float weights only: TFLM has no hybrid (int8 weights, float activations) kernels
-# (fully_connected.cc, conv.cc, depthwise_conv.cc, unidirectional_sequence_lstm.cc check the filter's type)
-_WEIGHTED = {"FULLY_CONNECTED": 1, "CONV_2D": 1, "DEPTHWISE_CONV_2D": 1, "TRANSPOSE_CONV": 1,
-             "UNIDIRECTIONAL_SEQUENCE_LSTM": 2, "SVDF": 1, "BATCH_MATMUL": 1}
-
-
 def _type_limit(op) -> str | None:
-    """A known type a TFLM kernel does not take (observed with the tflite-micro interpreter)."""
-    ins = [v.dtype if v is not None else None for v in op.inputs]
-    if op.kind == "SELECT_V2" and len(ins) > 1 and ins[1] == _INT32:
-        return "TFLite Micro's SELECT_V2 takes no int32 values"
-    if op.kind == "GATHER" and ins and ins[0] == _INT16:
-        return "TFLite Micro's GATHER takes no int16 table"
-    if op.kind == "FILL" and len(ins) > 1 and ins[1] != _F32:
-        return "TFLite Micro's FILL takes a float32 value only"
-    if op.kind == "FILL" and op.inputs and op.inputs[0] is not None and not op.inputs[0].is_const:
-        return ("TFLite Micro's FILL takes constant dims only (here computed at run time: a recurrent layer's state "
-                "with a dynamic batch; target='micro' fixes it)")
-    if op.kind == "DEQUANTIZE" and ins[0] == _F16:
-        return "TFLite Micro's DEQUANTIZE takes int8, int16 and uint8 only (no float16 weights)"
-    if op.kind == "SOFTMAX" and ins and ins[0] == _INT8 and op.inputs[0].quant is not None:
-        beta = float(op.attrs.get("beta", 1.0))
-        if beta * op.inputs[0].quant.scale[0] * 2 ** 26 <= 1:  # softmax_common.cc: PreprocessSoftmaxScaling
-            return (f"TFLite Micro's int8 SOFTMAX aborts the process for an input scale below 2^-26 / beta "
-                    f"(here {op.inputs[0].quant.scale[0]:.3g}: QuantizeMultiplierGreaterThanOne fails its check)")
-    w = _WEIGHTED.get(op.kind)
-    if w is not None and ins[0] == _F32 and len(ins) > w and ins[w] is not None and ins[w] != _F32:
-        return f"int8 weights with float32 activations (dynamic range): TFLite Micro has no hybrid {op.kind}"
+    """A type or operand TFLite Micro's kernel for ``op`` does not take (its ops/ entry's ``micro_limits``)."""
+    for condition, why in MICRO_LIMITS.get(op.kind, ()):
+        if condition(op):
+            return why(op) if callable(why) else why
     return None
 
 
