@@ -34,8 +34,8 @@ class ConversionContext:
     # -- options ----------------------------------------------------------------------
     trace: Callable[[ConversionContext], list]  # ctx -> entries (traces the user's program)
     report: Report
-    # every option options.py declares, as this run takes it (checked; the run's batch size and recurrent
-    # form; the input / output types and calibration data the target forces): read as ``ctx.<name>``
+    # every option fuselite/options/ declares, as this run takes it (checked; the run's batch size and recurrent
+    # form; the input / output types the target forces; no calibration data in a float run): ``ctx.<name>``
     options: dict[str, Any] = field(default_factory=lambda: {n: o.checked(o.initial()) for n, o in OPTIONS.items()})
     print_elide: int | None = 16  # constants with more elements print elided
     quantization: str | None = None  # None (float) or a mode of fuselite.quantize.MODES
