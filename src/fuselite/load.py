@@ -15,7 +15,7 @@ from fuselite.keras_files import check_keras_file, keras_load_error
 
 def load_source(src: str, args):
     """A Converter for ``src`` (a .keras / .h5 file or a SavedModel directory) with the options in ``args`` (the
-    CLI's namespace: ``signature_keys``, ``tags``, ``batch_size`` and :func:`converter_options`'). A missing or
+    CLI's namespace: ``signature_keys``, ``tags`` and the converter's options, :func:`converter_options`). A missing or
     unreadable path is an :class:`~fuselite.InputError` before TensorFlow is imported (a second, not ten)."""
     from fuselite.errors import InputError
 

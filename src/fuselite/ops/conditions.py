@@ -111,11 +111,11 @@ CAST_TYPES = [(("bfloat16",), 7), (("float64", "float16"), 5), (("uint16",), 4),
 
 
 # -- TFLite Micro's type limits (``Facts.micro_limits``: (condition, why), observed with the tflite-micro interpreter)
-_I32, _I16, _F32, _F16, _I8 = (np.dtype(t) for t in (np.int32, np.int16, np.float32, np.float16, np.int8))
+_F32, _I8 = np.dtype(np.float32), np.dtype(np.int8)
 
 
-def input_type(i: int, dtype, equal: bool = True):
-    """Operand ``i`` is there and of ``dtype`` (``equal=False``: of another type)."""
+def input_type(i: int, dtype: str, equal: bool = True):
+    """Operand ``i`` is there and of the type named ``dtype`` (``equal=False``: of another type)."""
     def pred(op) -> bool:
         v = at(op.inputs, i)
         return v is not None and (v.dtype == dtype) == equal

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from fuselite.ops.catalog import add_entries
 from fuselite.ops.conditions import (
     EXP_LIKE,
@@ -142,7 +140,7 @@ add_entries({
         versions=[(in_(0, "uint32"), 2)],
         runtime=("2.2.0", "2.12.0"),
         micro_op="AddSelectV2",
-        micro_limits=((input_type(1, np.dtype(np.int32)), "TFLite Micro's SELECT_V2 takes no int32 values"),)),
+        micro_limits=((input_type(1, "int32"), "TFLite Micro's SELECT_V2 takes no int32 values"),)),
     "SIGN": Facts(
         no_integer="LiteRT's SIGN takes float32, float64 and int32 only (sign.cc)",
         versions=[(in_(0, "int32"), 2)],

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from fuselite.ops.catalog import add_entries
 from fuselite.ops.conditions import (
     I16_IO,
@@ -58,7 +56,7 @@ add_entries({
         runtime=("1.13.0", "2.3.0", "2.5.0", "2.12.0"),
         micro_op="AddFill",
         micro_limits=(
-            (lambda op: len(op.inputs) > 1 and (op.inputs[1] is None or op.inputs[1].dtype != np.dtype(np.float32)),
+            (lambda op: len(op.inputs) > 1 and (op.inputs[1] is None or op.inputs[1].dtype != "float32"),
              "TFLite Micro's FILL takes a float32 value only"),
             (computed(0), "TFLite Micro's FILL takes constant dims only (here computed at run time: a recurrent "
                           "layer's state with a dynamic batch; target='micro' fixes it)"))),
@@ -70,7 +68,7 @@ add_entries({
         versions=[(in_(1, "int16"), 6), (attr("batch_dims", 0), 5), (INT16, 4), (in_(0, "bool"), 3), (INT8, 2)],
         runtime=("1.6.0", "1.14.0", "1.15.0", "2.4.0", "2.5.0", "2.13.0"),
         micro_op="AddGather",
-        micro_limits=((input_type(0, np.dtype(np.int16)), "TFLite Micro's GATHER takes no int16 table"),)),
+        micro_limits=((input_type(0, "int16"), "TFLite Micro's GATHER takes no int16 table"),)),
     "GATHER_ND": Facts(
         integer=SAME,
         versions=[(in_(0, "bool"), 5), (in_(1, "int16"), 4), (INT16, 3), (in_(0, "string"), 2)],

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from fuselite.ops.catalog import add_entries
 from fuselite.ops.conditions import CAST_TYPES, both, either, in_, input_type, out, per_channel_on_axis
 from fuselite.ops.facts import Facts
@@ -24,7 +22,7 @@ add_entries({
             (in_(0, "int8"), 2)],
         runtime=("1.13.1", "1.14.0", "1.15.0", "2.2.0", "2.7.0"),
         micro_op="AddDequantize",
-        micro_limits=((input_type(0, np.dtype(np.float16)), "TFLite Micro's DEQUANTIZE takes int8, int16 and uint8 only (no float16 weights)"),)),
+        micro_limits=((input_type(0, "float16"), "TFLite Micro's DEQUANTIZE takes int8, int16 and uint8 only (no float16 weights)"),)),
     "IF": Facts(runtime=("1.15.0",), micro_op="AddIf"),
     "IMAG": Facts(no_integer="IMAG reads complex values", runtime=("2.5.0",)),
     "QUANTIZE": Facts(micro_op="AddQuantize"),

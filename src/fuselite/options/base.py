@@ -86,12 +86,12 @@ def boolean(name: str) -> Callable[[Any], bool]:
     return check
 
 
-def one_of(name: str, choices: Callable[[], Any], what: str = "") -> Callable[[Any], Any]:
+def one_of(name: str, choices: Callable[[], Any]) -> Callable[[Any], Any]:
     """A check that the value is one of ``choices()`` (read when checking: registries grow)."""
     def check(value):
         names = list(choices())
         if value not in names:
-            raise InputError(f"{name} must be one of {', '.join(map(repr, names))}{what}, got {value!r}")
+            raise InputError(f"{name} must be one of {', '.join(map(repr, names))}, got {value!r}")
         return value
     return check
 
