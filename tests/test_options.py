@@ -65,6 +65,10 @@ def test_an_unknown_option_is_refused_with_the_same_message_from_the_api_and_the
     said = _cli_message(keras_file, tmp_path, capsys, "--enable-select-tf-ops")
     assert str(keyword.value) == str(attribute.value) == said.split("error: ", 1)[1]
     assert "has no option 'enable_select_tf_ops'; its options: batch_size" in said
+    listed = said.split("its options: ", 1)[1].split(", ")
+    assert listed == list(OPTIONS)
+    for name in listed:  # every option the message lists is a keyword too (rules, whose other keyword is fusions)
+        fuselite.Converter.from_keras_model(model, **{name: None})
 
 
 def test_every_flag_and_keyword_follows_from_the_declarations():

@@ -64,7 +64,7 @@ class Converter:
         unknown = sorted(set(given) - set(by_keyword))
         if unknown:
             raise UnknownOptionError(unknown_option(unknown[0]))
-        for name, option in OPTIONS.items():  # options.py declares each: default, check, help, flag
+        for name, option in OPTIONS.items():  # fuselite/options/ declares each: default, check, help, flag
             setattr(self, name, option.initial())
         for keyword, value in given.items():
             option = by_keyword[keyword]

@@ -68,8 +68,8 @@ def unknown_option(name: str) -> str:
 
 
 def keywords() -> dict[str, Option]:
-    """{constructor keyword: option}."""
-    return {o.keyword or o.name: o for o in OPTIONS.values()}
+    """{constructor keyword: option}: each option's name, and its other keyword where it has one (fusions)."""
+    return {**{o.name: o for o in OPTIONS.values()}, **{o.keyword: o for o in OPTIONS.values() if o.keyword}}
 
 
 def settled(conv: Any) -> dict[str, Any]:
