@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_on_tflm
+from conftest import litert_op_names, run_on_tflm
 
 import fuselite
 from fuselite.runtime import run
@@ -585,3 +585,34 @@ def test_rotary_angles_stay_float_and_hold_past_the_calibrated_length(mode):
         held_out = [[x * 0.5 for x in xs] for xs in _draws(model, 4, seed=7, length=length)]
         for builtin in (True, False):
             assert _error(data, model, held_out, builtin) <= tolerance
+
+
+def _branches():
+    """Two Dense branches of different ranges, reshaped (an op that only moves values) and concatenated."""
+    i = keras.Input((6, 8))
+    a = keras.layers.Reshape((6, 2, 2))(keras.layers.Dense(4)(i))
+    b = keras.layers.Reshape((6, 2, 2))(keras.layers.Dense(4, kernel_initializer=keras.initializers.RandomNormal(
+        stddev=0.05))(i))
+    return keras.Model(i, keras.layers.Concatenate()([a, b]))
+
+
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+@pytest.mark.parametrize("case", ["time_distributed", "branches"])
+def test_a_same_scale_group_takes_one_scale_from_the_union_of_its_inputs(case, mode):
+    """A PACK's / CONCATENATION's inputs that nothing else reads take the group's scale (the union of their
+    ranges), up through a RESHAPE to the op that computes them: each FULLY_CONNECTED writes the group's
+    parameters, no QUANTIZE between (the model input's alone). Calibrated on 32 draws, measured on 4 others (a
+    step's range calibrated alone is where new draws leave it). Before: TimeDistributed(Dense) over 20 steps
+    int8 19.9% off with 21 QUANTIZE ops (the official converter 0.62%, 1 QUANTIZE); measured after: 0.62%."""
+    keras.utils.set_random_seed(0)
+    if case == "time_distributed":
+        model = _seq((20, 8), keras.layers.TimeDistributed(keras.layers.Dense(6)))
+    else:
+        model = _branches()
+    conv, data = _convert(model, mode, _draws(model, 32, seed=1))
+    kinds = litert_op_names(data)
+    assert kinds.count("QUANTIZE") == 1, kinds
+    assert {r["mode"] for r in conv.report.quantization["ops"] if r["kind"] == "FULLY_CONNECTED"} == {mode}
+    tolerance = 0.015 if mode == "int8" else INT16X8_TOLERANCE  # int8: a few steps of the group's one scale
+    for builtin in (True, False):
+        assert _error(data, model, _draws(model, 4, seed=7), builtin) <= tolerance

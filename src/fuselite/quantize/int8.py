@@ -44,6 +44,7 @@ from fuselite.quantize.int8_forms import (
     output_edges,
     rsqrt_width,
     saturated_ranges,
+    shared_ranges,
     wide_values,
 )
 from fuselite.quantize.int8_kernels import (
@@ -110,6 +111,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         saturated_ranges(fn, ranges, widened)
         masked_logits(fn, ranges, widened)
         bounded_ranges(fn, ranges)
+        shared_ranges(fn, ranges)
         q = Int8Function(fn, ranges, widened, variables, fixed)
         computes_integers = index_arithmetic(fn)
         counter = WeightBytes()

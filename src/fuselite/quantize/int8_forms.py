@@ -133,6 +133,50 @@ def bounded_ranges(fn: Function, ranges: dict[int, tuple[float, float]]) -> None
             ranges[op.outputs[0].uid] = BOUNDED[op.kind]
 
 
+# ops whose kernels copy raw integers from each input (the output's parameters on every input) and give any
+# input's value: one scale for the group, from the union of its inputs' ranges
+SHARED_SCALE = frozenset({"CONCATENATION", "PACK", "SELECT", "SELECT_V2", "DYNAMIC_UPDATE_SLICE"})
+
+
+def shared_ranges(fn: Function, ranges: dict[int, tuple[float, float]]) -> None:
+    """Each input of a CONCATENATION / PACK / SELECT that nothing else reads takes the union of the group's
+    ranges, up through the ops that only move it (a RESHAPE, a slice: their outputs keep their input's
+    parameters) to the op that computes it, which then writes the group's parameters itself: no QUANTIZE
+    between, and no value clipped at its own narrower range before the group's wider one (TimeDistributed's
+    20 per-step FULLY_CONNECTED outputs, each calibrated alone: a test input past one step's range clipped
+    there, 19.9% off; the official converter propagates the PACK's scale the same way)."""
+    widened: set[int] = set()
+    for op in reversed(fn.ops):  # a group inside a group (a CONCATENATION of PACKs) takes the outer one's range
+        if op.kind not in SHARED_SCALE:
+            continue
+        members = [v for v in op.inputs if is_activation(v) and v.uid in ranges]
+        if len(members) < 2:
+            continue
+        spans = [ranges[v.uid] for v in members] + [ranges[o.uid] for o in op.outputs if o.uid in widened]
+        span = (min(lo for lo, _ in spans), max(hi for _, hi in spans))
+        for v in members:
+            widened |= _widen_to(fn, v, op, span, ranges)
+
+
+def _widen_to(fn: Function, v: Value, reader: Op, span: tuple[float, float],
+              ranges: dict[int, tuple[float, float]]) -> set[int]:
+    """``v`` (read by ``reader`` alone) and, up through ops that only move it, what it is moved from take the
+    range ``span``; the values changed."""
+    changed: set[int] = set()
+    while v.uid in ranges and not fn.is_output(v) and all(u is reader for u in fn.uses(v)):
+        ranges[v.uid] = span
+        changed.add(v.uid)
+        mover = v.producer
+        kernel = INTEGER_KERNELS.get(mover.kind) if mover is not None else None
+        if kernel is None or kernel.output != "same":
+            break
+        ins = [x for x in mover.inputs if is_activation(x)]
+        if len(ins) != 1:
+            break
+        reader, v = mover, ins[0]
+    return changed
+
+
 def is_mask_fill(v: Value | None) -> bool:
     """A constant that masks: every entry either 0 or at most LARGE_NEGATIVE, at least one of them the latter
     (``-1e9`` where Keras 3 selects, ``(1 - mask) * -1e9`` where tf_keras adds, the causal mask folded)."""
