@@ -61,11 +61,3 @@ AS_OUTPUT = IntegerKernel("range", inputs_as_output=True)
 # for such a layer the hybrid kernel's per-invoke quantization of its input costs more accuracy
 # than the layer's size is worth. fuselite stores them int8 all the same, dequantized once at load.
 WEIGHT_ONLY_BELOW = 1024
-
-
-# Read in each kernel's Prepare / Eval (LiteRT tflite/kernels/, docs/kernel-contracts.md §15): "same" where the
-# kernel moves or compares raw integers (the output must have the input's parameters, unchecked), "range" where
-# it rescales from the input's parameters to the output's (a multiplier or a lookup table built from both).
-SAME = IntegerKernel("same")
-RANGE = IntegerKernel("range")
-AS_OUTPUT = IntegerKernel("range", inputs_as_output=True)
