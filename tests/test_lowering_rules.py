@@ -485,6 +485,17 @@ CASES = [
     C("broadcast_to", lambda x: tf.broadcast_to(x, [2, 3, 4]), F(3, 1)),
     C("gather_nd", lambda x, i: tf.gather_nd(x, i), F(3, 4), I(5, 2, lo=0, hi=3)),
     # duplicate indices are summed, by both
+    C("where_coordinates", lambda x: tf.where(x > 0.3), F(3, 5), expect=["WHERE"]),
+    C("where_numeric_condition", lambda x: tf.where(x), I(3, 4, lo=-1, hi=2), expect=["WHERE", "NOT_EQUAL"]),
+    C("where_dynamic", lambda x: tf.cast(tf.where(x > 0.0), tf.float32) * 2.0, F(None, 4), expect=["WHERE"]),
+    C("unsorted_segment_sum", lambda x, i: tf.math.unsorted_segment_sum(x, i, 5), F(6, 3), I(6, lo=-1, hi=4),
+      expect=["UNSORTED_SEGMENT_SUM"]),  # id -1 skipped, segment 4 empty (0)
+    C("unsorted_segment_max", lambda x, i: tf.math.unsorted_segment_max(x, i, 5), F(6, 3), I(6, lo=0, hi=4),
+      expect=["UNSORTED_SEGMENT_MAX"]),  # segment 4 empty: float32's lowest, as TensorFlow's
+    C("unsorted_segment_min_int64_ids", lambda x, i: tf.math.unsorted_segment_min(x, tf.cast(i, tf.int64), 4),
+      F(2, 3, 5), I(2, 3, lo=0, hi=4), expect=["UNSORTED_SEGMENT_MIN"]),  # ids of rank 2, a prefix of the data's
+    C("unsorted_segment_prod_counted", lambda x, i: tf.math.unsorted_segment_prod(x, i, tf.reduce_max(i) + 1),
+      F(6, 3), I(6, lo=0, hi=4), expect=["UNSORTED_SEGMENT_PROD"]),  # the count known at run time
     C("scatter_nd", lambda u, i: tf.scatter_nd(i, u, [4, 3]), F(6, 3), I(6, 1, lo=0, hi=4), expect=["SCATTER_ND"]),
     C("scatter_nd_int64_indices", lambda u, i: tf.scatter_nd(tf.cast(i, tf.int64), u, tf.constant([2, 5], tf.int64)),
       F(4), I(4, 2, lo=0, hi=2), expect=["SCATTER_ND"]),

@@ -131,6 +131,18 @@ def lower_scatter_nd(ctx):
     return [ctx.emit("SCATTER_ND", [ctx.cast(indices, np.int32), updates, ctx.cast(shape, np.int32)])]
 
 
+@lowering("Where")
+def lower_where(ctx):
+    # tf.where(condition) alone: the coordinates of the true (non-zero) elements, int64 [count, rank]. LiteRT's
+    # WHERE reads a bool condition only (where.cc: "Condition tensor must be of type bool"): a numeric one is
+    # compared with zero first, as TensorFlow counts it
+    cond = ctx.input(0)
+    if cond.dtype != np.bool_:
+        zero = ctx.const(np.zeros((), cond.dtype))
+        cond = ctx.emit("NOT_EQUAL", [cond, zero], dtype=np.bool_, shape=cond.shape)
+    return [ctx.emit("WHERE", [cond])]
+
+
 @lowering("Cast")
 def lower_cast(ctx):
     x = ctx.input(0)

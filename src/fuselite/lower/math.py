@@ -198,6 +198,22 @@ def lower_cumsum(ctx):
                      {"exclusive": bool(ctx.attr("exclusive")), "reverse": bool(ctx.attr("reverse"))})]
 
 
+@lowering("UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd")
+def lower_unsorted_segment(ctx):
+    # LiteRT's UNSORTED_SEGMENT_* (unsorted_segment.cc): float32 or int32 data, int32 segment ids whose shape is
+    # a prefix of the data's, an int32 count; empty segments start at 0 / lowest / largest / 1 and negative ids
+    # are skipped, as TensorFlow's kernels do
+    kind = {"UnsortedSegmentSum": "UNSORTED_SEGMENT_SUM", "UnsortedSegmentMax": "UNSORTED_SEGMENT_MAX",
+            "UnsortedSegmentMin": "UNSORTED_SEGMENT_MIN", "UnsortedSegmentProd": "UNSORTED_SEGMENT_PROD"}[ctx.op.kind]
+    data = ctx.input(0)
+    if data.dtype not in (np.float32, np.int32):
+        ctx.fail(f"LiteRT's {kind} takes float32 and int32 data, not {np.dtype(data.dtype).name}")
+    count = ctx.cast(ctx.input(2), np.int32)
+    if count.is_const:
+        count = ctx.const(np.asarray(count.const, np.int32).reshape(1))
+    return [ctx.emit(kind, [data, ctx.cast(ctx.input(1), np.int32), count])]
+
+
 @lowering("RFFT")
 def lower_rfft(ctx):
     # tf.signal.rfft over the last axis (stft, audio front ends). LiteRT has RFFT2D only (rfft2d.cc: rank >= 2,

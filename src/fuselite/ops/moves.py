@@ -171,5 +171,7 @@ add_entries({
         versions=[(in_(0, "int8", "uint8"), 2), (in_(0, "bool"), 3), (I16_IO, 4)],
         runtime=("1.11.0", "1.14.0", "2.2.0", "2.3.0"),
         micro_op="AddUnpack"),
+    # where.cc: a bool condition in, int64 coordinates out (no float operand)
+    "WHERE": Facts(runtime=("1.14.0",)),
     "ZEROS_LIKE": Facts(runtime=("1.12.0",), micro_op="AddZerosLike"),
 })

@@ -22,6 +22,10 @@ add_entries({
         no_integer="LiteRT's CUMSUM takes float32, int32 and int64 only (cumsum.cc)",
         runtime=("2.4.0",),
         micro_op="AddCumSum"),
+    # unsorted_segment.cc: float32 and int32 data
+    **{f"UNSORTED_SEGMENT_{name}": Facts(
+        no_integer="LiteRT's UNSORTED_SEGMENT ops take float32 and int32 data only (unsorted_segment.cc)",
+        runtime=("2.11.0" if name == "MIN" else "2.10.0",)) for name in ("SUM", "MAX", "MIN", "PROD")},
     "MEAN": Facts(
         integer=RANGE,
         int16=True,
