@@ -57,10 +57,13 @@ def lstm_step(c, pre, cell, activation: str):
 
 class LSTMCell(Cell):
     """A Keras LSTM's weights (Keras' layout) and ``activation`` as a :class:`~fuselite.rnn.cells.Cell`: states
-    (h, c)."""
+    (h, c). Its unrolled steps are marked for 16x8 in integer conversions, as LiteRT's integer LSTM kernel keeps
+    its gates and cell state int16: an LSTM the kernel cannot take (a masked one) carried its cell state in int8,
+    24.6% off over 20 steps of a masked text LSTM (16x8 steps: see docs/integer-coverage.md)."""
 
     kind = "LSTM"
     n_states = 2
+    marks_steps = True
 
     def __init__(self, kernel, recurrent, bias, activation: str):
         self.units = units = recurrent.shape[0]
