@@ -205,10 +205,14 @@ def _dynamic(model, **options):
     return conv, conv.convert()
 
 
+WEIGHT_ONLY_KINDS = ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "UNIDIRECTIONAL_SEQUENCE_LSTM",
+                     "BIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN")
+
+
 def check_hybrid_ops(data: bytes, kept=()) -> dict[str, int]:
     """Every op with a hybrid kernel (but those of the ``kept`` kinds) has int8 weights (symmetric, per the
-    kernel's scheme): read by its hybrid kernel, or for a weight under WEIGHT_ONLY_BELOW elements of an FC, conv
-    or batch matmul, dequantized at load; op kinds -> count."""
+    kernel's scheme): read by its hybrid kernel, or, where each of the op's weights is under WEIGHT_ONLY_BELOW
+    elements (an FC, conv, sequence op), dequantized at load; op kinds -> count."""
     m, ops = _tensors(data)
     kinds = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     seen: dict[str, int] = {}
@@ -223,10 +227,11 @@ def check_hybrid_ops(data: bytes, kept=()) -> dict[str, int]:
         weight_only = [i for i in operands if op.inputs[i] in producers and
                        kinds[m.operatorCodes[producers[op.inputs[i]].opcodeIndex].builtinCode] == "DEQUANTIZE"]
         if weight_only:
-            assert weight_only == list(operands) and kind in ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D")
+            assert weight_only == list(operands) and kind in WEIGHT_ONLY_KINDS
             assert code.version < version  # the float kernel's version
         else:
             assert code.version == version, f"{kind} v{code.version}"
+        sizes = []
         for i in operands:
             t = sg.tensors[producers[op.inputs[i]].inputs[0] if i in weight_only else op.inputs[i]]
             q = t.quantization
@@ -235,8 +240,9 @@ def check_hybrid_ops(data: bytes, kept=()) -> dict[str, int]:
             w = np.frombuffer(bytes(m.buffers[t.buffer].data), np.int8)
             assert w.min() >= -127 and np.abs(w).max() == 127  # symmetric, the full range used
             assert len(q.scale) == (1 if axis is None else t.shape[axis]) and (axis is None or q.quantizedDimension == axis)
-            if kind in ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D"):
-                assert (w.size < WEIGHT_ONLY_BELOW) == (i in weight_only)
+            sizes.append(w.size)
+        if kind in WEIGHT_ONLY_KINDS:  # weight-only where every weight of the op is small
+            assert (max(sizes) < WEIGHT_ONLY_BELOW) == bool(weight_only), (kind, sizes)
         if kind not in ("CONV_2D", "DEPTHWISE_CONV_2D", "EMBEDDING_LOOKUP"):
             assert bool(op.builtinOptions.asymmetricQuantizeInputs) != bool(weight_only)
         x = sg.tensors[op.inputs[0]]
@@ -297,17 +303,29 @@ def test_dynamic_range_mobilenet_v2(built_models):
     assert len(data) < 0.31 * len(fuselite.Converter.from_keras_model(model).convert())
 
 
-def test_dynamic_range_bidirectional_simple_rnn_and_constant_batch_matmul():
+@pytest.mark.parametrize("units", [16, 40])
+def test_dynamic_range_bidirectional_sequence_ops_hybrid_or_weight_only(units):
+    """A sequence op whose every weight is under WEIGHT_ONLY_BELOW elements (16 units over 8 features: 128 and
+    256) is weight-only, computed in float (TF's converter leaves each such tensor float); a larger one (40
+    units: a 1600-element recurrent weight) runs the hybrid kernel. check_hybrid_ops says which."""
     k = keras_flavour("keras3")
     k.utils.set_random_seed(0)
     inp = k.Input((12, 8))
-    model = k.Model(inp, k.layers.Bidirectional(k.layers.SimpleRNN(16, return_sequences=True))(inp))
-    samples = [zoo.sample_inputs(model, seed=i) for i in range(3)]
-    for form, hybrid in (("fused", {"BIDIRECTIONAL_SEQUENCE_RNN": 1}), ("split", {"UNIDIRECTIONAL_SEQUENCE_RNN": 2})):
-        conv, data = _dynamic(model, bidirectional=form)
-        assert check_hybrid_ops(data) == hybrid
-        assert _max_relative_error(data, model, samples) <= DYNAMIC_RELATIVE_TOLERANCE
+    samples = [zoo.sample_inputs(k.Model(inp, inp), seed=i) for i in range(3)]
+    for layer in (k.layers.SimpleRNN(units, return_sequences=True), k.layers.LSTM(units)):
+        model = k.Model(inp, k.layers.Bidirectional(layer)(inp))
+        kind = type(layer).__name__.replace("SimpleRNN", "RNN").upper()
+        for form in ("fused", "split"):
+            conv, data = _dynamic(model, bidirectional=form)
+            want = {f"BIDIRECTIONAL_SEQUENCE_{kind}": 1} if form == "fused" else {f"UNIDIRECTIONAL_SEQUENCE_{kind}": 2}
+            assert check_hybrid_ops(data) == want
+            weight_only = "DEQUANTIZE" in {d["kind"] for d in conv.report.quantization["ops"]} or \
+                any("weight-only" in str(r.get("scheme", "")) for r in conv.report.quantization["ops"])
+            assert weight_only == (units == 16)
+            assert _max_relative_error(data, model, samples) <= DYNAMIC_RELATIVE_TOLERANCE
 
+
+def test_dynamic_range_constant_batch_matmul():
     rhs = np.random.default_rng(1).standard_normal((2, 8, 80)).astype(np.float32)  # over WEIGHT_ONLY_BELOW
     fn = tf.function(lambda x: tf.matmul(x, rhs)).get_concrete_function(tf.TensorSpec([2, 3, 8], tf.float32))
     conv = fuselite.Converter.from_concrete_functions([fn])

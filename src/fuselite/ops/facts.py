@@ -27,7 +27,7 @@ class HybridKernel:
     axis: int | None  # per-channel axis of each weight; None: one scale per operand
     asymmetric_option: bool  # write asymmetric_quantize_inputs=True (inputs quantized per row, asymmetric)
     float_input: bool = True  # operand 0 must be float32 (not for EMBEDDING_LOOKUP: its ids)
-    weight_only_below: int = 0  # weights of fewer elements: int8 + DEQUANTIZE, computed in float
+    weight_only_below: int = 0  # every weight tensor smaller: int8 + DEQUANTIZE, computed in float
 
 
 @dataclass(frozen=True)

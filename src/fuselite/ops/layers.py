@@ -40,11 +40,11 @@ add_entries({
         micro_limits=(float_weights_only(1),)),
     "BIDIRECTIONAL_SEQUENCE_LSTM": Facts(
         hybrid=HybridKernel((*_LSTM, *(i + 17 for i in _LSTM), *range(40, 48)),
-            None, True),
+            None, True, weight_only_below=WEIGHT_ONLY_BELOW),
         versions=SEQUENCE_HYBRID,
         runtime=("1.14.0", "1.14.0", "1.14.0")),
     "BIDIRECTIONAL_SEQUENCE_RNN": Facts(
-        hybrid=HybridKernel((1, 2, 5, 6, 10, 11), None, True),
+        hybrid=HybridKernel((1, 2, 5, 6, 10, 11), None, True, weight_only_below=WEIGHT_ONLY_BELOW),
         versions=SEQUENCE_HYBRID,
         runtime=("1.14.0", "1.14.0", "2.3.0")),
     "CONV_2D": Facts(
@@ -113,7 +113,7 @@ add_entries({
     # version 5: int16 activations, int8 weights (TFLite Micro's 16x8 kernel; LiteRT registers up to 4)
     "UNIDIRECTIONAL_SEQUENCE_LSTM": Facts(
         no_16x8=True,
-        hybrid=HybridKernel(_LSTM, None, True),
+        hybrid=HybridKernel(_LSTM, None, True, weight_only_below=WEIGHT_ONLY_BELOW),
         versions=[(both(in_(0, "int16"), out(0, "int16")), 5),
             (attr("diagonal_recurrent_tensors"), 4),
             (both(hybrid_weights(2), asymmetric), 3), (hybrid_weights(2), 2)],
@@ -121,7 +121,7 @@ add_entries({
         micro_op="AddUnidirectionalSequenceLSTM",
         micro_limits=(float_weights_only(2),)),
     "UNIDIRECTIONAL_SEQUENCE_RNN": Facts(
-        hybrid=HybridKernel((1, 2), None, True),
+        hybrid=HybridKernel((1, 2), None, True, weight_only_below=WEIGHT_ONLY_BELOW),
         versions=SEQUENCE_HYBRID,
         runtime=("1.14.0", "1.14.0", "2.3.0")),
 })

@@ -125,10 +125,13 @@ class _Quantizer:
         """Give ``op`` int8 weights; returns how (the report's scheme)."""
         present = _weight_operands(op, kernel)
         scheme = "per-tensor" if kernel.axis is None else f"per-channel (axis {kernel.axis})"
-        if sum(op.inputs[i].const.size for i in present) < kernel.weight_only_below:
+        if max(op.inputs[i].const.size for i in present) < kernel.weight_only_below:
+            # every weight small (TF's converter would leave each float): computed in float, no input quantized
+            # per step (a Keras 3 Bidirectional(LSTM(16)) over 8 features, dynamic range: 0.47% -> 0.34% of the
+            # output range; per-channel scales measured no closer there, 0.40%)
             for i in present:
                 op.inputs[i] = self.dequantize(self.int8(op.inputs[i], kernel.axis), op)
-            return f"{scheme}, weight-only: dequantized at load (under {kernel.weight_only_below} elements)"
+            return f"{scheme}, weight-only: dequantized at load (each weight under {kernel.weight_only_below} elements)"
         for i in present:
             op.inputs[i] = self.int8(op.inputs[i], kernel.axis)
         if kernel.asymmetric_option:
