@@ -432,12 +432,15 @@ ERROR_FACTOR, ERROR_SLACK = 1.0, 0.002  # the integer bar: at most the official 
 
 
 MEASURES = 0.10  # a float output depending on the input less than this (input_dependence) measures little
+COLLAPSED = 1e-5  # ... and one whose values span less than this (activations at the quantizers' smallest ranges)
 
 
 def measures_little(res: dict) -> bool:
-    """The float model's output hardly depends on its input (random weights collapsed its activations): an
-    integer error there is a share of a near-constant output's tiny range, not a measure of the quantizer."""
-    return res.get("spread", {}).get("input_dependence", 1.0) < MEASURES
+    """Random weights collapsed the float model's activations: its output hardly depends on its input, or spans
+    next to nothing (MobileNetV2: 6e-10); an integer error there is a share of a near-constant or vanishing
+    output's range, set by the quantizers' smallest ranges, not a measure of the quantizer."""
+    spread = res.get("spread", {})
+    return spread.get("input_dependence", 1.0) < MEASURES or spread.get("range", 1.0) < COLLAPSED
 
 
 def ratio(res: dict) -> float | None:
@@ -539,9 +542,9 @@ def main(argv=None) -> int:
             "against the float Keras model as a share of the output's range, builtin kernels / XNNPACK; ops; in "
             "brackets loops, non-builtin ops and ops left computing in float. Float output: the Keras output's "
             "range over the test inputs, and how much it depends on the input (the mean std across inputs as a "
-            f"share of the whole std); below {100 * MEASURES:g}% the row measures little (random weights collapsed "
-            "the activations: the error is a share of a near-constant output's tiny range), and has no verdict "
-            "or ratio. Ratio: fuselite's error over the official converter's (the larger of the two kernel "
+            f"share of the whole std); below {100 * MEASURES:g}%, or a range under {COLLAPSED:g}, the row measures "
+            "little (random weights collapsed the activations: the error is a share of a near-constant or "
+            "vanishing output's range), and has no verdict or ratio. Ratio: fuselite's error over the official converter's (the larger of the two kernel "
             "sets' each).",
             f"- Verdict: ok where fuselite runs on both kernel sets with an error at most the official converter's "
             f"+ {100 * ERROR_SLACK:g}% of the range (or the official converter fails).",
