@@ -137,7 +137,11 @@ LSTM_8X8 = "integer LSTM (8x8->16)"
 LSTM_16X8 = "integer LSTM (16x8: int16 activations, TFLite Micro's kernel)"
 
 
-OUTPUT_MARGIN = 0.1  # of the calibrated output range, each side: the output (and state) clips beyond it
+# of the calibrated output range, each side: the output (and state) clips beyond it. Inputs beyond the calibration
+# data drive h = o * tanh(c) past its calibrated range: a Keras 3 Bidirectional(LSTM(16)) over 12 steps, 32 random
+# calibration draws, four test draws: 0.1 -> up to 6.3% off (its last step clipped), 0.25 -> at most 0.91%; an
+# int8 step 1.25x coarser costs the stacked LSTM of the coverage benchmark 1.07% -> 1.78% on its worst draw.
+OUTPUT_MARGIN = 0.25
 
 
 CELL_HEADROOM = 1.5  # inputs beyond the calibration data drive the cell further; int16 has bits to spare
