@@ -473,6 +473,21 @@ def verdict(res: dict) -> str:
     return "ok" if ours["relative_error"] <= bar else f"worse (bar {100 * bar:.2f}%)"
 
 
+def _run_case(name: str, args) -> dict:
+    """One case's results, from a child process (a converter or a kernel may crash it)."""
+    command = [sys.executable, __file__, "--child", name] + (["--quantize", args.quantize] if args.quantize else []) \
+        + (["--recompute-batch-norm"] if args.recompute_batch_norm else [])
+    try:
+        r = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        why = f"crashed (exit {r.returncode})"
+    except subprocess.TimeoutExpired:
+        line, why = None, "timed out (900 s)"
+    if line is None:
+        return {"name": name, "fuselite": {"converts": False, "error": why}, "tf": {"converts": False, "error": why}}
+    return json.loads(line[len("RESULT "):])
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", choices=CASES, default=CASES)
@@ -484,31 +499,34 @@ def main(argv=None) -> int:
     p.add_argument("--recompute-batch-norm", action="store_true",
                    help="integer sweeps: recompute every batch-norm layer's statistics on the calibration draws "
                         "first (both converters get the same model)")
+    p.add_argument("--update", metavar="JSON", help="the rows of an earlier run's --json, --cases run again in "
+                                                    "their place (--cases is then required); the whole report")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print("RESULT " + json.dumps(child(args.child, args.quantize, args.recompute_batch_norm)), flush=True)
         return 0
+    if args.update and args.cases == CASES:
+        p.error("--update runs --cases again: name them")
     from report import command_line, emit, fuselite_revision, machine_description, versions
 
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
-    rows, results, counts = [], [], {"fuselite": 0, "tf": 0}
-    verdicts: dict[str, int] = {}
+    results = []
+    if args.update:  # the rows of an earlier run, --cases run again and put in their place
+        with open(args.update) as f:
+            results = json.load(f)
     for n, name in enumerate(args.cases, start=1):
         print(f"[coverage] {n}/{len(args.cases)} {name} ...", file=sys.stderr, flush=True)
-        command = [sys.executable, __file__, "--child", name] + (["--quantize", args.quantize] if args.quantize else []) \
-            + (["--recompute-batch-norm"] if args.recompute_batch_norm else [])
-        try:
-            r = subprocess.run(command, capture_output=True, text=True, timeout=900)
-            line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
-            why = f"crashed (exit {r.returncode})"
-        except subprocess.TimeoutExpired:
-            line, why = None, "timed out (900 s)"
-        if line is None:
-            res = {"name": name, "fuselite": {"converts": False, "error": why}, "tf": {"converts": False, "error": why}}
+        res = _run_case(name, args)
+        at = next((k for k, r in enumerate(results) if r["name"] == name), None)
+        if at is None:
+            results.append(res)
         else:
-            res = json.loads(line[len("RESULT "):])
-        results.append(res)
+            results[at] = res
+    rows, counts = [], {"fuselite": 0, "tf": 0}
+    verdicts: dict[str, int] = {}
+    for res in results:
+        name = res["name"]
         if args.quantize:
             v = verdict(res)
             verdicts[v.split(" (")[0]] = verdicts.get(v.split(" (")[0], 0) + 1
@@ -526,6 +544,9 @@ def main(argv=None) -> int:
             f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
             f"- Machine: {machine_description()}",
             f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}"]
+    if args.update:
+        head.append(f"- Rows run by this command: {', '.join(args.cases)}; the others are an earlier run's, kept "
+                    f"in {os.path.basename(args.update)} (its own command, date and sources in the notes below)")
     if args.quantize:
         mode = "int8" if args.quantize == "int8" else "16x8"
         opset = "TFLITE_BUILTINS_INT8" if args.quantize == "int8" else \
@@ -550,7 +571,7 @@ def main(argv=None) -> int:
             f"+ {100 * ERROR_SLACK:g}% of the range (or the official converter fails).",
             f"- Converts and runs: fuselite {counts['fuselite']} of {len(rows)}, tf.lite.TFLiteConverter "
             f"{counts['tf']} of {len(rows)}. Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
-            + f". Median ratio over the {len(ratios)} models both run: "
+            + f". Median ratio over the {len(ratios)} models both run (rows that measure): "
             + (f"{float(np.median(ratios)):.2f}" if ratios else "—") + ".", "",
             "| model | float output | fuselite | tf.lite.TFLiteConverter | ratio | verdict |",
             "|---|---|---|---|---|---|",
@@ -572,8 +593,8 @@ def main(argv=None) -> int:
             *rows,
         ]) + "\n"
     emit(text, args.out)
-    if args.json:
-        with open(args.json, "w") as f:
+    if args.json or args.update:
+        with open(args.json or args.update, "w") as f:
             json.dump(results, f, indent=1)
     return 0
 
