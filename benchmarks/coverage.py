@@ -465,10 +465,10 @@ def verdict(res: dict) -> str:
     ours, theirs = res["fuselite"], res["tf"]
     if not ours.get("runs"):
         return "fails" if theirs.get("runs") else "neither"
-    if not theirs.get("runs"):
-        return "ok (only fuselite)"
     if measures_little(res):
         return "runs (measures little)"
+    if not theirs.get("runs"):
+        return "ok (only fuselite)"
     bar = ERROR_FACTOR * theirs["relative_error"] + ERROR_SLACK
     return "ok" if ours["relative_error"] <= bar else f"worse (bar {100 * bar:.2f}%)"
 
