@@ -158,7 +158,12 @@ add_entries({
             (in_(0, "string"), 5), (rank_gt(0, 4), 4), (in_(0, "bool"), 3), (INT8, 2)],
         runtime=("1.6.0", "1.14.0", "2.1.0", "2.2.0", "2.5.0", "2.6.0", "2.14.0", "2.14.0"),
         micro_op="AddStridedSlice"),
-    "TILE": Facts(integer=SAME, versions=[(INT8, 3), (in_(0, "string"), 2)], runtime=("1.10.1", "2.2.0", "2.8.0")),
+    # tile.cc copies int16 as any other type; op_version.cc gives int16 version 1 (as the official 16x8 writes it)
+    "TILE": Facts(
+        integer=SAME,
+        int16=True,
+        versions=[(INT8, 3), (in_(0, "string"), 2)],
+        runtime=("1.10.1", "2.2.0", "2.8.0")),
     "TRANSPOSE": Facts(
         integer=SAME,
         int16=True,
