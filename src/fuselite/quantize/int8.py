@@ -74,6 +74,22 @@ from fuselite.quantize.integer_lstm import (
 from fuselite.quantize.select import KeepFloat, WeightBytes, op_name, record
 from fuselite.quantize.select import add_record as _add
 
+JOINS_FLOAT = ("it joins a value an op computes in float (no integer kernel) into a float model output: joined "
+               "in float, the float value is never quantized (as tf.lite.TFLiteConverter leaves it)")
+
+
+def joins_float_output(fn, op: Op) -> bool:
+    """``op`` puts values side by side (CONCATENATION, PACK) into model outputs that nothing else reads, and one
+    of them is computed by an op that stayed float (CUMSUM, RFFT2D): quantizing it to join int8 neighbours only
+    to dequantize the result at the edge adds an error the float join does not have (a cumsum beside a max and a
+    mean: 1.01% of the range against 0.65%, median over 100 draws)."""
+    if op.kind not in ("CONCATENATION", "PACK"):
+        return False
+    if not all(fn.is_output(o) and not fn.uses(o) for o in op.outputs):
+        return False
+    return any(v is not None and not v.is_const and v.dtype == FLOAT32 and v.producer is not None
+               and v.producer.kind in NO_INTEGER_KERNEL for v in op.inputs)
+
 
 def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: KeepFloat | None = None,
                   integer_only: bool = False, input_type: str = "float32", output_type: str = "float32",
@@ -174,6 +190,12 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                             _add(records, outputs, read, record(fn, read, mode_of(read), 0, 0, scales=operand_scales(read),
                                                                 scheme="integer variable (the LSTM's state)"))
                         continue
+            if why is None and entry is None and output_type == "float32" and joins_float_output(fn, op):
+                for i, v in enumerate(op.inputs):
+                    if v is not None and not v.is_const and v.quant is not None and v.dtype != FLOAT32:
+                        op.inputs[i] = q.float_input(v, op)
+                _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), JOINS_FLOAT))
+                continue
             if why is None:
                 if id(op) in starved and not wide(op):
                     q.notes.append(f"{op.kind} '{op_name(op)}': its calibrated outputs span "
