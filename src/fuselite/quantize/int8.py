@@ -91,6 +91,37 @@ def joins_float_output(fn, op: Op) -> bool:
                and v.producer.kind in NO_INTEGER_KERNEL for v in op.inputs)
 
 
+FLOAT_ISLAND = ("it reads only float values (model inputs, ops without an integer kernel) and only ops without an "
+                "integer kernel read it: quantized, its result would be dequantized at once, with an error the "
+                "float op does not have (Flux's timestep phase, t * 1000 * freqs, before SIN / COS)")
+
+
+def float_islands(fn, float_inputs: bool, kept_float: Callable[[Op], bool]) -> set[int]:
+    """The ops without weights that stay float between float values: each of their float inputs is a model input
+    (``float_inputs``: the model's edges are float) or an output of an op that stays float, and each of their
+    outputs is read only by ops that stay float (never a model output). The largest such set: a chain (a MUL, a
+    RESHAPE, a MUL before a SIN) stays float as one."""
+    inputs = {v.uid for v in fn.inputs} if float_inputs else set()
+    kept = {id(op) for op in fn.ops if op.kind in NO_INTEGER_KERNEL or kept_float(op)}
+    island = {id(op) for op in fn.ops if op.kind in INTEGER_KERNELS and INTEGER_KERNELS[op.kind].weight is None
+              and id(op) not in kept and any(is_activation(v) for v in op.inputs)}
+    changed = True
+    while changed:
+        changed = False
+        for op in fn.ops:
+            if id(op) not in island:
+                continue
+            floats = kept | island
+            reads_float = all(v.uid in inputs or v.producer is not None and id(v.producer) in floats
+                              for v in op.inputs if is_activation(v))
+            read_float = all(not fn.is_output(o) and all(id(u) in floats for u in fn.uses(o))
+                             for o in op.outputs)
+            if not (reads_float and read_float):
+                island.discard(id(op))
+                changed = True
+    return island
+
+
 def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: KeepFloat | None = None,
                   integer_only: bool = False, input_type: str = "float32", output_type: str = "float32",
                   outputs: dict[int, int] | None = None, captured: dict[int, list] | None = None,
@@ -130,6 +161,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         shared_ranges(fn, ranges)
         q = Int8Function(fn, ranges, widened, variables, fixed)
         computes_integers = index_arithmetic(fn)
+        islands = float_islands(fn, input_type == "float32", lambda op: keep.match(op) is not None)
         counter = WeightBytes()
         lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
         states = {id(op.inputs[i].producer) for op in fn.ops if lstms.get(id(op), "x") is None for i in (18, 19)}
@@ -190,11 +222,13 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                             _add(records, outputs, read, record(fn, read, mode_of(read), 0, 0, scales=operand_scales(read),
                                                                 scheme="integer variable (the LSTM's state)"))
                         continue
-            if why is None and entry is None and output_type == "float32" and joins_float_output(fn, op):
+            island = id(op) in islands
+            if why is None and entry is None and (island or output_type == "float32" and joins_float_output(fn, op)):
                 for i, v in enumerate(op.inputs):
                     if v is not None and not v.is_const and v.quant is not None and v.dtype != FLOAT32:
                         op.inputs[i] = q.float_input(v, op)
-                _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), JOINS_FLOAT))
+                _add(records, outputs, op, record(fn, op, "float", before, counter.after(op),
+                                                  FLOAT_ISLAND if island else JOINS_FLOAT))
                 continue
             if why is None:
                 if id(op) in starved and not wide(op):
