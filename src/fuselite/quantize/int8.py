@@ -161,7 +161,8 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         shared_ranges(fn, ranges)
         q = Int8Function(fn, ranges, widened, variables, fixed)
         computes_integers = index_arithmetic(fn)
-        islands = float_islands(fn, input_type == "float32", lambda op: keep.match(op) is not None)
+        joins = {id(op) for op in fn.ops if output_type == "float32" and joins_float_output(fn, op)}
+        islands = float_islands(fn, input_type == "float32", lambda op, j=joins: id(op) in j or keep.match(op) is not None)
         counter = WeightBytes()
         lstms = {id(op): why_not_integer_lstm(fn, op) for op in fn.ops if op.kind == "UNIDIRECTIONAL_SEQUENCE_LSTM"}
         states = {id(op.inputs[i].producer) for op in fn.ops if lstms.get(id(op), "x") is None for i in (18, 19)}
@@ -223,12 +224,12 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                                                                 scheme="integer variable (the LSTM's state)"))
                         continue
             island = id(op) in islands
-            if why is None and entry is None and (island or output_type == "float32" and joins_float_output(fn, op)):
+            if why is None and entry is None and (island or id(op) in joins):
                 for i, v in enumerate(op.inputs):
                     if v is not None and not v.is_const and v.quant is not None and v.dtype != FLOAT32:
                         op.inputs[i] = q.float_input(v, op)
                 _add(records, outputs, op, record(fn, op, "float", before, counter.after(op),
-                                                  FLOAT_ISLAND if island else JOINS_FLOAT))
+                                                  FLOAT_ISLAND if island else JOINS_FLOAT, beside_float=True))
                 continue
             if why is None:
                 if id(op) in starved and not wide(op):

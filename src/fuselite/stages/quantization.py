@@ -248,6 +248,12 @@ def quantize_full_int8(module, ctx) -> int:
     if floats:
         ctx.report.warn(f"{sum(floats.values())} op(s) stay float, between DEQUANTIZE and QUANTIZE, as with "
                         f"tf.lite.TFLiteConverter: LiteRT has no integer kernel for {', '.join(sorted(floats))}")
+    beside = Counter(r["kind"] for r in records if r.get("beside_float"))
+    if beside:
+        ctx.report.warn(f"{sum(beside.values())} op(s) stay float beside ops that must ({', '.join(sorted(beside))}"
+                        "): each reads only float values and only float ops read it, or joins a float value into a "
+                        "model output; quantized, its result would be dequantized at once (each op's reason is in "
+                        "the report)")
     ctx.report.quantization["layers"] = report = plan.report()
     shares = {k["layer"]: k["share"] for k in report["layers"]}
     for r in records:
