@@ -96,14 +96,27 @@ FLOAT_ISLAND = ("it reads only float values (model inputs, ops without an intege
                 "float op does not have (Flux's timestep phase, t * 1000 * freqs, before SIN / COS)")
 
 
+ISLAND_WEIGHTS_BELOW = 1024  # an op whose float weight has fewer elements may stay float in an island (<4 KiB)
+
+
+def _small_weights(op: Op) -> bool:
+    """``op`` reads no weight, or a small one (a rotary embedding's positions times its frequencies, written as a
+    FULLY_CONNECTED of 32 weights)."""
+    kernel = INTEGER_KERNELS[op.kind]
+    if kernel.weight is None:
+        return True
+    w = op.inputs[kernel.weight[0]] if kernel.weight[0] < len(op.inputs) else None
+    return w is not None and w.is_const and w.const.size < ISLAND_WEIGHTS_BELOW
+
+
 def float_islands(fn, float_inputs: bool, kept_float: Callable[[Op], bool]) -> set[int]:
-    """The ops without weights that stay float between float values: each of their float inputs is a model input
-    (``float_inputs``: the model's edges are float) or an output of an op that stays float, and each of their
-    outputs is read only by ops that stay float (never a model output). The largest such set: a chain (a MUL, a
-    RESHAPE, a MUL before a SIN) stays float as one."""
+    """The ops without weights (or with small ones: ``_small_weights``) that stay float between float values: each
+    of their float inputs is a model input (``float_inputs``: the model's edges are float) or an output of an op
+    that stays float (a CAST of positions), and each of their outputs is read only by ops that stay float (never
+    a model output). The largest such set: a chain (a MUL, a RESHAPE, a MUL before a SIN) stays float as one."""
     inputs = {v.uid for v in fn.inputs} if float_inputs else set()
     kept = {id(op) for op in fn.ops if op.kind in NO_INTEGER_KERNEL or kept_float(op)}
-    island = {id(op) for op in fn.ops if op.kind in INTEGER_KERNELS and INTEGER_KERNELS[op.kind].weight is None
+    island = {id(op) for op in fn.ops if op.kind in INTEGER_KERNELS and _small_weights(op)
               and id(op) not in kept and any(is_activation(v) for v in op.inputs)}
     changed = True
     while changed:
