@@ -214,6 +214,9 @@ def _cases() -> dict:
 
 
 CASES = list(_cases())
+# the rows with recurrent layers: dynamic range's own page (hybrid sequence kernels and FULLY_CONNECTED)
+RECURRENT = ["lstm", "lstm_sequence", "stacked_lstm", "gru", "simple_rnn", "bidirectional_lstm", "bidirectional_gru",
+             "text_lstm", "text_lstm_masked", "convlstm2d", "subclassed"]
 
 
 def _input_specs(model) -> list[tuple]:
@@ -281,7 +284,7 @@ def _side(convert, names, cases, quantize=None) -> dict:
             ops[kind] = ops.get(kind, 0) + n
     out.update(ops=sum(ops.values()), loops=ops.get("WHILE", 0),
                custom=sorted(k for k in ops if k.startswith("CUSTOM") or k == "FLEX"))
-    if quantize:
+    if quantize and quantize != "dynamic":  # dynamic range computes in float throughout
         out["float_ops"] = _float_ops(data)
     for builtin in ((False, True) if quantize else (False,)):
         key = "builtin" if builtin else "xnnpack"
@@ -334,6 +337,8 @@ def _quantized(conv, quantize: str, draws: list):
     import tensorflow as tf
 
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    if quantize == "dynamic":  # int8 weights, float activations: no dataset, the default op set
+        return conv
     conv.representative_dataset = lambda: (list(d) for d in draws)
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8] if quantize == "int8" else \
         [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
@@ -498,10 +503,12 @@ def _run_case(name: str, args) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", nargs="+", choices=CASES, default=CASES)
-    p.add_argument("--quantize", choices=("int8", "int16x8"),
+    p.add_argument("--cases", nargs="+", choices=CASES, default=None,
+                   help="the rows to run (default: all; with --quantize dynamic, the recurrent ones)")
+    p.add_argument("--quantize", choices=("int8", "int16x8", "dynamic"),
                    help="full-integer quantization (32 random calibration draws, integer op sets only, float "
-                        "edges) for both converters; each model run on LiteRT's builtin kernels and with XNNPACK")
+                        "edges), or dynamic range (optimizations=[DEFAULT] alone), for both converters; each "
+                        "model run on LiteRT's builtin kernels and with XNNPACK")
     p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
     p.add_argument("--json", help="also write every row's measurements here")
     p.add_argument("--recompute-batch-norm", action="store_true",
@@ -514,8 +521,9 @@ def main(argv=None) -> int:
     if args.child:
         print("RESULT " + json.dumps(child(args.child, args.quantize, args.recompute_batch_norm)), flush=True)
         return 0
-    if args.update and args.cases == CASES:
+    if args.update and args.cases is None:
         p.error("--update runs --cases again: name them")
+    args.cases = args.cases or (RECURRENT if args.quantize == "dynamic" else CASES)
     from report import command_line, emit, fuselite_revision, machine_description, versions
 
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
@@ -556,13 +564,15 @@ def main(argv=None) -> int:
         head.append(f"- Rows run by this command: {', '.join(args.cases)}; the others are an earlier run's, kept "
                     f"in {os.path.basename(args.update)} (its own command, date and sources in the notes below)")
     if args.quantize:
-        mode = "int8" if args.quantize == "int8" else "16x8"
+        mode = {"int8": "int8", "int16x8": "16x8", "dynamic": "dynamic range"}[args.quantize]
         opset = "TFLITE_BUILTINS_INT8" if args.quantize == "int8" else \
             "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8"
+        setup = "`optimizations=[DEFAULT]` alone (int8 weights, float activations: no dataset, the default op " \
+            "set)" if args.quantize == "dynamic" else f"`optimizations=[DEFAULT]`, a representative dataset of " \
+            f"{CALIBRATION_DRAWS} random draws, `supported_ops=[{opset}]`, float input and output"
         text = "\n".join([
             f"# Integer coverage ({mode}): fuselite and tf.lite.TFLiteConverter on many architectures", "", *head,
-            f"- Both converters as a new user sets them: `optimizations=[DEFAULT]`, a representative dataset of "
-            f"{CALIBRATION_DRAWS} random draws, `supported_ops=[{opset}]`, float input and output. Random weights "
+            f"- Both converters as a new user sets them: {setup}. Random weights "
             "(`weights=None`)" + (", every batch-norm layer's statistics recomputed on the calibration draws (one "
             "pass in training mode, momentum 0, dropout off)" if args.recompute_batch_norm else "") + ", the same "
             "model for both converters. Each model runs "
