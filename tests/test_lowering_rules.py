@@ -485,6 +485,23 @@ CASES = [
     C("broadcast_to", lambda x: tf.broadcast_to(x, [2, 3, 4]), F(3, 1)),
     C("gather_nd", lambda x, i: tf.gather_nd(x, i), F(3, 4), I(5, 2, lo=0, hi=3)),
     # duplicate indices are summed, by both
+    C("bucketize", lambda x: tf.raw_ops.Bucketize(input=x, boundaries=[-1.0, 0.0, 0.5, 2.0]), F(3, 5),
+      expect=["BUCKETIZE"]),
+    # int32 values equal to boundaries: each goes to the bucket above it, as TensorFlow's
+    C("bucketize_at_boundaries", lambda i: tf.raw_ops.Bucketize(input=i, boundaries=[-1.0, 0.0, 1.0]),
+      I(4, 5, lo=-2, hi=3), expect=["BUCKETIZE"]),
+    C("bucketize_dynamic", lambda x: tf.raw_ops.Bucketize(input=x, boundaries=[0.0]), F(None, 4), expect=["BUCKETIZE"]),
+    C("size_dynamic", lambda x: tf.cast(tf.size(x), tf.float32) + x, F(None, 4), expect=["SHAPE", "REDUCE_PROD"]),
+    # ids at and past `size` (5) are dropped, as TensorFlow drops them
+    C("dense_bincount", lambda i: tf.raw_ops.DenseBincount(input=i, size=5, weights=tf.constant([], tf.float32)),
+      I(3, 4, lo=0, hi=7), expect=["ONE_HOT", "SUM"]),
+    C("dense_bincount_binary", lambda i: tf.raw_ops.DenseBincount(input=i, size=5, weights=tf.constant([], tf.int32),
+                                                                  binary_output=True),
+      I(3, 4, lo=0, hi=5), expect=["ONE_HOT", "REDUCE_MAX"]),
+    C("dense_bincount_weighted", lambda i, w: tf.raw_ops.DenseBincount(input=i, size=5, weights=w), I(3, 4, lo=0, hi=5),
+      F(3, 4), expect=["ONE_HOT", "MUL", "SUM"]),
+    C("dense_bincount_rank1", lambda i: tf.raw_ops.DenseBincount(input=i, size=6, weights=tf.constant([], tf.int64)),
+      I(7, lo=0, hi=6), expect=["ONE_HOT", "SUM"]),
     C("where_coordinates", lambda x: tf.where(x > 0.3), F(3, 5), expect=["WHERE"]),
     C("where_numeric_condition", lambda x: tf.where(x), I(3, 4, lo=-1, hi=2), expect=["WHERE", "NOT_EQUAL"]),
     C("where_dynamic", lambda x: tf.cast(tf.where(x > 0.0), tf.float32) * 2.0, F(None, 4), expect=["WHERE"]),

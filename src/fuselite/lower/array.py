@@ -258,6 +258,41 @@ def lower_reverse(ctx):
     return [x]
 
 
+@lowering("Size")
+def lower_size(ctx):
+    # the element count at run time (a static one is folded before lowering): SHAPE, then its product
+    x, dtype = ctx.input(0), np.dtype(ctx.attr("out_type", np.int32))
+    shape = ctx.emit("SHAPE", [x], {"out_type": np.dtype(np.int32)}, dtype=np.int32, shape=(len(x.shape),))
+    count = ctx.emit("REDUCE_PROD", [shape, ctx.i32([0])], {"keep_dims": False}, dtype=np.int32, shape=())
+    return [ctx.cast(count, dtype)]
+
+
+@lowering("DenseBincount")
+def lower_dense_bincount(ctx):
+    # tf.math.bincount's dense form (Keras' CategoryEncoding count / multi_hot, and its weighted count): each id
+    # one-hot over `size` (ONE_HOT: an id outside [0, size) is a row of zeros, as TensorFlow drops it), summed
+    # over the ids of a row (SUM, or REDUCE_MAX for binary_output), times the weights where given
+    ids, size, weights = ctx.input(0), ctx.input(1), ctx.input(2)
+    dtype = np.dtype(ctx.out(0).dtype)
+    if len(ids.shape or ()) not in (1, 2):
+        ctx.fail(f"DenseBincount of rank-{len(ids.shape or ())} ids (TensorFlow takes rank 1 or 2)")
+    if dtype not in (np.float32, np.int32, np.int64):
+        ctx.fail(f"DenseBincount counting in {dtype.name}")
+    depth = ctx.cast(size, np.int32)
+    if depth.is_const:
+        depth = ctx.const(np.asarray(depth.const, np.int32).reshape(()))
+    counted = weights is not None and not (weights.is_const and weights.const.size == 0)
+    binary = bool(ctx.attr("binary_output", False))
+    hot = ctx.emit("ONE_HOT", [ctx.cast(ids, np.int32), depth, ctx.const(np.ones((), dtype)), ctx.const(np.zeros((), dtype))],
+                   {"axis": -1}, dtype=dtype, shape=(*ids.shape, None if not depth.is_const else int(depth.const)))
+    if counted and not binary:
+        w = ctx.cast(weights, dtype)
+        w = ctx.emit("EXPAND_DIMS", [w, ctx.i32(-1)], dtype=dtype, shape=(*w.shape, 1))
+        hot = ctx.emit("MUL", [hot, w], dtype=dtype, shape=hot.shape)
+    axis = len(ids.shape) - 1
+    return [ctx.emit("REDUCE_MAX" if binary else "SUM", [hot, ctx.i32([axis])], {"keep_dims": False}, dtype=dtype)]
+
+
 @lowering("OneHot")
 def lower_one_hot(ctx):
     return [ctx.emit("ONE_HOT", list(ctx.inputs), {"axis": int(ctx.attr("axis", -1))})]

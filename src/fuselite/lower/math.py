@@ -198,6 +198,19 @@ def lower_cumsum(ctx):
                      {"exclusive": bool(ctx.attr("exclusive")), "reverse": bool(ctx.attr("reverse"))})]
 
 
+@lowering("Bucketize")
+def lower_bucketize(ctx):
+    # Keras' Discretization, tf.raw_ops.Bucketize: LiteRT's BUCKETIZE (bucketize.cc) with the same boundaries,
+    # which must be sorted (its Prepare checks it; TensorFlow's kernel too)
+    x = ctx.input(0)
+    if np.dtype(x.dtype) not in (np.float32, np.float64, np.int32, np.int64):
+        ctx.fail(f"LiteRT's BUCKETIZE reads float32, float64, int32 or int64 values, not {np.dtype(x.dtype).name}")
+    bounds = [float(b) for b in ctx.attr("boundaries") or []]
+    if any(b < a for a, b in zip(bounds, bounds[1:])):
+        ctx.fail("the boundaries are not sorted")
+    return [ctx.emit("BUCKETIZE", [x], {"boundaries": bounds}, dtype=np.int32)]
+
+
 @lowering("UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd")
 def lower_unsorted_segment(ctx):
     # LiteRT's UNSORTED_SEGMENT_* (unsorted_segment.cc): float32 or int32 data, int32 segment ids whose shape is

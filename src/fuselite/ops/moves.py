@@ -176,6 +176,10 @@ add_entries({
         versions=[(in_(0, "int8", "uint8"), 2), (in_(0, "bool"), 3), (I16_IO, 4)],
         runtime=("1.11.0", "1.14.0", "2.2.0", "2.3.0"),
         micro_op="AddUnpack"),
+    # bucketize.cc: float32 / float64 / int32 / int64 values in, int32 bucket ids out (std::upper_bound over the
+    # boundaries, as TensorFlow's Bucketize: a value equal to a boundary goes above it); Keras' Discretization
+    "BUCKETIZE": Facts(no_integer="LiteRT's BUCKETIZE reads float and integer values, not int8 (bucketize.cc)",
+                       runtime=("2.8.0",)),
     # where.cc: a bool condition in, int64 coordinates out (no float operand)
     "WHERE": Facts(runtime=("1.14.0",)),
     "ZEROS_LIKE": Facts(runtime=("1.12.0",), micro_op="AddZerosLike"),
