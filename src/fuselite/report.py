@@ -20,6 +20,8 @@ class Report:
     stage_seconds: dict[str, float] = field(default_factory=dict)  # pass name -> seconds (all its runs)
     frozen_variables: list[dict] = field(default_factory=list)
     mutable_variables: list[dict] = field(default_factory=list)  # LiteRT resource variables
+    # lookup tables (passes/tables.py): {"key_dtype", "value_dtype", "size", "form"} (+ "table_id" for HASHTABLE)
+    lookup_tables: list[dict] = field(default_factory=list)
     composites: list[dict] = field(default_factory=list)
     # the recurrent layers' forms: {"threads", "target", "rnn_form", "reason"} (each composite's "form" says its own)
     recurrent: dict = field(default_factory=dict)
@@ -81,6 +83,12 @@ class Report:
             lines.append(f"  mutable variables (resource variables): {len(self.mutable_variables)}")
             for v in self.mutable_variables:
                 lines.append(f"    {_describe(v)}")
+        if self.lookup_tables:
+            lines.append(f"  lookup tables: {len(self.lookup_tables)}")
+            for t in self.lookup_tables:
+                how = f"HASHTABLE {t['table_id']} (imported once by an init subgraph)" if "table_id" in t else \
+                    "compared key by key (LiteRT's HASHTABLE has no numeric values)"
+                lines.append(f"    {t['key_dtype']} -> {t['value_dtype']}, {t['size']} entries: {how}")
         checks = [c["check"] for c in self.composites if c.get("check")]
         if checks:
             done = [k for k in checks if k["checked"]]

@@ -205,6 +205,7 @@ class Op:
 STATEFUL_OPS = frozenset({
     "tf.VarHandleOp", "tf.ReadVariableOp", "tf.AssignVariableOp", "tf.AssignAddVariableOp",
     "tf.AssignSubVariableOp", "tfl.READ_VARIABLE", "tfl.ASSIGN_VARIABLE", "tfl.CALL_ONCE",
+    "tfl.HASHTABLE_IMPORT", "tfl.HASHTABLE_FIND",  # a table is found in after its import (passes/tables.py)
 })
 
 

@@ -41,7 +41,7 @@ from fuselite.errors import ConversionError
 from fuselite.ir.core import Function, Module, Value, dtype_name
 
 _CALLEE_KEYS = ("f", "cond", "body", "then_branch", "else_branch")
-_SPECIAL_DTYPES = ("resource", "variant")
+_SPECIAL_DTYPES = ("resource", "variant", "string")
 
 
 class IRVerificationError(ConversionError):

@@ -23,6 +23,12 @@ add_entries({
         runtime=("1.13.1", "1.14.0", "1.15.0", "2.2.0", "2.7.0"),
         micro_op="AddDequantize",
         micro_limits=((input_type(0, "float16"), "TFLite Micro's DEQUANTIZE takes int8, int16 and uint8 only (no float16 weights)"),)),
+    # kernels/hashtable*.cc: string -> int64 or int64 -> string tables (the resource shared by every subgraph of
+    # the interpreter), filled once by HASHTABLE_IMPORT in an init subgraph; TFLite Micro has none of them
+    "HASHTABLE": Facts(runtime=("2.5.0",)),
+    "HASHTABLE_FIND": Facts(runtime=("2.5.0",)),
+    "HASHTABLE_IMPORT": Facts(runtime=("2.5.0",)),
+    "HASHTABLE_SIZE": Facts(runtime=("2.5.0",)),
     "IF": Facts(runtime=("1.15.0",), micro_op="AddIf"),
     "IMAG": Facts(no_integer="IMAG reads complex values", runtime=("2.5.0",)),
     "QUANTIZE": Facts(micro_op="AddQuantize"),

@@ -6,7 +6,7 @@ from fuselite.ir import Function, Module
 
 # Ops that must stay even when their results are unused (see also ``Op.has_side_effects``).
 _SIDE_EFFECTS = {"tf.AssignVariableOp", "tf.AssignAddVariableOp", "tf.AssignSubVariableOp",
-                 "tfl.ASSIGN_VARIABLE", "tfl.CALL_ONCE"}
+                 "tfl.ASSIGN_VARIABLE", "tfl.CALL_ONCE", "tfl.HASHTABLE_IMPORT"}
 
 
 def dce_function(fn: Function) -> int:

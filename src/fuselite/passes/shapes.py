@@ -12,6 +12,7 @@ from fuselite.ir import Function, Module
 
 _OPAQUE = {"While", "StatelessWhile", "If", "StatelessIf", "PartitionedCall", "StatefulPartitionedCall"}
 _SMALL = 4096
+_KEY_SHAPED = {"LookupTableFindV2"}  # a find in a table of scalar values: its output has its keys' shape
 
 
 def _merge(old, new):
@@ -53,7 +54,16 @@ def refine_function(fn: Function) -> int:
         return names[v.uid]
 
     tracked = []
+    refined = 0
     for op in fn.ops:
+        if op.kind in _KEY_SHAPED and len(op.inputs) > 1:
+            # TensorFlow's shape function needs the table's handle data, which a placeholder lacks: a scalar-valued
+            # table's find has its keys' shape (what later ops read as a placeholder of that shape)
+            merged = _merge(op.outputs[0].shape, op.inputs[1].shape)
+            if merged != op.outputs[0].shape:
+                op.outputs[0].shape = merged
+                refined += 1
+            continue
         if op.dialect != "tf" or op.kind in _OPAQUE or "_node_def" not in op.attrs:
             continue
         ins = [leaf(v) if v.uid not in names else names[v.uid] for v in op.inputs]
@@ -70,14 +80,13 @@ def refine_function(fn: Function) -> int:
             names[o.uid] = f"{node.name}:{o.index}"
         tracked.append((op, node.name))
     if not tracked:
-        return 0
+        return refined
     graph = tf.Graph()
     try:
         with graph.as_default():
             tf.graph_util.import_graph_def(gdef, name="")
     except Exception:
-        return 0  # shape inference is an optimisation; the op-by-op shapes stay as imported
-    refined = 0
+        return refined  # shape inference is an optimisation; the op-by-op shapes stay as imported
     for op, node_name in tracked:
         tf_op = graph.get_operation_by_name(node_name)
         for o, t in zip(op.outputs, tf_op.outputs):

@@ -9,6 +9,7 @@ from fuselite.fusion import is_composite, prepare_composites
 from fuselite.passes.bidirectional import split_bidirectional
 from fuselite.passes.inline import inline_calls
 from fuselite.passes.manager import run_pass, run_pipeline
+from fuselite.passes.tables import materialize_tables
 from fuselite.passes.tensor_lists import lower_tensor_lists
 from fuselite.passes.unroll_rnn import of_unknown_length, unroll_sequence_rnns
 from fuselite.passes.variables import freeze_variables, materialize_variables
@@ -103,6 +104,11 @@ def materialize_mutable_variables(module, ctx) -> int:
                         "reset them (its float witness is left out, see docs/variables.md); invoke the "
                         "'reset_variables' signature or call fuselite.runtime.reset_variables(interpreter)")
     return len(ctx.report.mutable_variables)
+
+
+def materialize_lookup_tables(module, ctx) -> int:
+    ctx.report.lookup_tables = materialize_tables(module)
+    return len(ctx.report.lookup_tables)
 
 
 def split_bidirectional_ops(module, ctx) -> int:

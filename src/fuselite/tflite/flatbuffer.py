@@ -48,7 +48,7 @@ _ENUMS = {
     "kernel_type": schema.LSTMKernelType,
     "combiner": schema.CombinerType,
 }
-_DTYPE_OPTIONS = {"out_type", "output_type", "in_data_type", "out_data_type", "idx_out_type"}
+_DTYPE_OPTIONS = {"out_type", "output_type", "in_data_type", "out_data_type", "idx_out_type", "key_dtype", "value_dtype"}
 
 
 def _norm(name: str) -> str:
@@ -96,6 +96,8 @@ def _camel(key: str) -> str:
 
 def tensor_type(dtype) -> int:
     key = dtype if isinstance(dtype, str) else np.dtype(dtype)
+    if not isinstance(key, str) and key.kind in "SOU":  # a constant of bytes / str (a lookup table's keys)
+        return schema.TensorType.STRING
     if not isinstance(key, str) and key.name == "int4":  # ml_dtypes.int4: two per byte in the file
         return schema.TensorType.INT4
     if key not in _TENSOR_TYPES:
