@@ -196,3 +196,18 @@ def test_raw_strings_to_an_lstm_float_and_int8():
         for builtin in (True, False):
             got = np.stack([next(iter(run(data, t, builtin_kernels=builtin).values())) for t in tests])
             assert np.abs(got - want).max() <= bound * np.ptp(want), (mode, builtin)
+
+
+@pytest.mark.parametrize("layer, dtype, op", [
+    (lambda: keras.layers.Hashing(num_bins=4), "string", "StringToHashBucketFast"),
+    (lambda: keras.layers.Hashing(num_bins=4, salt=7), "string", "StringToHashBucketStrong"),
+    (lambda: keras.layers.Hashing(num_bins=4), "int64", "AsString"),
+    (lambda: keras.layers.TextVectorization(vocabulary=["a", "b"]), "string", "StringLower"),
+], ids=["hashing", "hashing_salted", "hashing_integers", "text_vectorization"])
+def test_string_processing_without_a_builtin_is_one_error_with_the_way_out(layer, dtype, op):
+    """String hashing, lower-casing, regex and splitting have no LiteRT builtin: never a Flex op, one error that
+    names the op, the Keras layer, what the op does and the way out (keep the step outside the model)."""
+    i = keras.Input((1,), dtype=dtype)  # TextVectorization takes one string per row
+    model = keras.Model(i, layer()(i))
+    with pytest.raises(fuselite.ConversionError, match=rf"{op} .*\(at Keras layer .*keep this step outside the model"):
+        fuselite.Converter.from_keras_model(model).convert()

@@ -6,6 +6,28 @@ from fuselite.errors import UnsupportedOpsError
 from fuselite.ir import Module
 from fuselite.lower.registry import LOWERINGS, LowerCtx, LowerError
 
+# string ops with no LiteRT builtin: what each is (and which Keras layer writes it), for the error's way out
+_HASH = "string hashing ({}: Keras' Hashing, StringLookup / IntegerLookup with num_oov_indices > 1)"
+STRING_OPS = {
+    "StringToHashBucketFast": _HASH.format("FarmHash Fingerprint64"),
+    "StringToHashBucketStrong": _HASH.format("SipHash, a salted Hashing"),
+    "StringToHashBucket": _HASH.format("Fingerprint64"),
+    "AsString": "numbers written as strings (Keras' Hashing of integers)",
+    "StringLower": "lower-casing (TextVectorization's standardize)",
+    "StringUpper": "upper-casing",
+    "StaticRegexReplace": "a regular-expression replace (TextVectorization's punctuation strip)",
+    "RegexReplace": "a regular-expression replace",
+    "StringSplitV2": "splitting strings into words (TextVectorization's split)",
+    "StringStrip": "stripping whitespace",
+    "StringNGrams": "n-grams of words (TextVectorization's ngrams)",
+    "StringJoin": "joining strings",
+    "ReduceJoin": "joining strings",
+    "StringLength": "string lengths",
+    "Substr": "substrings",
+    "UnicodeDecodeWithOffsets": "decoding Unicode",
+    "UnicodeEncode": "encoding Unicode",
+}
+
 
 def lower_module(module: Module) -> None:
     """Lower every function; all unsupported ops are reported together."""
@@ -18,7 +40,10 @@ def lower_module(module: Module) -> None:
                 continue
             rule = LOWERINGS.get(op.kind)
             if rule is None:
-                problems.append(f"no lowering for TF op {op.describe()}")
+                hint = STRING_OPS.get(op.kind)
+                problems.append(f"no lowering for TF op {op.describe()}" + (
+                    f": {hint}; LiteRT has no builtin for it (and fuselite writes no Flex op): keep this step "
+                    "outside the model, before its input" if hint else ""))
                 continue
             ctx = LowerCtx(fn, op, module)
             try:
