@@ -29,9 +29,9 @@ new module here (every module of the package is imported; ``docs/architecture.md
 
 from __future__ import annotations
 
-from fuselite.ops.facts import AS_OUTPUT, RANGE, SAME, WEIGHT_ONLY_BELOW, Facts, HybridKernel, IntegerKernel
+from fuselite.ops.facts import AS_OUTPUT, FLOAT_WEIGHTS_BELOW, RANGE, SAME, Facts, HybridKernel, IntegerKernel
 
-__all__ = ["AS_OUTPUT", "RANGE", "SAME", "WEIGHT_ONLY_BELOW", "Facts", "HybridKernel", "IntegerKernel", "OPS",
+__all__ = ["AS_OUTPUT", "RANGE", "SAME", "FLOAT_WEIGHTS_BELOW", "Facts", "HybridKernel", "IntegerKernel", "OPS",
            "add_entries", "register_op"]
 
 OPS: dict[str, Facts] = {}

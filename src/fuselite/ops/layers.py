@@ -17,7 +17,7 @@ from fuselite.ops.conditions import (
     out,
     per_channel,
 )
-from fuselite.ops.facts import RANGE, SAME, WEIGHT_ONLY_BELOW, Facts, HybridKernel, IntegerKernel
+from fuselite.ops.facts import FLOAT_WEIGHTS_BELOW, RANGE, SAME, Facts, HybridKernel, IntegerKernel
 
 _LSTM = (*range(1, 12), 16)  # the LSTM's weights (input and recurrent kernels, peepholes, projection)
 
@@ -33,24 +33,24 @@ add_entries({
     "BATCH_MATMUL": Facts(  # adj_x / adj_y: no change
         integer=RANGE,
         int16=True,
-        hybrid=HybridKernel((1,), None, True, weight_only_below=WEIGHT_ONLY_BELOW),
+        hybrid=HybridKernel((1,), None, True, float_below=FLOAT_WEIGHTS_BELOW),
         versions=INT16_INT8 + [(both(hybrid_weights(1), asymmetric), 4)],
         runtime=("2.3.0", "2.3.0", "2.4.0", "2.5.0"),
         micro_op="AddBatchMatMul",
         micro_limits=(float_weights_only(1),)),
     "BIDIRECTIONAL_SEQUENCE_LSTM": Facts(
         hybrid=HybridKernel((*_LSTM, *(i + 17 for i in _LSTM), *range(40, 48)),
-            None, True, weight_only_below=WEIGHT_ONLY_BELOW),
+            None, True, float_below=FLOAT_WEIGHTS_BELOW),
         versions=SEQUENCE_HYBRID,
         runtime=("1.14.0", "1.14.0", "1.14.0")),
     "BIDIRECTIONAL_SEQUENCE_RNN": Facts(
-        hybrid=HybridKernel((1, 2, 5, 6, 10, 11), None, True, weight_only_below=WEIGHT_ONLY_BELOW),
+        hybrid=HybridKernel((1, 2, 5, 6, 10, 11), None, True, float_below=FLOAT_WEIGHTS_BELOW),
         versions=SEQUENCE_HYBRID,
         runtime=("1.14.0", "1.14.0", "2.3.0")),
     "CONV_2D": Facts(
         integer=IntegerKernel("range", weight=(1, 0), bias=2, needs_bias=True),
         int16=True,
-        hybrid=HybridKernel((1,), 0, False, weight_only_below=WEIGHT_ONLY_BELOW),
+        hybrid=HybridKernel((1,), 0, False, float_below=FLOAT_WEIGHTS_BELOW),
         versions=[(grouped_conv, 6), (both(in_(0, "int8"), in_(1, "int8"), out(0, "int8")), 3),
             (both(hybrid_weights(1), per_channel(1, 0)), 5), (hybrid_weights(1), 2)],
         runtime=("1.5.0", "1.14.0", "1.14.0", "2.3.0", "2.4.0", "2.9.0"),
@@ -60,7 +60,7 @@ add_entries({
     "DEPTHWISE_CONV_2D": Facts(
         integer=IntegerKernel("range", weight=(1, 3), bias=2, needs_bias=True),
         int16=True,
-        hybrid=HybridKernel((1,), 3, False, weight_only_below=WEIGHT_ONLY_BELOW),
+        hybrid=HybridKernel((1,), 3, False, float_below=FLOAT_WEIGHTS_BELOW),
         versions=[(both(hybrid_weights(1), per_channel(1, 3)), 6), (hybrid_weights(1), 4),
             (both(in_(0, "int8"), in_(1, "int8"), out(0, "int8")), 3),
             (lambda op: op.attrs.get("dilation_h_factor", 1) != 1
@@ -78,7 +78,7 @@ add_entries({
     "FULLY_CONNECTED": Facts(
         integer=IntegerKernel("range", weight=(1, 0), bias=2),
         int16=True,
-        hybrid=HybridKernel((1,), 0, True, weight_only_below=WEIGHT_ONLY_BELOW),
+        hybrid=HybridKernel((1,), 0, True, float_below=FLOAT_WEIGHTS_BELOW),
         versions=[(both(hybrid_weights(1), per_channel(1, 0)), 12), (lambda op: len(op.inputs) == 2, 6),
             (attr("keep_num_dims"), 5), (both(in_(0, "int8"), in_(1, "int8"), out(0, "int8")), 4),
             (both(hybrid_weights(1), asymmetric), 9), (hybrid_weights(1), 3),
@@ -113,7 +113,7 @@ add_entries({
     # version 5: int16 activations, int8 weights (TFLite Micro's 16x8 kernel; LiteRT registers up to 4)
     "UNIDIRECTIONAL_SEQUENCE_LSTM": Facts(
         no_16x8=True,
-        hybrid=HybridKernel(_LSTM, None, True, weight_only_below=WEIGHT_ONLY_BELOW),
+        hybrid=HybridKernel(_LSTM, None, True, float_below=FLOAT_WEIGHTS_BELOW),
         versions=[(both(in_(0, "int16"), out(0, "int16")), 5),
             (attr("diagonal_recurrent_tensors"), 4),
             (both(hybrid_weights(2), asymmetric), 3), (hybrid_weights(2), 2)],
@@ -121,7 +121,7 @@ add_entries({
         micro_op="AddUnidirectionalSequenceLSTM",
         micro_limits=(float_weights_only(2),)),
     "UNIDIRECTIONAL_SEQUENCE_RNN": Facts(
-        hybrid=HybridKernel((1, 2), None, True, weight_only_below=WEIGHT_ONLY_BELOW),
+        hybrid=HybridKernel((1, 2), None, True, float_below=FLOAT_WEIGHTS_BELOW),
         versions=SEQUENCE_HYBRID,
         runtime=("1.14.0", "1.14.0", "2.3.0")),
 })

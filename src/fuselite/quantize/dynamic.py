@@ -31,9 +31,9 @@ A time-major ``BIDIRECTIONAL_SEQUENCE_RNN`` is made batch-major first: LiteRT's 
 kernel is wrong in its time-major loop (see :func:`_batch_major_bidirectional_rnn`).
 
 **The rule for what stays float.** Every constant float32 weight operand of an op in the
-table is quantized whatever its size (TF's converter skips tensors under 1024 elements,
-which leaves e.g. a whole LSTM(32) float); biases, layer-norm and state operands stay
-float32 as the kernels require. Ops without a hybrid kernel (ADD, MUL, PRELU, ...)
+table is quantized, unless each of the op's weights has fewer than ``FLOAT_WEIGHTS_BELOW``
+(1024) elements: then the op stays float32, as TF's converter leaves such tensors (``_small``);
+biases, layer-norm and state operands stay float32 as the kernels require. Ops without a hybrid kernel (ADD, MUL, PRELU, ...)
 keep their float constants, and so do ops named in ``keep_float``; each such op that reads
 a float32 constant is listed in the report with the reason.
 """
@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.ir import Function, Module, Op, Quantization, Value
-from fuselite.ops.catalog import HYBRID_KERNELS, WEIGHT_ONLY_BELOW, HybridKernel  # noqa: F401
+from fuselite.ops.catalog import FLOAT_WEIGHTS_BELOW, HYBRID_KERNELS, HybridKernel  # noqa: F401
 from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, record
 from fuselite.quantize.select import add_record as _add
 
@@ -106,6 +106,19 @@ def _why_float(op: Op, kernel: HybridKernel) -> str | None:
     return None
 
 
+def _small(op: Op, kernel: HybridKernel) -> str | None:
+    """Every weight of ``op`` under ``kernel.float_below`` elements: it stays float32, as TF's converter leaves it
+    (``minimum_elements_for_weights``). Quantized, such a layer loses more accuracy than its size is worth: the
+    hybrid kernel quantizes its input per invoke, and int8 weights alone (dequantized at load) still cost their
+    rounding (Keras 3 Bidirectional(GRU(8)): 0.28% of the output range, the official converter's file 0.00%;
+    ConvLSTM2D 0.41% against 0.00%)."""
+    sizes = [op.inputs[i].const.size for i in _weight_operands(op, kernel)]
+    if sizes and max(sizes) < kernel.float_below:
+        return (f"each weight has fewer than {kernel.float_below} elements: kept float32, as "
+                "tf.lite.TFLiteConverter leaves it (int8 would cost more accuracy than the bytes are worth)")
+    return None
+
+
 class _Quantizer:
     """Quantizes one function; equal constants (the steps of an unrolled GRU) become one int8 tensor."""
 
@@ -125,13 +138,6 @@ class _Quantizer:
         """Give ``op`` int8 weights; returns how (the report's scheme)."""
         present = _weight_operands(op, kernel)
         scheme = "per-tensor" if kernel.axis is None else f"per-channel (axis {kernel.axis})"
-        if max(op.inputs[i].const.size for i in present) < kernel.weight_only_below:
-            # every weight small (TF's converter would leave each float): computed in float, no input quantized
-            # per step (a Keras 3 Bidirectional(LSTM(16)) over 8 features, dynamic range: 0.47% -> 0.34% of the
-            # output range; per-channel scales measured no closer there, 0.40%)
-            for i in present:
-                op.inputs[i] = self.dequantize(self.int8(op.inputs[i], kernel.axis), op)
-            return f"{scheme}, weight-only: dequantized at load (each weight under {kernel.weight_only_below} elements)"
         for i in present:
             op.inputs[i] = self.int8(op.inputs[i], kernel.axis)
         if kernel.asymmetric_option:
@@ -248,7 +254,8 @@ def quantize_dynamic(module: Module, keep: KeepFloat | None = None,
             before = counter.before(op)
             entry = keep.match(op)
             why = (f"keep_float {entry!r}" if entry is not None
-                   else f"LiteRT has no hybrid {op.kind} kernel" if kernel is None else _why_float(op, kernel))
+                   else f"LiteRT has no hybrid {op.kind} kernel" if kernel is None else _why_float(op, kernel)
+                   or _small(op, kernel))
             if why is None:
                 if op.kind == "BIDIRECTIONAL_SEQUENCE_RNN":
                     _batch_major_bidirectional_rnn(fn, op)
