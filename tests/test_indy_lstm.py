@@ -19,12 +19,13 @@ from fuselite.runtime import run
 TOL = 1e-5
 
 
-def _indy_model(time_major: bool, go_backwards: bool, return_sequences: bool, implements="indy_lstm_test"):
+def _indy_model(time_major: bool, go_backwards: bool, return_sequences: bool, implements="indy_lstm_test",
+                features: int = 3, units: int = 4):
     import tensorflow as tf
     from tf_keras.src.layers.rnn.lstm import standard_lstm
 
     rng = np.random.default_rng(3)
-    t, b, f, u = 5, 2, 3, 4
+    t, b, f, u = 5, 2, features, units
     k = tf.constant(rng.standard_normal((f, 4 * u)).astype(np.float32) * 0.5)
     rk = tf.constant(rng.standard_normal((u, 4)).astype(np.float32))
     bias = tf.constant(rng.standard_normal(4 * u).astype(np.float32) * 0.5)
@@ -127,8 +128,9 @@ def _quantized(model, xs, mode: str, keep_float=()):
 
 def test_indy_lstm_dynamic_range_keeps_the_diagonals_float():
     """The hybrid kernel reads diagonal recurrent weights as float (lstm_eval.cc, recurrent_to_gate_diag):
-    int8 diagonals gave NaN."""
-    model, xs = _indy_model(False, False, True)
+    int8 diagonals gave NaN. 32 units over 32 features: input weights of 1024 elements, so the op is quantized
+    (a smaller one stays float32, as TF's converter leaves it)."""
+    model, xs = _indy_model(False, False, True, features=32, units=32)
     conv, errors = _quantized(model, xs, "dynamic")
     (rec,) = [r for r in conv.report.quantization["ops"] if "unidirectional_sequence_lstm" in r["op"]]
     assert rec["mode"] != "float", rec
