@@ -537,7 +537,7 @@ def main(argv=None) -> int:
         "# keras-hub backbones: fuselite, the official converter and Keras' export",
         "",
         f"- Command: `{command_line()}`" + (
-            f", rendering the results of `.venv/bin/python benchmarks/keras_hub_catalog.py --timeout 300 --json "
+            f", rendering the results of `.venv/bin/python benchmarks/keras_hub_catalog.py --json "
             f"{args.report}`" + (f" and of `--update {args.report} --only ...` runs for backbones fixed since (each "
                                  "row keeps the revision and date it ran at)" if len(revisions) > 1 else "")
             if args.report else ""),
