@@ -224,7 +224,7 @@ def test_the_phase_before_sin_and_cos_stays_float(mode):
 def test_rotary_positions_stay_float_up_to_sin_and_cos(mode):
     """keras-hub's RotaryEmbedding: positions (RANGE, CAST: float) times its inverse frequencies, an einsum written
     as a FULLY_CONNECTED of 8 weights, then COS / SIN. That small FULLY_CONNECTED and the moves around it stay
-    float with them (a float island: weights under ISLAND_WEIGHTS_BELOW elements); the Dense after is integer.
+    float with them (a float island: weights under FLOAT_WEIGHTS_BELOW elements); the Dense after is integer.
     Measured over 60 positions (max over both kernel sets, 4 held-out draws): int8 1.15% of the range, 16x8
     0.20%; with the phases quantized int8 4.76% (a phase up to 59 radians in int8 steps of 0.23)."""
     keras.utils.set_random_seed(0)

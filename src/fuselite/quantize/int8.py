@@ -33,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fuselite.ir import Module, Op, Quantization
+from fuselite.ops.catalog import FLOAT_WEIGHTS_BELOW
 from fuselite.quantize.int8_engine import Int8Function, NotIntegerError
 from fuselite.quantize.int8_forms import (
     bounded_ranges,
@@ -96,17 +97,15 @@ FLOAT_ISLAND = ("it reads only float values (model inputs, ops without an intege
                 "float op does not have (Flux's timestep phase, t * 1000 * freqs, before SIN / COS)")
 
 
-ISLAND_WEIGHTS_BELOW = 1024  # an op whose float weight has fewer elements may stay float in an island (<4 KiB)
-
-
 def _small_weights(op: Op) -> bool:
-    """``op`` reads no weight, or a small one (a rotary embedding's positions times its frequencies, written as a
-    FULLY_CONNECTED of 32 weights)."""
+    """``op`` reads no weight, or a small one: under ``FLOAT_WEIGHTS_BELOW`` elements, the size below which TF's
+    converter (and fuselite's dynamic range) leaves a weight float (a rotary embedding's positions times its
+    frequencies, written as a FULLY_CONNECTED of 32 weights)."""
     kernel = INTEGER_KERNELS[op.kind]
     if kernel.weight is None:
         return True
     w = op.inputs[kernel.weight[0]] if kernel.weight[0] < len(op.inputs) else None
-    return w is not None and w.is_const and w.const.size < ISLAND_WEIGHTS_BELOW
+    return w is not None and w.is_const and w.const.size < FLOAT_WEIGHTS_BELOW
 
 
 def float_islands(fn, float_inputs: bool, kept_float: Callable[[Op], bool]) -> set[int]:
