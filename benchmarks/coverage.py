@@ -286,6 +286,7 @@ def _side(convert, names, cases, quantize=None) -> dict:
                custom=sorted(k for k in ops if k.startswith("CUSTOM") or k == "FLEX"))
     if quantize and quantize != "dynamic":  # dynamic range computes in float throughout
         out["float_ops"] = _float_ops(data)
+    spans = _spans(cases) if quantize else None
     for builtin in ((False, True) if quantize else (False,)):
         key = "builtin" if builtin else "xnnpack"
         errors = []
@@ -298,7 +299,7 @@ def _side(convert, names, cases, quantize=None) -> dict:
             except Exception as e:
                 out.update(runs=False, error=f"{key}: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}")
                 return out
-            errors.append(_errors(list(got.values()), want, _spans(cases) if quantize else None))
+            errors.append(_errors(list(got.values()), want, spans))
         out[f"error_{key}"] = max(errors)
     out["runs"] = True
     if quantize:  # a share of the output range, the larger of the two kernel sets'

@@ -30,10 +30,10 @@ import numpy as np
 
 from fuselite.errors import ConversionError
 from fuselite.ir import Function, Module, Op, Value
+from fuselite.passes.variables import unique_function_name
 
 FIND, SIZE = "LookupTableFindV2", "LookupTableSizeV2"
 INIT_FUNCTION = "fuselite_init_tables"
-INT64 = np.dtype(np.int64)
 # (key, value) types LiteRT's HASHTABLE takes (kernels/hashtable.cc, PrepareHashtable)
 BUILTIN_PAIRS = {("string", "int64"), ("int64", "string")}
 # other tables compared key by key (_compared): numeric keys, numeric values
@@ -135,7 +135,7 @@ def materialize_tables(module: Module) -> list[dict]:
             fn.replace_op(op, [find], find.outputs)
     if not tables:
         return compared
-    init = module.add(Function(_unique(module, INIT_FUNCTION)))
+    init = module.add(Function(unique_function_name(module, INIT_FUNCTION)))
     for t in tables.values():
         handle = _hashtable(init, t)
         init.ops.append(handle)
@@ -184,10 +184,3 @@ def _table_size(op: Op) -> int:
     import tensorflow as tf
 
     return int(tf.raw_ops.LookupTableSizeV2(table_handle=op.inputs[0].meta["handle"]).numpy())
-
-
-def _unique(module: Module, base: str) -> str:
-    name, i = base, 1
-    while name in module.functions:
-        name, i = f"{base}_{i}", i + 1
-    return name

@@ -304,7 +304,7 @@ def _var_handle(fn: Function, shared_name: str, info: dict) -> Op:
                       name=f"{shared_name}/handle")
 
 
-def _unique_function_name(module: Module, base: str) -> str:
+def unique_function_name(module: Module, base: str) -> str:
     name, i = base, 1
     while name in module.functions:
         name, i = f"{base}_{i}", i + 1
@@ -313,7 +313,7 @@ def _unique_function_name(module: Module, base: str) -> str:
 
 def _assign_all(module: Module, name: str, infos: dict[int, dict]) -> Function:
     """A function with no inputs or outputs that assigns every variable its initial value."""
-    fn = module.add(Function(_unique_function_name(module, name)))
+    fn = module.add(Function(unique_function_name(module, name)))
     for info in infos.values():
         handle = _var_handle(fn, info["shared_name"], info)
         fn.ops.append(handle)
