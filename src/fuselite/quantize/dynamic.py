@@ -125,7 +125,6 @@ class _Quantizer:
     def __init__(self, fn: Function):
         self.fn = fn
         self.done: dict[tuple, Value] = {}
-        self.dequantized: dict[tuple, Value] = {}
 
     def int8(self, v: Value, axis: int | None) -> Value:
         key = (content_key(v.const), axis)
@@ -143,15 +142,6 @@ class _Quantizer:
         if kernel.asymmetric_option:
             op.attrs["asymmetric_quantize_inputs"] = True
         return scheme
-
-    def dequantize(self, q: Value, reader: Op) -> Value:
-        """One DEQUANTIZE of ``q`` to float32, placed before its first reader."""
-        key = (q.uid,)
-        if key not in self.dequantized:
-            deq = self.fn.make_op("tfl.DEQUANTIZE", [q], [(FLOAT32, q.shape)], name=f"{q.name}_dequantize")
-            self.fn.ops.insert(self.fn.ops.index(reader), deq)
-            self.dequantized[key] = deq.outputs[0]
-        return self.dequantized[key]
 
 
 def _gather_to_embedding_lookup(fn: Function, op: Op) -> Op | None:
