@@ -160,7 +160,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     variables: dict[str, tuple] = {}  # shared_name -> (dtype, Quantization) of the variables made integer
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
-        integer_forms(fn, keep, ranges, wide)
+        integer_forms(fn, keep, ranges, wide, narrow)
         fn.topo_sort()
         narrow_rsqrt = {id(op) for op in fn.ops if op.kind == "RSQRT" and wide(op)
                         and rsqrt_width(op, ranges, captured) == INT8}

@@ -45,7 +45,8 @@ def _hard_swish_16x8(fn: Function, op: Op, ranges: dict[int, tuple[float, float]
 
 
 def integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float, float]],
-                   wide: Callable[[Op], bool] = lambda op: False) -> None:
+                   wide: Callable[[Op], bool] = lambda op: False, narrow: Callable[[Op], bool] = lambda op: False
+                   ) -> None:
     """Ops whose integer kernel would be wrong or missing, in an equal form that has one (float values alike):
     NEG is a raw integer negation in LiteRT (neg.cc: right only for zero point 0, -(-128) wraps) and has no
     integer kernel in TFLite Micro: x * -1; a division by a constant (Keras' Normalization) is a multiplication
@@ -55,7 +56,9 @@ def integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float, 
     int64 and float32 only: zeros_like.cc) of a float value is x * 0 (exact zeros at any zero point); SQUARE
     and POW(x, 2) (Mixtral's norms) are x * x; a ``wide`` SQUARED_DIFFERENCE (no int16 kernel: int8 inside a 16x8
     model, a layer norm's variance limited to int8) is d * d of d = a - b, both with int16 kernels; a ``wide``
-    HARD_SWISH (no int16 kernel either) is x * (relu6(x + 3) / 6) (``_hard_swish_16x8``)."""
+    HARD_SWISH (no int16 kernel either) is x * (relu6(x + 3) / 6) (``_hard_swish_16x8``); a ``wide`` norm's
+    RSQRT(MEAN(d * d) + eps) is scaled row by row (``_row_scaled_norm``) where its RSQRT and REDUCE_MAX are not
+    ``narrow`` (int8 only in TFLite Micro)."""
     for op in list(fn.ops):
         if keep.match(op) is not None or not op.inputs or op.inputs[0] is None or op.inputs[0].dtype != FLOAT32:
             continue
@@ -112,6 +115,110 @@ def integer_forms(fn: Function, keep: KeepFloat, ranges: dict[int, tuple[float, 
             op.type = "tfl.MUL"
             op.inputs = [op.inputs[0], fn.const((1.0 / op.inputs[1].const.astype(np.float64)).astype(np.float32),
                                                f"{op.inputs[1].name}_reciprocal")]
+    for op in list(fn.ops):
+        if op.kind == "RSQRT" and wide(op) and not narrow(op):
+            _row_scaled_norm(fn, op, keep, ranges)
+
+
+ROW_SCALE_SPAN = 1024  # a row-scaled norm's scale c spans at most this (its int16 steps: 2 * 1024 / 32767 = 6%)
+ROW_SCALE_HEADROOM = 1.25  # |c d| stays under this: c is 1 / max|d| up to RSQRT's table error (under 10%)
+ROOT_GAINS = (16,)  # _wide_rsqrt's second tables for c (within 10%: its table errors cancel, up to the headroom)
+NORM_GAINS = (4, 16)  # and for the norm's root itself (within 0.1% from 1 / 6554 of its input's range up)
+
+
+def _single_use(fn: Function, v: Value, reader: Op) -> bool:
+    return not fn.is_output(v) and fn.uses(v) == [reader]
+
+
+def _wide_rsqrt(emit: Callable, x: Value, lo: float, hi: float, gains: tuple[int, ...], tag: str) -> Value:
+    """1 / sqrt(x) for x in [lo, hi] on int16 kernels, close across the whole range. LiteRT's int16 RSQRT is a
+    table of 513 samples over the input's symmetric range (elementwise.cc), read linearly: it overstates 1 / sqrt(x)
+    by about 0.094 / k^2 in its k-th interval (4.6% in the second, 0.1% from the tenth on; the first ends at 1 /
+    sqrt of the output's top). A table that reads x * g^2 (saturating at ``hi``) and multiplies by g gives
+    1 / sqrt(x) from a g^2 times later interval where x * g^2 is in range, more where it saturates; every table
+    overstates, so the smallest of them is the closest."""
+    out = emit("RSQRT", [x], (1 / np.sqrt(hi), 1 / np.sqrt(lo)), {"_row_scaled": True}, f"{tag}_rsqrt")
+    for g in gains:
+        low = min(g * g * lo, hi)
+        gained = emit("MUL", [x, float(g * g)], (low, hi), tag=f"{tag}_x{g}")
+        root = emit("RSQRT", [gained], (1 / np.sqrt(hi), 1 / np.sqrt(low)), {"_row_scaled": True},
+                    f"{tag}_rsqrt_x{g}")
+        root = emit("MUL", [root, float(g)], (g / np.sqrt(hi), g / np.sqrt(low)), tag=f"{tag}_rsqrt_x{g}_over")
+        out = emit("MINIMUM", [out, root], (1 / np.sqrt(hi), 1 / np.sqrt(lo)), tag=f"{tag}_min{g}")
+    return out
+
+
+def _row_scaled_norm(fn: Function, op: Op, keep: KeepFloat, ranges: dict[int, tuple[float, float]]) -> None:
+    """A norm's ``RSQRT(MEAN(d * d) + eps)`` (layer norm: d = x - mean; RMS norm: d = x) in a 16x8 model, as
+    ``c * RSQRT(MEAN((c d) * (c d)) + eps c^2)`` with c about 1 / max|d| per row (``_wide_rsqrt`` of the row's
+    largest |d|, floored at f, squared): equal for any c > 0, and every row's mean square then lies in
+    [1 / n, ROW_SCALE_HEADROOM^2] whatever its scale. One int16 scale for the mean squares of all rows left a row
+    100 times smaller than the largest (DINOv3's class token, PaliGemma's text tokens beside its image tokens) a
+    few codes, and its RSQRT saturated (PaliGemma's 16x8 output 61% off, 4.7% with the norms float). f =
+    max(sqrt(eps), peak / ROW_SCALE_SPAN) (rows below sqrt(eps) are the eps's anyway); the ranges of the new
+    values follow from d's calibrated peak and the RSQRT's calibrated top."""
+    add = op.inputs[0].producer
+    if add is None or add.kind != "ADD" or add.attrs.get("fused_activation_function", "NONE") != "NONE" \
+            or not _single_use(fn, add.outputs[0], op) or op.outputs[0].uid not in ranges:
+        return
+    eps_at = next((i for i, v in enumerate(add.inputs) if v.is_const and v.const.size == 1), None)
+    if eps_at is None or float(add.inputs[eps_at].const.reshape(-1)[0]) <= 0:
+        return
+    mean = add.inputs[1 - eps_at].producer
+    if mean is None or mean.kind != "MEAN" or not mean.attrs.get("keep_dims") or not mean.inputs[1].is_const \
+            or not _single_use(fn, mean.outputs[0], add):
+        return
+    square = mean.inputs[0].producer
+    if square is None or square.kind != "MUL" or square.inputs[0] is not square.inputs[1] \
+            or square.attrs.get("fused_activation_function", "NONE") != "NONE" \
+            or not _single_use(fn, square.outputs[0], mean):
+        return  # (a 16x8 layer norm's SQUARED_DIFFERENCE is d * d by now, above)
+    d = square.inputs[0]
+    axes = [int(a) % len(d.shape) for a in np.ravel(mean.inputs[1].const)]
+    if d.uid not in ranges or any(not isinstance(d.shape[a], int) or d.shape[a] < 1 for a in axes) or \
+            any(keep.match(o) is not None for o in (op, add, mean, square)):
+        return
+    eps = float(add.inputs[eps_at].const.reshape(-1)[0])
+    peak = max(abs(ranges[d.uid][0]), abs(ranges[d.uid][1]))
+    floor = max(np.sqrt(eps), peak / ROW_SCALE_SPAN)
+    if floor >= peak:
+        return
+    n = int(np.prod([d.shape[a] for a in axes]))
+    row = mean.outputs[0].shape
+
+    def emit(kind, inputs, span, attrs=None, tag=""):  # placed before ``op``; a row's shape unless it reads d
+        inputs = [v if isinstance(v, Value) else fn.const(np.float32(v), f"{op.name}_row_scale{tag}_k")
+                  for v in inputs]
+        new = fn.make_op(f"tfl.{kind}", inputs, [(FLOAT32, d.shape if inputs[0] is d else row)],
+                         attrs if attrs is not None else {"fused_activation_function": "NONE"} if kind in
+                         ("MUL", "ADD") else None, name=f"{op.name}_row_scale{tag}", location=op.location)
+        fn.ops.insert(fn.ops.index(op), new)
+        ranges[new.outputs[0].uid] = span
+        return new.outputs[0]
+
+    largest = emit("REDUCE_MAX", [emit("ABS", [d], (0.0, peak), tag="_abs"), mean.inputs[1]], (0.0, peak),
+                   {"keep_dims": True}, "_peak")
+    largest = emit("MAXIMUM", [largest, floor], (floor, peak), tag="_floor")
+    root = _wide_rsqrt(emit, largest, floor, peak, ROOT_GAINS, "_root")
+    c = emit("MUL", [root, root], (1 / peak, 1 / floor), tag="_c")
+    scaled = emit("MUL", [d, c], (-ROW_SCALE_HEADROOM, ROW_SCALE_HEADROOM), tag="_d")
+    sums = ROW_SCALE_HEADROOM ** 2
+    square.inputs = [scaled, scaled]
+    ranges[square.outputs[0].uid] = ranges[mean.outputs[0].uid] = (0.0, sums)
+    c_eps = emit("MUL", [c, eps], (eps / peak, eps / floor), tag="_c_eps")
+    add.inputs = [mean.outputs[0], emit("MUL", [c_eps, c], (eps / peak ** 2, eps / floor ** 2), tag="_eps")]
+    top = sums + eps / floor ** 2
+    ranges[add.outputs[0].uid] = (0.0, top)
+    for moved in (square, mean, add):  # after the values they now read
+        fn.ops.remove(moved)
+        fn.ops.insert(fn.ops.index(op), moved)
+    # the row-scaled mean square: 1 / n at least where the row's peak is its own (its largest |c d| is about 1),
+    # eps / f^2 below the floor, where the root is f / sqrt(var + eps), the calibrated top's f times
+    low = min(1 / (n * ROW_SCALE_HEADROOM ** 2), 1 / (floor * ranges[op.outputs[0].uid][1]) ** 2)
+    r = _wide_rsqrt(emit, add.outputs[0], max(low, top / 2 ** 20), top, NORM_GAINS, "")
+    op.type = "tfl.MUL"
+    op.inputs = [c, r]
+    op.attrs = {"fused_activation_function": "NONE"}
 
 
 def saturated_ranges(fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int]) -> None:
@@ -373,6 +480,8 @@ def rsqrt_width(op: Op, ranges: dict[int, tuple[float, float]], captured: dict[i
     the worst row is the error a user sees (Qwen3.5's l2-normalised keys, sums of squares from 2e-5 to 0.01: the
     table's mean error 1.4% against int8's 1.5%, but its worst 64% against 19%; a test input's rows at 2e-5 took
     the 16x8 model to 4.9%, int8's to 2.3%). Without them (an RSQRT fuselite wrote), int8."""
+    if op.attrs.get("_row_scaled"):
+        return INT16  # its input well scaled (``_row_scaled_norm``), away from the table's coarse start
     x, y = op.inputs[0], op.outputs[0]
     if x.uid not in captured or x.uid not in ranges or y.uid not in ranges:
         return INT8
