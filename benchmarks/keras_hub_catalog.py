@@ -474,7 +474,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", help="these backbones only")
     p.add_argument("--one", help=argparse.SUPPRESS)  # the child process
-    p.add_argument("--part", choices=PARTS, help=argparse.SUPPRESS)
+    p.add_argument("--part", choices=PARTS, help="with --update: run this part only (fuselite's columns, or the "
+                   "official converter's), the row's other columns kept")
     p.add_argument("--timeout", type=float, default=900, help="seconds per backbone (default 900)")
     p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
     p.add_argument("--json", help="also write the raw results here")
@@ -507,7 +508,7 @@ def main(argv=None) -> int:
     for name in names:
         print(f"[keras_hub] {name} ...", file=sys.stderr, flush=True)
         row: dict = {}
-        for part in PARTS:
+        for part in (args.part,) if args.part and args.update else PARTS:
             got = _child(name, part, args.timeout)
             if "build" in got:  # keras-hub could not build it: nothing to convert
                 row = got
@@ -522,6 +523,8 @@ def main(argv=None) -> int:
             with open(args.update) as f:
                 earlier = json.load(f)
         again = {r["name"]: r for r in results}
+        if args.part:  # the other part's columns as they were
+            again = {k: {**next((e for e in earlier if e["name"] == k), {}), **r} for k, r in again.items()}
         results = [again.pop(r["name"], r) for r in earlier] + list(again.values())
     if args.json or args.update:
         _write_json(results, args.json or args.update)
