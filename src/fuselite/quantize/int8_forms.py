@@ -149,23 +149,24 @@ def _wide_rsqrt(emit: Callable, x: Value, lo: float, hi: float, gains: tuple[int
 
 
 def _row_scaled_norm(fn: Function, op: Op, keep: KeepFloat, ranges: dict[int, tuple[float, float]]) -> None:
-    """A norm's ``RSQRT(MEAN(d * d) + eps)`` (layer norm: d = x - mean; RMS norm: d = x) in a 16x8 model, as
-    ``c * RSQRT(MEAN((c d) * (c d)) + eps c^2)`` with c about 1 / max|d| per row (``_wide_rsqrt`` of the row's
-    largest |d|, floored at f, squared): equal for any c > 0, and every row's mean square then lies in
-    [1 / n, ROW_SCALE_HEADROOM^2] whatever its scale. One int16 scale for the mean squares of all rows left a row
-    100 times smaller than the largest (DINOv3's class token, PaliGemma's text tokens beside its image tokens) a
-    few codes, and its RSQRT saturated (PaliGemma's 16x8 output 61% off, 4.7% with the norms float). f =
-    max(sqrt(eps), peak / ROW_SCALE_SPAN) (rows below sqrt(eps) are the eps's anyway); the ranges of the new
-    values follow from d's calibrated peak and the RSQRT's calibrated top."""
+    """A norm's ``RSQRT(MEAN(d * d) + eps)`` (layer norm: d = x - mean; RMS norm: d = x; an l2 norm's
+    ``RSQRT(MAXIMUM(SUM(d * d), eps))`` alike) in a 16x8 model, as ``c * RSQRT(MEAN((c d) * (c d)) + eps c^2)``
+    with c about 1 / max|d| per row (``_wide_rsqrt`` of the row's largest |d|, floored at f, squared): equal for
+    any c > 0, and every row's mean square then lies in [1 / n, ROW_SCALE_HEADROOM^2] whatever its scale. One
+    int16 scale for the mean squares of all rows left a row 100 times smaller than the largest (DINOv3's class
+    token, PaliGemma's text tokens beside its image tokens) a few codes, and its RSQRT saturated (PaliGemma's 16x8
+    output 61% off, 4.7% with the norms float). f = max(sqrt(eps), peak / ROW_SCALE_SPAN) (rows below sqrt(eps)
+    are the eps's anyway); the ranges of the new values follow from d's calibrated peak and the RSQRT's
+    calibrated top."""
     add = op.inputs[0].producer
-    if add is None or add.kind != "ADD" or add.attrs.get("fused_activation_function", "NONE") != "NONE" \
+    if add is None or add.kind not in ("ADD", "MAXIMUM") or add.attrs.get("fused_activation_function", "NONE") != "NONE" \
             or not _single_use(fn, add.outputs[0], op) or op.outputs[0].uid not in ranges:
         return
     eps_at = next((i for i, v in enumerate(add.inputs) if v.is_const and v.const.size == 1), None)
     if eps_at is None or float(add.inputs[eps_at].const.reshape(-1)[0]) <= 0:
         return
     mean = add.inputs[1 - eps_at].producer
-    if mean is None or mean.kind != "MEAN" or not mean.attrs.get("keep_dims") or not mean.inputs[1].is_const \
+    if mean is None or mean.kind not in ("MEAN", "SUM") or not mean.attrs.get("keep_dims") or not mean.inputs[1].is_const \
             or not _single_use(fn, mean.outputs[0], add):
         return
     square = mean.inputs[0].producer
@@ -202,19 +203,20 @@ def _row_scaled_norm(fn: Function, op: Op, keep: KeepFloat, ranges: dict[int, tu
     root = _wide_rsqrt(emit, largest, floor, peak, ROOT_GAINS, "_root")
     c = emit("MUL", [root, root], (1 / peak, 1 / floor), tag="_c")
     scaled = emit("MUL", [d, c], (-ROW_SCALE_HEADROOM, ROW_SCALE_HEADROOM), tag="_d")
-    sums = ROW_SCALE_HEADROOM ** 2
+    per = n if mean.kind == "SUM" else 1  # a row's sum of squares: n times its mean
+    sums = ROW_SCALE_HEADROOM ** 2 * per
     square.inputs = [scaled, scaled]
-    ranges[square.outputs[0].uid] = ranges[mean.outputs[0].uid] = (0.0, sums)
+    ranges[square.outputs[0].uid], ranges[mean.outputs[0].uid] = (0.0, ROW_SCALE_HEADROOM ** 2), (0.0, sums)
     c_eps = emit("MUL", [c, eps], (eps / peak, eps / floor), tag="_c_eps")
     add.inputs = [mean.outputs[0], emit("MUL", [c_eps, c], (eps / peak ** 2, eps / floor ** 2), tag="_eps")]
-    top = sums + eps / floor ** 2
+    top = sums + eps / floor ** 2 if add.kind == "ADD" else max(sums, eps / floor ** 2)
     ranges[add.outputs[0].uid] = (0.0, top)
     for moved in (square, mean, add):  # after the values they now read
         fn.ops.remove(moved)
         fn.ops.insert(fn.ops.index(op), moved)
     # the row-scaled mean square: 1 / n at least where the row's peak is its own (its largest |c d| is about 1),
     # eps / f^2 below the floor, where the root is f / sqrt(var + eps), the calibrated top's f times
-    low = min(1 / (n * ROW_SCALE_HEADROOM ** 2), 1 / (floor * ranges[op.outputs[0].uid][1]) ** 2)
+    low = min(per / (n * ROW_SCALE_HEADROOM ** 2), 1 / (floor * ranges[op.outputs[0].uid][1]) ** 2)
     r = _wide_rsqrt(emit, add.outputs[0], max(low, top / 2 ** 20), top, NORM_GAINS, "")
     op.type = "tfl.MUL"
     op.inputs = [c, r]
