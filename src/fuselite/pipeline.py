@@ -36,6 +36,7 @@ from fuselite.stages.graph import (
     lower_tensor_list_ops,
     materialize_lookup_tables,
     materialize_mutable_variables,
+    record_text_kernels,
     split_bidirectional_ops,
     unroll_rnns,
 )
@@ -90,6 +91,8 @@ PIPELINE = [
     Pass("materialize-tables", materialize_lookup_tables,
          "finds in captured lookup tables become LiteRT's HASHTABLE ops (the contents imported once, in an init)"),
     Pass("lower", lambda m, ctx: lower_module(m), "TF ops become TFLite builtins, one rule per TF op type"),
+    Pass("record-text-kernels", record_text_kernels,
+         "the report names the tensorflow-text kernels the model's CUSTOM ops need (an app links them)"),
     Pass("optimize", lambda m, ctx: optimize(m), "fold bias, batch norm and activations; CSE; static reshapes"),
     DCE,
     Pass("keras-int4-weights", keep_keras_int4_weights,

@@ -22,6 +22,8 @@ class Report:
     mutable_variables: list[dict] = field(default_factory=list)  # LiteRT resource variables
     # lookup tables (passes/tables.py): {"key_dtype", "value_dtype", "size", "form"} (+ "table_id" for HASHTABLE)
     lookup_tables: list[dict] = field(default_factory=list)
+    # tensorflow-text's kernels the CUSTOM ops need (ops/text_kernels.py): {"custom_code", "ops", "registrar", "what"}
+    text_kernels: list[dict] = field(default_factory=list)
     composites: list[dict] = field(default_factory=list)
     # the recurrent layers' forms: {"threads", "target", "rnn_form", "reason"} (each composite's "form" says its own)
     recurrent: dict = field(default_factory=dict)
@@ -89,6 +91,11 @@ class Report:
                 how = f"HASHTABLE {t['table_id']} (imported once by an init subgraph)" if "table_id" in t else \
                     "compared key by key (LiteRT's HASHTABLE has no numeric values)"
                 lines.append(f"    {t['key_dtype']} -> {t['value_dtype']}, {t['size']} entries: {how}")
+        if self.text_kernels:
+            lines.append(f"  tensorflow-text kernels (an app links tensorflow-text's TFLite ops and registers each; "
+                         f"fuselite.runtime does): {len(self.text_kernels)}")
+            for k in self.text_kernels:
+                lines.append(f"    {k['custom_code']} x{k['ops']}: {k['what']}; registrar {k['registrar']}")
         checks = [c["check"] for c in self.composites if c.get("check")]
         if checks:
             done = [k for k in checks if k["checked"]]

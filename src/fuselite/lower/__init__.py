@@ -1,6 +1,6 @@
 """TF -> TFLite lowering: a registry of small rules, one per TensorFlow op type."""
 
-from fuselite.lower import array, control_flow, math, nn, quant, variables  # noqa: F401  (register rules)
+from fuselite.lower import array, control_flow, math, nn, quant, text, variables  # noqa: F401  (register rules)
 from fuselite.lower.registry import LOWERINGS, LowerCtx, LowerError, lowering
 from fuselite.lower.stage import lower_module
 

@@ -17,9 +17,11 @@ STRING_OPS = {
     "StringUpper": "upper-casing",
     "StaticRegexReplace": "a regular-expression replace (TextVectorization's punctuation strip)",
     "RegexReplace": "a regular-expression replace",
-    "StringSplitV2": "splitting strings into words (TextVectorization's split)",
+    "StringSplitV2": "splitting strings into words (TextVectorization's split; tensorflow_text.WhitespaceTokenizer "
+                     "splits on Unicode whitespace with a TFLite kernel fuselite keeps, if that is the split you want)",
     "StringStrip": "stripping whitespace",
-    "StringNGrams": "n-grams of words (TextVectorization's ngrams)",
+    "StringNGrams": "n-grams of words (TextVectorization's ngrams; tensorflow_text.ngrams with "
+                    "Reduction.STRING_JOIN has a TFLite kernel fuselite keeps)",
     "StringJoin": "joining strings",
     "ReduceJoin": "joining strings",
     "StringLength": "string lengths",

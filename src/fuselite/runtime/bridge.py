@@ -59,6 +59,7 @@ from fuselite.runtime.abi import (
 from fuselite.runtime.kernel_errors import KernelError
 from fuselite.runtime.native_kernels import NativeKernel, bind_native_kernel
 from fuselite.runtime.python_kernels import PythonKernel, bind_python_kernel
+from fuselite.runtime.text_kernels import text_kernel
 
 # Every live bridge, by the handle in its delegate struct's data_, until the C++ interpreter is gone.
 _BRIDGES: dict[int, CustomOpBridge] = {}
@@ -135,7 +136,7 @@ class CustomOpBridge:
                 if code in self.kernels:
                     self.shadowed.add(code)  # LiteRT has its own kernel for this custom code
                 continue
-            kernel = self.kernels.get(code)
+            kernel = self.kernels.get(code) or text_kernel(code)  # tensorflow-text's own, where it is installed
             if kernel is None:
                 self.missing.append((code, subgraph, node_index))
                 self.done.add(key)

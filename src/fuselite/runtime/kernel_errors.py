@@ -35,6 +35,13 @@ class MissingKernelError(ConversionError, RuntimeError):
         )
         if flex:
             message += " ('Flex*' ops are TensorFlow ops that need the Flex delegate, not a custom kernel.)"
+        from fuselite.runtime.text_kernels import why_not
+
+        text = {code: why_not(code) for code in self.custom_ops if why_not(code)}
+        if text:  # tensorflow-text's: fuselite registers them itself where it can
+            message = (f"the model has {len(text)} tensorflow-text op(s) with no kernel here: "
+                       f"{', '.join(map(repr, text))}: {next(iter(text.values()))}"
+                       + ("" if len(text) == len(self.custom_ops) else f". And: {message}"))
         super().__init__(message, list(nodes))
 
 

@@ -4,8 +4,11 @@ Each pass body is ``(module, ctx)``; ``fuselite/pipeline.py`` declares where it 
 
 from __future__ import annotations
 
+from collections import Counter
+
 from fuselite import frontend
 from fuselite.fusion import is_composite, prepare_composites
+from fuselite.ops.text_kernels import TEXT_KERNELS
 from fuselite.passes.bidirectional import split_bidirectional
 from fuselite.passes.inline import inline_calls
 from fuselite.passes.manager import run_pass, run_pipeline
@@ -109,6 +112,16 @@ def materialize_mutable_variables(module, ctx) -> int:
 def materialize_lookup_tables(module, ctx) -> int:
     ctx.report.lookup_tables = materialize_tables(module)
     return len(ctx.report.lookup_tables)
+
+
+def record_text_kernels(module, ctx) -> int:
+    """The report names the tensorflow-text kernels the model's CUSTOM ops need (an app links and registers them;
+    fuselite.runtime does so itself)."""
+    counts = Counter(op.attrs.get("custom_code") for fn in module.functions.values() for op in fn.ops
+                     if op.kind == "CUSTOM" and op.attrs.get("custom_code") in TEXT_KERNELS)
+    ctx.report.text_kernels = [{"custom_code": code, "ops": n, "registrar": TEXT_KERNELS[code].registrar,
+                                "what": TEXT_KERNELS[code].what} for code, n in sorted(counts.items())]
+    return sum(counts.values())
 
 
 def split_bidirectional_ops(module, ctx) -> int:

@@ -43,3 +43,40 @@ def decode_options(data: bytes) -> dict:
     from flatbuffers import flexbuffers
 
     return flexbuffers.Loads(bytearray(data)) if data else {}
+
+
+def encode_tf_attrs(attrs: dict) -> bytes:
+    """A TF op's attributes as the flexbuffer map TensorFlow's converter writes for a custom op that keeps the
+    TF op's name (what tensorflow-text's TFLite kernels read): dtypes as LiteRT tensor types (int), lists as
+    typed vectors (a list of strings: ``FBT_VECTOR_STRING_DEPRECATED``, which ragged_tensor_to_tensor_tflite.cc
+    reads with ``AsTypedVector``), the map written even when empty."""
+    from flatbuffers import flexbuffers
+
+    from fuselite.tflite.flatbuffer import tensor_type
+
+    def scalar(b, v, key):
+        if isinstance(v, np.dtype) or v in ("string", "resource", "variant"):
+            b.Int(int(tensor_type(v)))
+            return
+        v = _plain(v, key)
+        if isinstance(v, bool):
+            b.Bool(v)
+        elif isinstance(v, int):
+            b.Int(v)
+        elif isinstance(v, float):
+            b.Float(v)
+        else:
+            b.String(v)
+
+    b = flexbuffers.Builder()
+    with b.Map():
+        for key in sorted(attrs):
+            b.Key(str(key))
+            value = attrs[key]
+            if isinstance(value, (list, tuple)):
+                with b.TypedVector():
+                    for v in value:
+                        scalar(b, v, key)
+            else:
+                scalar(b, value, key)
+    return bytes(b.Finish())
