@@ -23,6 +23,7 @@ import numpy as np
 
 VOCAB = ["the", "cat", "sat", "on", "mat"]
 WORDS = np.array([[b"the", b"zebra", b"", b"mat"], [b"cat", b"cat", b"on", b"sat"]], dtype=object)
+SENTENCES = np.array([b"the cat sat on the mat", b"", b"  zebra\tcat  ", b"mat on cat sat the the extra"], dtype=object)
 IDS = np.array([[12, 30, 5, 0, 99], [7, 7, -3, 12, 1000]], np.int64)
 
 
@@ -36,6 +37,29 @@ def _cases(keras) -> dict:
         keras.utils.set_random_seed(0)
         i = keras.Input((4,), dtype="string")
         x = keras.layers.Embedding(len(VOCAB) + 1, 8)(keras.layers.StringLookup(vocabulary=VOCAB)(i))
+        return keras.Model(i, keras.layers.Dense(2)(keras.layers.LSTM(8)(x)))
+
+    def text_tokens():  # TextVectorization(split="whitespace", standardize=None) from tensorflow-text's kernels
+        import tensorflow as tf
+        import tensorflow_text as tft
+
+        class Tokens(keras.layers.Layer):
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                self.tokenizer = tft.WhitespaceTokenizer()
+                self.table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+                    tf.constant(VOCAB), tf.range(2, len(VOCAB) + 2, dtype=tf.int64)), 1)
+
+            def call(self, s):
+                ids = tf.ragged.map_flat_values(self.table.lookup, self.tokenizer.tokenize(s))
+                return ids.to_tensor(default_value=0, shape=[None, 6])
+
+        return Tokens()
+
+    def text_tokens_lstm():
+        keras.utils.set_random_seed(0)
+        i = keras.Input((), dtype="string")
+        x = keras.layers.Embedding(len(VOCAB) + 2, 8)(text_tokens()(i))
         return keras.Model(i, keras.layers.Dense(2)(keras.layers.LSTM(8)(x)))
 
     lookup = keras.layers.StringLookup
@@ -72,7 +96,12 @@ def _cases(keras) -> dict:
         "Hashing (integers)": (lambda: one(keras.layers.Hashing(num_bins=4), (5,), "int64"), [IDS]),
         "TextVectorization": (lambda: one(keras.layers.TextVectorization(vocabulary=VOCAB), (1,), "string"),
                               [np.array([[b"The cat, sat!"], [b""]], dtype=object)]),
+        "TextVectorization (split='whitespace', standardize=None)": (lambda: one(keras.layers.TextVectorization(
+            vocabulary=VOCAB, standardize=None, output_sequence_length=6), (1,), "string"), [SENTENCES[:, None]]),
+        "tensorflow_text.WhitespaceTokenizer -> table -> ids (a Keras layer)": (
+            lambda: one(text_tokens(), (), "string"), [SENTENCES]),
         "strings -> StringLookup -> Embedding -> LSTM": (text_lstm, [WORDS]),
+        "strings -> tensorflow-text tokens -> table -> Embedding -> LSTM": (text_tokens_lstm, [SENTENCES]),
     }
 
 
@@ -140,11 +169,12 @@ def main(argv=None) -> int:
         f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {time.perf_counter() - t0:.0f} s)",
         f"- Machine: {machine_description()}",
         f"- Versions: {versions()}; fuselite sources at {fuselite_revision()}",
-        "- Each layer alone in a Keras 3 model (the last row: the raw-string text classifier), both converters "
+        "- Each layer alone in a Keras 3 model (the last rows: the raw-string text classifiers), both converters "
         "with their defaults (`from_keras_model(model).convert()`; the official converter's op set is "
         "TFLITE_BUILTINS, no Flex), run on stock LiteRT with its builtin kernels and with XNNPACK, on inputs with "
         "out-of-vocabulary values, empty strings and masked ids. exact: every output Keras' own (floats within 1e-6 "
-        "of the range), on both kernel sets.",
+        "of the range), on both kernel sets. tensorflow-text's ops stay the CUSTOM ops its TFLite kernels run "
+        "(an app links them; `fuselite.runtime` registers them on the stock interpreter, docs/custom-ops.md).",
         "",
         "| layer | fuselite | tf.lite.TFLiteConverter |",
         "|---|---|---|",
