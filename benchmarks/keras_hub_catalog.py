@@ -444,6 +444,18 @@ def _dates(results: list[dict], started) -> str:
     return dates[0] if dates[0] == dates[-1] or dates[0][:13] == dates[-1][:13] else f"{dates[0]} to {dates[-1]}"
 
 
+def _kept(results: list[dict]) -> str:
+    """Where rows were run again for one part (--update --part), when the other part's columns ran."""
+    kept = [r["kept"] for r in results if r.get("kept")]
+    if not kept:
+        return ""
+    revisions = sorted({k["revision"] for k in kept if k.get("revision")})
+    dates = sorted(k["date"] for k in kept if k.get("date"))
+    part = "the official converter's" if kept[0]["part"] == "official" else "fuselite's"
+    return (f"; {part} columns of {len(kept)} rows from the run before (at {', '.join(revisions)}"
+            + (f", {dates[0]} to {dates[-1]} UTC" if dates else "") + ")")
+
+
 def why_section(results: list[dict]) -> str:
     lines = []
     for r in results:
@@ -523,8 +535,13 @@ def main(argv=None) -> int:
             with open(args.update) as f:
                 earlier = json.load(f)
         again = {r["name"]: r for r in results}
-        if args.part:  # the other part's columns as they were
-            again = {k: {**next((e for e in earlier if e["name"] == k), {}), **r} for k, r in again.items()}
+        if args.part:  # the other part's columns as they were, with the revision and date they ran at
+            before = {e["name"]: e for e in earlier}
+            again = {k: {**before.get(k, {}), **r, "kept": {
+                "part": next(p for p in PARTS if p != args.part),
+                "revision": before.get(k, {}).get("kept", {}).get("revision", before.get(k, {}).get("revision")),
+                "date": before.get(k, {}).get("kept", {}).get("date", before.get(k, {}).get("date"))}}
+                for k, r in again.items()}
         results = [again.pop(r["name"], r) for r in earlier] + list(again.values())
     if args.json or args.update:
         _write_json(results, args.json or args.update)
@@ -544,7 +561,7 @@ def main(argv=None) -> int:
             f"{args.report}`" + (f" and of `--update {args.report} --only ...` runs for backbones fixed since (each "
                                  "row keeps the revision and date it ran at)" if len(revisions) > 1 else "")
             if args.report else ""),
-        f"- Date: {_dates(results, started)} UTC" + ("" if args.report else
+        f"- Date: {_dates(results, started)} UTC" + _kept(results) + ("" if args.report else
                                                      f" (this run took {time.perf_counter() - t0:.0f} s)"),
         f"- Machine: {machine_description()}",
         f"- Versions: {versions()}; fuselite sources at {', '.join(revisions)}"
