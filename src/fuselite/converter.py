@@ -74,6 +74,15 @@ class Converter:
         self._settings = ()  # the quantization settings of the conversion under way (_quantization_settings)
         self._options = {}  # the options of the conversion under way, checked (options.settled)
 
+    @property
+    def _experimental_use_buffer_offset(self):
+        """The official converter's name for :attr:`buffer_offsets` (the same option)."""
+        return self.buffer_offsets
+
+    @_experimental_use_buffer_offset.setter
+    def _experimental_use_buffer_offset(self, value):
+        self.buffer_offsets = value
+
     def __setattr__(self, key, value):
         if not key.startswith("_") and key not in OPTIONS and key not in self._STATE:
             raise UnknownOptionError(unknown_option(key))

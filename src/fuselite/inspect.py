@@ -123,8 +123,14 @@ def describe(data: bytes) -> dict:
               else f"CUSTOM({_text(c.customCode)})") for c in (m.operatorCodes or [])]
     buffers = m.buffers or []
 
+    def data_bytes(t) -> int:  # inline, or after the flatbuffer (Buffer.offset / size: valid above 1)
+        if not 0 < t.buffer < len(buffers):
+            return 0
+        b = buffers[t.buffer]
+        return len(b.data) if b.data is not None else (b.size if b.offset > 1 else 0)
+
     def has_data(t) -> bool:
-        return 0 < t.buffer < len(buffers) and buffers[t.buffer].data is not None and len(buffers[t.buffer].data) > 0
+        return data_bytes(t) > 0
 
     subgraphs, weights, activations = [], 0, 0
     quantized: Counter = Counter()
@@ -138,7 +144,7 @@ def describe(data: bytes) -> dict:
         for t in tensors:
             dtype = _DTYPES.get(t.type, "?")
             if has_data(t):
-                weights += len(buffers[t.buffer].data)
+                weights += data_bytes(t)
             elif dtype in _ITEMSIZE:
                 activations += int(np.prod([max(int(d), 1) for d in (t.shape if t.shape is not None else [])])) \
                     * _ITEMSIZE[dtype]
@@ -177,7 +183,8 @@ def describe(data: bytes) -> dict:
         "min_runtime_version": runtime,
         "conversion_metadata": _conversion_metadata(metadata_bytes("CONVERSION_METADATA")),
         "metadata": sorted(metadata), "signatures": signatures, "subgraphs": subgraphs,
-        "bytes": {"weights": weights, "activations": activations, "file": len(data)},
+        "bytes": {"weights": weights, "activations": activations, "file": len(data),
+                  "after_flatbuffer": sum(b.size for b in buffers if b.data is None and b.offset > 1)},
         "quantization": {"tensors": dict(quantized), "per_channel": per_channel},
         "variables": {"resource": sorted(variables), "state_tensors": state_tensors},
     }
@@ -210,7 +217,8 @@ def format_description(info: dict) -> str:
         lines.append(f"subgraph {i} {sg['name']}: {sg['op_count']} ops, {sg['tensors']} tensors: {ops or 'no ops'}")
     b = info["bytes"]
     lines.append(f"bytes: weights {b['weights']:,}, activations {b['activations']:,} (at the written shapes), "
-                 f"file {b['file']:,}")
+                 f"file {b['file']:,}" + (f"; {b['after_flatbuffer']:,} of constants after the flatbuffer (buffer "
+                                          "offsets)" if b.get("after_flatbuffer") else ""))
     q = info["quantization"]
     if q["tensors"]:
         kinds = ", ".join(f"{n} {d}" for d, n in sorted(q["tensors"].items()))

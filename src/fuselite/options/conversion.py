@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
@@ -182,6 +183,12 @@ def _rule_modules(modules: list[str]) -> list:
     return rules
 
 
+def _buffer_offsets(value):
+    if value is not None and not isinstance(value, bool):
+        raise InputError(f"buffer_offsets is True, False or None (by size), got {value!r}")
+    return value
+
+
 def _target_help() -> str:
     return "; ".join(t.help for t in _target_names().values())
 
@@ -245,6 +252,11 @@ for _option in (
            "fastest kept); default for float models: the loop at 1 and 2 threads (tf-keras LSTMs fused at 2), LSTM "
            "and SimpleRNN fused at 3 or more; the fused ops for integer quantization and TFLite Micro "
            "(docs/rnn.md#forms)", one_of("rnn_form", _rnn_forms), "--rnn-form", {"choices": _rnn_forms}),
+    Option("buffer_offsets", None, "write the constants after the flatbuffer (the schema's Buffer.offset / size, "
+           "which LiteRT reads from a path and from bytes): unset, where they pass 2 GiB (a flatbuffer holds less); "
+           "True, always; False, never (a larger model is then an error). The official converter's "
+           "_experimental_use_buffer_offset sets it too", _buffer_offsets, "--buffer-offsets",
+           {"action": lambda: argparse.BooleanOptionalAction}, keyword="_experimental_use_buffer_offset"),  # (a callable: read when asked)
     Option("threads", _default_threads, "the LiteRT num_threads the model will run with: the recurrent forms are chosen for it "
            "(default 1, what LiteRT uses when an app leaves num_threads unset)", _threads, "--threads",
            {"metavar": "N"}, parse=_integer_text),

@@ -9,7 +9,8 @@ import gc
 import sys
 from collections import Counter
 
-from fuselite.tflite.flatbuffer import write_flatbuffer
+from fuselite.errors import ConversionError
+from fuselite.tflite.flatbuffer import buffer_offsets_of, constant_bytes, write_flatbuffer
 from fuselite.tflite.micro import micro_problems
 
 
@@ -32,10 +33,11 @@ def _return_freed_memory() -> None:
         pass
 
 
-def ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=None) -> bytes:
+def ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=None,
+                       buffer_offsets: bool | None = None) -> bytes:
     for fn in module.functions.values():
         fn.topo_sort()
-    return write_flatbuffer(module, tensor_names, provenance)
+    return write_flatbuffer(module, tensor_names, provenance, buffer_offsets)
 
 
 COLLECT_ABOVE = 4 << 20  # bytes of constants above which export collects garbage first
@@ -50,7 +52,17 @@ def export_flatbuffer(module, ctx) -> None:
         gc.collect()
         _return_freed_memory()
     ctx.tensor_names = {}
-    ctx.output = ordered_flatbuffer(module, ctx.tensor_names, ctx.provenance)
+    if ctx.buffer_offsets and ctx.on_micro:
+        raise ConversionError(f"target={ctx.target!r}: TFLite Micro's loader reads constants inside the flatbuffer "
+                              "only (no Buffer.offset): buffer_offsets=True is for LiteRT")
+    ctx.output = ordered_flatbuffer(module, ctx.tensor_names, ctx.provenance, ctx.buffer_offsets)
+    if ctx.on_micro and buffer_offsets_of(ctx.output):
+        raise ConversionError(f"target={ctx.target!r}: the constants take {constant_bytes(module) / 2**30:.2f} GiB, "
+                              "more than a flatbuffer holds, and TFLite Micro's loader reads them only inside one")
+    if buffer_offsets_of(ctx.output):
+        ctx.report.warn(("" if ctx.buffer_offsets else f"the constants take {constant_bytes(module) / 2**30:.2f} GiB, "
+                         "more than a flatbuffer holds: ") + "written after the flatbuffer (Buffer.offset / size, "
+                        "as LiteRT and the official converter's _experimental_use_buffer_offset read and write them)")
     ctx.report.ops_after = count_ops(module)
     problems = micro_problems(module)
     ctx.report.micro = {"target": ctx.target, "runs": not problems, "problems": problems}

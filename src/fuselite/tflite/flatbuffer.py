@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import struct
 
 import flatbuffers
 import numpy as np
@@ -120,7 +121,14 @@ class _AlignedBuffer(schema.BufferT):
         self.owners = list(owners)
         self.placed: list[tuple[Value, int]] = []
 
+    outside = False  # written after the flatbuffer (Buffer.offset / size), placeholders 1 / 1 here
+
     def Pack(self, builder):
+        if self.outside:  # nonzero placeholders: the fields exist in the file, patched once the layout is known
+            schema.BufferStart(builder)
+            schema.BufferAddOffset(builder, 1)
+            schema.BufferAddSize(builder, 1)
+            return schema.BufferEnd(builder)
         data = None
         if self.data is not None and len(self.data):
             raw = memoryview(self.data)  # the constant's own bytes: no copy (weights can be most of memory)
@@ -186,21 +194,65 @@ class FlatbufferWriter:
         self.tensor_names: dict[int, str] = {}  # value uid -> its tensor's name
         self._used: set[str] = set()  # tensor names in the whole model (tools such as the quantizer key on them)
         self._debug: list[list[str]] = []  # per subgraph: the named locations of output-less ops
+        self._metadata_buffers: set[int] = set()  # buffers of metadata: inline in any layout
 
-    def write(self) -> bytes:
+    def write(self, buffer_offsets: bool = False) -> bytes:
+        """The file. ``buffer_offsets``: every constant after the flatbuffer, found by ``Buffer.offset`` / ``size``
+        (schema.fbs: from the start of the file, valid above 1), each 16-byte aligned, then 16 zero bytes (XNNPACK
+        reads past a buffer's end), as the official converter lays such a file out (flatbuffer_export.cc); the
+        metadata stays inline, with ``buffer_location`` = "outside flatbuffers" as it writes."""
         for name in self.order:
             self.model.subgraphs.append(self._subgraph(self.module.functions[name]))
         self._signatures()
         self._metadata()
+        outside = []
+        if buffer_offsets:
+            self._add_metadata(BUFFER_LOCATION, b"outside flatbuffers")
+            for index, buf in enumerate(self.model.buffers):
+                if index not in self._metadata_buffers and buf.data is not None and len(buf.data):
+                    buf.outside = True
+                    outside.append(index)
         # sized for the weights up front: a builder that grows by doubling holds two copies while it grows
-        weights = sum(len(b.data) for b in self.model.buffers if b.data is not None)
+        weights = sum(len(b.data) for b in self.model.buffers if b.data is not None and not b.outside)
         builder = flatbuffers.Builder(weights + (1 << 20))
         builder.Finish(self.model.Pack(builder), file_identifier=b"TFL3")
         head = builder.Head()
+        if outside:
+            return self._with_buffers_after(bytearray(memoryview(builder.Bytes)[head:]), outside)
         data = bytes(memoryview(builder.Bytes)[head:])  # one copy (Output() makes two)
         for buf in self.model.buffers:  # the constants now view the file, and the builder is freed
             for v, from_end in buf.placed:
                 v.const = _view(data, len(data) - from_end, v.const)
+        return data
+
+    def _with_buffers_after(self, flat: bytearray, outside: list[int]) -> bytes:
+        """``flat`` (the flatbuffer, its outside buffers' offset / size placeholders 1 / 1) followed by those
+        buffers' bytes, the placeholders patched to where they are: one copy of the weights, the file's."""
+        if len(flat) > MAX_FLATBUFFER_BYTES:
+            raise ConversionError(f"the model's graph alone takes {len(flat) / 2**30:.2f} GiB: a flatbuffer holds "
+                                  "under 2 GiB even with its constants outside it")
+        chunks: list = [flat]
+        at, places = len(flat), {}
+        for index in outside:
+            pad = -at % BUFFER_ALIGNMENT
+            chunks += [bytes(pad), self.model.buffers[index].data]
+            places[index] = at + pad
+            at += pad + len(self.model.buffers[index].data)
+        chunks.append(bytes(BUFFER_ALIGNMENT + (-at % BUFFER_ALIGNMENT)))  # read past the last one, then aligned
+        model = schema.Model.GetRootAs(flat, 0)
+        for index, place in places.items():
+            table = model.Buffers(index)._tab
+            for slot, value in ((_BUFFER_OFFSET_SLOT, place), (_BUFFER_SIZE_SLOT, len(self.model.buffers[index].data))):
+                field = table.Offset(slot)
+                if not field:
+                    raise ConversionError(f"buffer {index}: its offset placeholder is missing from the flatbuffer")
+                struct.pack_into("<Q", flat, table.Pos + field, value)
+        data = b"".join(chunks)
+        for index, place in places.items():  # the constants now view the file
+            buf = self.model.buffers[index]
+            for v in buf.owners:
+                v.const = _view(data, place, v.const)
+            buf.data = None
         return data
 
     # -- pieces ------------------------------------------------------------------
@@ -382,6 +434,7 @@ class FlatbufferWriter:
 
     def _add_metadata(self, name: str, data: bytes) -> None:
         self.model.buffers.append(_AlignedBuffer(np.frombuffer(data, dtype=np.uint8)))
+        self._metadata_buffers.add(len(self.model.buffers) - 1)
         meta = schema.MetadataT()
         meta.name = name
         meta.buffer = len(self.model.buffers) - 1
@@ -442,13 +495,15 @@ def _string_tensor_bytes(arr: np.ndarray) -> np.ndarray:
     return np.frombuffer(out, dtype=np.uint8)
 
 
-MAX_FLATBUFFER_BYTES = 2**31 - 1  # a flatbuffer's offsets are 32-bit signed: a .tflite file is under 2 GiB
+MAX_FLATBUFFER_BYTES = 2**31 - 1  # a flatbuffer's offsets are 32-bit signed: one is under 2 GiB
 _GRAPH_ALLOWANCE = 64 << 20  # room kept for the graph itself (tensors, ops, names)
+BUFFER_ALIGNMENT = 16  # each constant after the flatbuffer starts at a multiple of this (flatbuffer_export.cc)
+BUFFER_LOCATION = "buffer_location"  # the metadata the official converter writes in a file with buffer offsets
+_BUFFER_OFFSET_SLOT, _BUFFER_SIZE_SLOT = 6, 8  # Buffer's fields 1 and 2 (data, offset, size): vtable slots
 
 
-def _check_size(module: Module) -> None:
-    """Before any byte is built: the distinct constants must fit a flatbuffer, else a clear error (not the
-    builder's failure after minutes and gigabytes)."""
+def constant_bytes(module: Module) -> int:
+    """The bytes of the module's distinct constant arrays (what the file's buffers hold, before deduplication)."""
     seen, total = set(), 0
     for fn in module.functions.values():
         for op in fn.ops:
@@ -456,24 +511,44 @@ def _check_size(module: Module) -> None:
                 if v is not None and v.is_const and id(v.const) not in seen:
                     seen.add(id(v.const))
                     total += v.const.nbytes
-    if total + _GRAPH_ALLOWANCE > MAX_FLATBUFFER_BYTES:
-        raise ConversionError(
-            f"the model's constants take {total / 2**30:.2f} GiB: a .tflite flatbuffer holds under 2 GiB "
-            "(fuselite does not write weights outside the flatbuffer yet; quantizing the weights, "
-            "optimizations=[tf.lite.Optimize.DEFAULT], makes them 4x smaller)")
+    return total
+
+
+def buffer_offsets_of(model: bytes) -> bool:
+    """Whether a .tflite file keeps constants after its flatbuffer (a buffer with an offset above 1)."""
+    m = schema.Model.GetRootAs(model, 0)
+    return any(m.Buffers(i).Offset() > 1 for i in range(m.BuffersLength()))
+
+
+def needs_buffer_offsets(module: Module, buffer_offsets: bool | None) -> bool:
+    """Whether the file keeps its constants after the flatbuffer: as asked, or (None) where they would not fit
+    in one; asked not to, a model that does not fit is a clear error before any byte is built."""
+    if buffer_offsets:
+        return True
+    total = constant_bytes(module)
+    if total + _GRAPH_ALLOWANCE <= MAX_FLATBUFFER_BYTES:
+        return False
+    if buffer_offsets is None:
+        return True
+    raise ConversionError(
+        f"the model's constants take {total / 2**30:.2f} GiB: a flatbuffer holds under 2 GiB, and buffer_offsets="
+        "False keeps them inside it (leave buffer_offsets unset, or True, to write them after it, as LiteRT reads "
+        "them; or quantize the weights, optimizations=[tf.lite.Optimize.DEFAULT], 4x smaller)")
 
 
 def write_flatbuffer(module: Module, tensor_names: dict[int, str] | None = None,
-                     provenance: Provenance | None = None) -> bytes:
+                     provenance: Provenance | None = None, buffer_offsets: bool | None = None) -> bytes:
     """Serialise a fully lowered module to ``.tflite`` bytes.
 
     ``tensor_names``, when given, is filled with the name each value was written under
     (``value.uid`` -> tensor name), so a tool can find a value's tensor in the file.
     ``provenance``: what made it (the description and ``CONVERSION_METADATA``).
+    ``buffer_offsets``: the constants after the flatbuffer (``Buffer.offset`` / ``size``): True, False, or None
+    (where they pass 2 GiB).
     """
-    _check_size(module)
+    offsets = needs_buffer_offsets(module, buffer_offsets)
     writer = FlatbufferWriter(module, provenance)
-    data = writer.write()
+    data = writer.write(offsets)
     if tensor_names is not None:
         tensor_names.update(writer.tensor_names)
     return data
