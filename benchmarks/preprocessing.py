@@ -40,21 +40,9 @@ def _cases(keras) -> dict:
         return keras.Model(i, keras.layers.Dense(2)(keras.layers.LSTM(8)(x)))
 
     def text_tokens():  # TextVectorization(split="whitespace", standardize=None) from tensorflow-text's kernels
-        import tensorflow as tf
-        import tensorflow_text as tft
+        from fuselite.testing.models import text_tokens as tokens
 
-        class Tokens(keras.layers.Layer):
-            def __init__(self, **kwargs):
-                super().__init__(**kwargs)
-                self.tokenizer = tft.WhitespaceTokenizer()
-                self.table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
-                    tf.constant(VOCAB), tf.range(2, len(VOCAB) + 2, dtype=tf.int64)), 1)
-
-            def call(self, s):
-                ids = tf.ragged.map_flat_values(self.table.lookup, self.tokenizer.tokenize(s))
-                return ids.to_tensor(default_value=0, shape=[None, 6])
-
-        return Tokens()
+        return tokens(VOCAB, 6)
 
     def text_tokens_lstm():
         keras.utils.set_random_seed(0)

@@ -18,6 +18,7 @@ keras = pytest.importorskip("keras")
 
 import fuselite  # noqa: E402
 from fuselite.errors import ConversionError  # noqa: E402
+from fuselite.testing.models import text_tokens  # noqa: E402
 
 # empty strings, runs of spaces, a tab and a newline, a no-break space (Unicode whitespace: tensorflow-text's
 # tokenizer splits there), non-ASCII words
@@ -108,27 +109,11 @@ def test_strings_made_dense_are_one_error_naming_the_op():
         _convert(dense_words)
 
 
-class _Tokens(keras.layers.Layer):
-    """Raw strings -> word ids (0 padding, 1 out of vocabulary), 6 per row: tensorflow-text's whitespace
-    tokenizer and a static table, the Keras way of doing TextVectorization(split='whitespace', standardize=None)
-    with kernels LiteRT can load."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.tokenizer = tft.WhitespaceTokenizer()
-        self.table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
-            tf.constant(VOCAB), tf.range(2, len(VOCAB) + 2, dtype=tf.int64)), 1)
-
-    def call(self, s):
-        ids = tf.ragged.map_flat_values(self.table.lookup, self.tokenizer.tokenize(s))
-        return ids.to_tensor(default_value=0, shape=[None, 6])
-
-
 @pytest.fixture(scope="module")
 def text_classifier():
     keras.utils.set_random_seed(0)
     inputs = keras.Input(shape=(), dtype="string", name="text")
-    x = keras.layers.Embedding(len(VOCAB) + 2, 8)(_Tokens()(inputs))
+    x = keras.layers.Embedding(len(VOCAB) + 2, 8)(text_tokens(VOCAB, 6)(inputs))
     x = keras.layers.LSTM(8)(x)
     return keras.Model(inputs, keras.layers.Dense(3)(x))
 

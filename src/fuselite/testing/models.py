@@ -202,3 +202,25 @@ def sample_inputs(model, batch: int = 1, seed: int = 0) -> list[np.ndarray]:
         else:
             out.append(rng.standard_normal(shape).astype(dtype))
     return out
+
+
+def text_tokens(vocabulary: list[str], length: int):
+    """A Keras 3 layer: raw strings -> word ids (0 padding, 1 out of vocabulary, then the vocabulary's), ``length``
+    per row, from tensorflow-text's whitespace tokenizer and a static table: TextVectorization(split="whitespace",
+    standardize=None) with kernels LiteRT can load (tensorflow-text's, ``fuselite/ops/text_kernels.py``)."""
+    import keras
+    import tensorflow as tf
+    import tensorflow_text as tft
+
+    class Tokens(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.tokenizer = tft.WhitespaceTokenizer()
+            self.table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+                tf.constant(vocabulary), tf.range(2, len(vocabulary) + 2, dtype=tf.int64)), 1)
+
+        def call(self, s):
+            ids = tf.ragged.map_flat_values(self.table.lookup, self.tokenizer.tokenize(s))
+            return ids.to_tensor(default_value=0, shape=[None, length])
+
+    return Tokens()
