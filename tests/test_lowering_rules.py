@@ -34,6 +34,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 import fuselite
 from fuselite.lower import LOWERINGS
+from fuselite.ops.text_kernels import TEXT_KERNELS
 from fuselite.runtime import run
 
 ATOL = 1e-5
@@ -657,7 +658,8 @@ def test_every_lowering_rule_is_exercised():
                 _convert(case)
             except Exception:
                 pass  # that case's own test reports the failure
-    missing = sorted(set(LOWERINGS) - _RULES_RUN)
+    # tensorflow-text's ops become CUSTOM ops (not builtins): tests/test_text_kernels.py runs each end to end
+    missing = sorted(set(LOWERINGS) - _RULES_RUN - set(TEXT_KERNELS))
     assert not missing, f"lowering rules with no end-to-end case: {missing}"
 
 

@@ -152,7 +152,8 @@ def test_without_tensorflow_text_the_missing_kernels_say_how_to_get_them(monkeyp
     monkeypatch.setattr(text_kernels, "_registrations",
                         lambda: text_kernels.TextKernelsUnavailable("tensorflow-text is not installed: pip install "
                                                                     "tensorflow-text"))
-    error = MissingKernelError(["TFText>WhitespaceTokenizeWithOffsetsV2"])
+    codes = ["TFText>WhitespaceTokenizeWithOffsetsV2"]
+    error = MissingKernelError(codes, hints=text_kernels.missing_hints(codes))
     assert "tensorflow-text op(s) with no kernel here" in str(error) and "pip install tensorflow-text" in str(error)
     assert text_kernels.text_kernel("TFText>WhitespaceTokenizeWithOffsetsV2") is None
 
@@ -211,3 +212,52 @@ def test_sentencepiece_tokens_and_detokenization_are_tensorflows(tmp_path):
                 want = {k: v.numpy() for k, v in fn(tf.constant(x)).items()}
                 for key in want:
                     _same(g[key], want[key])
+
+
+def _bytes(s):
+    pieces = tft.ByteSplitter().split(s)
+    return {"bytes": pieces.flat_values, "splits": pieces.row_splits}
+
+
+def _binarized(s):
+    return {"bits": tft.utf8_binarize(s, word_length=4, bits_per_char=8)}
+
+
+def _sentences(s):
+    found = tft.StateBasedSentenceBreaker().break_sentences(s)
+    return {"sentences": found.flat_values, "splits": found.row_splits}
+
+
+OTHERS = {"byte_split": (_bytes, {"TFText>ByteSplitWithOffsets"}),
+          "utf8_binarize": (_binarized, {"TFText>Utf8Binarize"}),
+          "sentences": (_sentences, {"SentenceFragmentsV2", "TFText>ByteSplitByOffsets"})}
+
+
+@pytest.mark.parametrize("name", list(OTHERS))
+def test_byte_splits_binarization_and_sentences_are_tensorflows(name, tmp_path):
+    body, codes = OTHERS[name]
+    fn = tf.function(body, input_signature=[tf.TensorSpec([None], tf.string)])
+    conv, data = _convert(fn)
+    assert {k["custom_code"] for k in conv.report.text_kernels} == codes
+    texts = np.array([b"Hello there. How are you?", b"", b"caf\xc3\xa9 ok!  Fine."], dtype=object)
+    want = {k: v.numpy() for k, v in fn(tf.constant(texts)).items()}
+    for builtin in (False, True):
+        got = _run_isolated(data, [{"s": texts}], builtin, tmp_path)[0]
+        for key in want:
+            _same(got[key], want[key])
+
+
+# the tests above that convert each lowered tensorflow-text op (each asserts the report names it)
+COVERED = {"TFText>WhitespaceTokenizeWithOffsetsV2", "RaggedTensorToTensor", "TFText>NgramsStringJoin",
+           "FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "TFText>FastWordpieceDetokenize",
+           "TFText>FastSentencepieceTokenize", "TFText>FastSentencepieceDetokenize"} | set().union(
+               *(codes for _, codes in OTHERS.values()))
+
+
+def test_every_lowered_tensorflow_text_op_has_an_end_to_end_test():
+    from fuselite.lower import LOWERINGS
+    from fuselite.ops.text_kernels import TEXT_KERNELS
+
+    lowered = {code for code, kernel in TEXT_KERNELS.items() if kernel.lowered}
+    assert lowered <= set(LOWERINGS) and lowered == COVERED
+    assert not {code for code, kernel in TEXT_KERNELS.items() if not kernel.lowered} & set(LOWERINGS)

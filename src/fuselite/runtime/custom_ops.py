@@ -47,6 +47,7 @@ from fuselite.runtime.kernel_symbols import registration_symbols
 from fuselite.runtime.native_kernels import NativeKernel
 from fuselite.runtime.probe import placeholder_invoke_address
 from fuselite.runtime.python_kernels import PythonKernel, decode_custom_options
+from fuselite.runtime.text_kernels import missing_hints
 
 __all__ = [
     "C_HEADER",
@@ -106,7 +107,8 @@ class CustomOpInterpreter(_interpreter_base()):
         weakref.finalize(self._interpreter, bridge.release)
         if bridge.missing:
             nodes = [f"custom op {c!r}: subgraph {s}, node {n}" for c, s, n in bridge.missing]
-            raise MissingKernelError([c for c, _, _ in bridge.missing], nodes)
+            codes = [c for c, _, _ in bridge.missing]
+            raise MissingKernelError(codes, nodes, missing_hints(codes))
         if bridge.shadowed:
             warnings.warn(
                 f"LiteRT has a built-in kernel for custom op(s) {', '.join(sorted(bridge.shadowed))}; "
@@ -122,7 +124,7 @@ class CustomOpInterpreter(_interpreter_base()):
     def _translate(self, e: RuntimeError) -> BaseException:
         missing = _UNRESOLVED_RE.findall(str(e))
         if missing:
-            return MissingKernelError(missing)
+            return MissingKernelError(missing, hints=missing_hints(missing))
         errors = self._fuselite_bridge.kernel_errors
         if errors:
             cause = errors[-1]

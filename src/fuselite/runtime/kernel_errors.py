@@ -13,11 +13,12 @@ _DOC = "docs/custom-ops.md"
 class MissingKernelError(ConversionError, RuntimeError):
     """The model has CUSTOM ops for which no kernel was provided.
 
-    ``custom_ops`` lists the custom codes (sorted, unique). Also a ``RuntimeError``, so code that
+    ``custom_ops`` lists the custom codes (sorted, unique). ``hints``: code -> why fuselite could not register
+    its kernel itself (``runtime.text_kernels.why_not``). Also a ``RuntimeError``, so code that
     caught LiteRT's raw "unresolved custom op" error keeps working.
     """
 
-    def __init__(self, custom_ops: Sequence[str], nodes: Sequence[str] = ()):
+    def __init__(self, custom_ops: Sequence[str], nodes: Sequence[str] = (), hints: dict[str, str] | None = None):
         self.custom_ops = sorted(set(custom_ops))
         names = ", ".join(repr(n) for n in self.custom_ops)
         first = self.custom_ops[0] if self.custom_ops else "my_op"
@@ -35,10 +36,8 @@ class MissingKernelError(ConversionError, RuntimeError):
         )
         if flex:
             message += " ('Flex*' ops are TensorFlow ops that need the Flex delegate, not a custom kernel.)"
-        from fuselite.runtime.text_kernels import why_not
-
-        text = {code: why_not(code) for code in self.custom_ops if why_not(code)}
-        if text:  # tensorflow-text's: fuselite registers them itself where it can
+        text = {code: why for code, why in (hints or {}).items() if code in self.custom_ops}
+        if text:  # kernels fuselite registers itself where it can (tensorflow-text's): why it could not
             message = (f"the model has {len(text)} tensorflow-text op(s) with no kernel here: "
                        f"{', '.join(map(repr, text))}: {next(iter(text.values()))}"
                        + ("" if len(text) == len(self.custom_ops) else f". And: {message}"))

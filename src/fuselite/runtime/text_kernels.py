@@ -104,6 +104,11 @@ def text_kernel(code: str) -> TextKernel | None:
     return TextKernel(code)
 
 
+def missing_hints(codes) -> dict[str, str]:
+    """For ``MissingKernelError``: code -> why its tensorflow-text kernel is not here, for the codes that are such."""
+    return {code: why for code in codes if (why := why_not(code))}
+
+
 def why_not(code: str) -> str | None:
     """Why a tensorflow-text custom op has no kernel here (None: it has one, or ``code`` is not one of them)."""
     if code not in TEXT_KERNELS:

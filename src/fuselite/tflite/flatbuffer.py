@@ -19,6 +19,7 @@ from fuselite.errors import ConversionError
 from fuselite.ir import Module, Quantization, Value
 from fuselite.tflite.debug_metadata import METADATA_NAME as DEBUG_METADATA
 from fuselite.tflite.debug_metadata import debug_metadata
+from fuselite.tflite.flexbuffer import encode_tf_attrs
 from fuselite.tflite.names import StableNames, readable
 from fuselite.tflite.provenance import Provenance
 from fuselite.tflite.versions import min_runtime_version, op_version
@@ -75,7 +76,7 @@ def check_op(op) -> str | None:
     table = options_table(kind) if kind != "CUSTOM" else None
     fields = set(vars(getattr(schema, table + "T")())) if table else set()
     for key, val in op.attrs.items():
-        if key.startswith("_") or key in ("custom_code", "custom_options"):
+        if key.startswith("_") or key in ("custom_code", "custom_options", "custom_tf_attrs"):
             continue
         if _camel(key) not in fields:
             known = ", ".join(sorted(_snake(f) for f in fields)) or "none"
@@ -354,7 +355,8 @@ class FlatbufferWriter:
             custom = op.attrs.get("custom_code") if op.kind == "CUSTOM" else None
             o.opcodeIndex = self._opcode(op.kind, op_version(op), custom)
             if custom:
-                o.customOptions = op.attrs.get("custom_options", b"")
+                o.customOptions = op.attrs.get("custom_options", b"") if "custom_tf_attrs" not in op.attrs else \
+                    encode_tf_attrs(op.attrs["custom_tf_attrs"], tensor_type)
                 o.customOptionsFormat = schema.CustomOptionsFormat.FLEXBUFFERS
             else:
                 self._set_options(o, op)

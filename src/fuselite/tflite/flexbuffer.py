@@ -45,14 +45,13 @@ def decode_options(data: bytes) -> dict:
     return flexbuffers.Loads(bytearray(data)) if data else {}
 
 
-def encode_tf_attrs(attrs: dict) -> bytes:
+def encode_tf_attrs(attrs: dict, tensor_type) -> bytes:
     """A TF op's attributes as the flexbuffer map TensorFlow's converter writes for a custom op that keeps the
     TF op's name (what tensorflow-text's TFLite kernels read): dtypes as LiteRT tensor types (int), lists as
     typed vectors (a list of strings: ``FBT_VECTOR_STRING_DEPRECATED``, which ragged_tensor_to_tensor_tflite.cc
-    reads with ``AsTypedVector``), the map written even when empty."""
+    reads with ``AsTypedVector``), the map written even when empty. ``tensor_type``: an IR dtype -> its LiteRT
+    tensor type (``flatbuffer.tensor_type``)."""
     from flatbuffers import flexbuffers
-
-    from fuselite.tflite.flatbuffer import tensor_type
 
     def scalar(b, v, key):
         if isinstance(v, np.dtype) or v in ("string", "resource", "variant"):
