@@ -53,8 +53,9 @@ def encode_tf_attrs(attrs: dict, tensor_type) -> bytes:
     tensor type (``flatbuffer.tensor_type``)."""
     from flatbuffers import flexbuffers
 
-    def scalar(b, v, key):
-        if isinstance(v, np.dtype) or v in ("string", "resource", "variant"):
+    def scalar(b, v, key):  # a dtype: the IR's numpy dtype, or its name for a non-numeric type attribute (T, out_type)
+        if isinstance(v, np.dtype) or isinstance(v, str) and v in ("string", "resource", "variant") and (
+                key[:1] == "T" or key.endswith("type")):
             b.Int(int(tensor_type(v)))
             return
         v = _plain(v, key)
