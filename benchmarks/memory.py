@@ -7,6 +7,9 @@ before the conversion is reported as a multiple of N. Example (from the reposito
 
     .venv/bin/python benchmarks/memory.py --out docs/memory-benchmark.md   # N = 16, 64 and 256 MiB
     .venv/bin/python benchmarks/memory.py --units 1024 2048 4096 12288 --out docs/memory-benchmark.md  # and 2.25 GiB
+
+and the resident memory over ``--calls`` (default 50) conversions of one small model in one process, fuselite's
+and tf.lite.TFLiteConverter's.
 """
 
 from __future__ import annotations
@@ -62,9 +65,46 @@ print(weights, before, peak, seconds, size, int(offsets), *(f"{e:.1e}" for e in 
 """
 
 
+_CALLS = """
+import gc, os, sys
+import numpy as np
+import keras
+which, calls = sys.argv[1], int(sys.argv[2])
+keras.utils.set_random_seed(0)
+model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"), keras.layers.Dense(10)])
+model(np.zeros((1, 256), np.float32))
+if which == "fuselite":
+    import fuselite
+    convert = lambda: fuselite.Converter.from_keras_model(model).convert()
+else:
+    import tensorflow as tf
+    convert = lambda: tf.lite.TFLiteConverter.from_keras_model(model).convert()
+for _ in range(calls):
+    convert()
+    gc.collect()
+    print("RSS", int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE"), flush=True)
+"""
+WARMUP = 10  # calls before the slope is measured (caches, lazily loaded modules)
+
+
+def _growth(which: str, calls: int) -> str:
+    """Resident memory over ``calls`` conversions of one small model in one process: the slope per call over
+    all but the first WARMUP (a least-squares line), and the memory after WARMUP and after the last."""
+    import numpy as np
+
+    out = subprocess.run([sys.executable, "-c", _CALLS, which, str(calls)], capture_output=True, text=True)
+    rss = [int(line.split()[1]) for line in out.stdout.splitlines() if line.startswith("RSS ")]
+    if out.returncode != 0 or len(rss) <= WARMUP + 1:
+        return f"| {which} | fails: {(out.stderr.strip().splitlines() or ['?'])[-1][:200]} | | |"
+    slope = np.polyfit(np.arange(len(rss) - WARMUP), np.array(rss[WARMUP:], np.float64), 1)[0]
+    return f"| {which} | {slope / 1024:+.1f} KiB | {rss[WARMUP - 1] / 2**20:.1f} MiB | {rss[-1] / 2**20:.1f} MiB |"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--units", type=int, nargs="+", default=[1024, 2048, 4096])
+    p.add_argument("--calls", type=int, default=50, help="conversions of one small model in one process, for the "
+                   "growth per call (fuselite and tf.lite.TFLiteConverter; 0: none)")
     p.add_argument("--out", help="write the Markdown report here (atomically); default: stdout")
     args = p.parse_args(argv)
     from report import command_line, emit, fuselite_revision, machine_description, versions
@@ -95,6 +135,13 @@ def main(argv=None) -> int:
         ran = f"buffer offsets; {' / '.join(errors)}" if int(offsets) else "inline"
         lines.append(f"| {weights / mib:.0f} MiB | {before / mib:.0f} MiB | {peak / mib:.0f} MiB | "
                      f"{(peak - before) / weights:.2f} N | {float(seconds):.1f} s | {size / mib:.0f} MiB | {ran} |")
+    if args.calls:
+        lines += ["", f"## {args.calls} conversions in one process", "",
+                  f"A `Dense(512)` model (256 inputs, 10 outputs) converted {args.calls} times in one fresh process "
+                  f"per converter (its defaults, `from_keras_model(model).convert()`), resident memory after each "
+                  f"(after `gc.collect()`); growth: the least-squares slope over the calls after the first {WARMUP}.",
+                  "", f"| converter | growth per call | after {WARMUP} | after {args.calls} |", "|---|---|---|---|",
+                  _growth("fuselite", args.calls), _growth("tf.lite.TFLiteConverter", args.calls)]
     text = "\n".join(lines) + "\n"
     emit(text, args.out)
     return 0
