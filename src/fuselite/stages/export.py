@@ -56,10 +56,11 @@ def export_flatbuffer(module, ctx) -> None:
         raise ConversionError(f"target={ctx.target!r}: TFLite Micro's loader reads constants inside the flatbuffer "
                               "only (no Buffer.offset): buffer_offsets=True is for LiteRT")
     ctx.output = ordered_flatbuffer(module, ctx.tensor_names, ctx.provenance, ctx.buffer_offsets)
-    if ctx.on_micro and buffer_offsets_of(ctx.output):
+    offsets = buffer_offsets_of(ctx.output)
+    if ctx.on_micro and offsets:
         raise ConversionError(f"target={ctx.target!r}: the constants take {constant_bytes(module) / 2**30:.2f} GiB, "
                               "more than a flatbuffer holds, and TFLite Micro's loader reads them only inside one")
-    if buffer_offsets_of(ctx.output):
+    if offsets:
         ctx.report.warn(("" if ctx.buffer_offsets else f"the constants take {constant_bytes(module) / 2**30:.2f} GiB, "
                          "more than a flatbuffer holds: ") + "written after the flatbuffer (Buffer.offset / size, "
                         "as LiteRT and the official converter's _experimental_use_buffer_offset read and write them)")
