@@ -36,6 +36,7 @@ from fuselite.ir import Module, Op, Quantization
 from fuselite.ops.catalog import FLOAT_WEIGHTS_BELOW
 from fuselite.quantize.int8_engine import Int8Function, NotIntegerError
 from fuselite.quantize.int8_forms import (
+    WIDE_ROWS,
     bounded_ranges,
     index_arithmetic,
     integer_forms,
@@ -46,6 +47,7 @@ from fuselite.quantize.int8_forms import (
     rsqrt_width,
     saturated_ranges,
     shared_ranges,
+    uneven_rows,
     wide_values,
 )
 from fuselite.quantize.int8_kernels import (
@@ -158,9 +160,16 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
     captured = captured or {}
     ranges = dict(ranges)  # narrowed here per quantization (saturating inputs): the caller's stay as calibrated
     variables: dict[str, tuple] = {}  # shared_name -> (dtype, Quantization) of the variables made integer
+    given = wide
+
+    def wide(op: Op) -> bool:  # (and the ops ``uneven_rows`` marks)
+        return given(op) or bool(op.attrs.get(WIDE_ROWS))
+
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
+        uneven_rows(fn, ranges, narrow)
         integer_forms(fn, keep, ranges, wide, narrow)
+        uneven_rows(fn, ranges, narrow)
         fn.topo_sort()
         narrow_rsqrt = {id(op) for op in fn.ops if op.kind == "RSQRT" and wide(op)
                         and rsqrt_width(op, ranges, captured) == INT8}

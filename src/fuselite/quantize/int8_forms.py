@@ -223,6 +223,50 @@ def _row_scaled_norm(fn: Function, op: Op, keep: KeepFloat, ranges: dict[int, tu
     op.attrs = {"fused_activation_function": "NONE"}
 
 
+WIDE_ROWS = "_wide_rows"  # an op attribute: int16 in any mode (``uneven_rows``)
+UNEVEN = 16  # a concatenated part whose peak is under the whole's / UNEVEN has under 8 int8 steps
+ROW_WISE = frozenset({"ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "RSQRT", "MEAN", "SUM", "ABS", "REDUCE_MAX",
+                      "MAXIMUM", "MINIMUM"})
+
+
+def _norm_region(fn: Function, x: Value) -> list[Op]:
+    """The ops computing from ``x`` alone (and constants) with row-wise kinds: a norm of ``x`` and its scale
+    and shift, up to the ops that read something else (the residual's ADD, the projections)."""
+    inside, region = {x.uid}, []
+    for op in fn.ops:
+        ins = [v for v in op.inputs if v is not None and not v.is_const]
+        if op.kind in ROW_WISE and ins and all(v.uid in inside for v in ins):
+            region.append(op)
+            inside.update(o.uid for o in op.outputs)
+    return region
+
+
+def uneven_rows(fn: Function, ranges: dict[int, tuple[float, float]], narrow: Callable[[Op], bool]) -> None:
+    """Mark ``WIDE_ROWS`` (int16, row-scaled: ``_row_scaled_norm``) a CONCATENATION whose parts differ in scale by
+    more than UNEVEN and the norm that reads it. A CONCATENATION's integer kernels take one scale for every
+    input (concatenation.cc), so a small part is a few steps of the whole's: a ViT's class and register tokens
+    (small learned constants) beside its patch tokens, the first norm then scaling those steps up to unit rows
+    (DINOv3's int8 output 32% off; 10% with the tokens drawn 30 times larger). In int16 the part keeps 256 times
+    the steps, and the row-scaled norm takes each row at its own scale; what reads the norm's output reads it in
+    int8 again. Not where the RSQRT or REDUCE_MAX are ``narrow`` (TFLite Micro: int8 only). Run again after
+    ``integer_forms`` to mark the ops its rewrite added."""
+    for op in list(fn.ops):
+        if op.kind != "CONCATENATION" or not op.outputs or op.outputs[0].uid not in ranges:
+            continue
+        x = op.outputs[0]
+        parts = [v for v in op.inputs if is_activation(v) and v.uid in ranges]
+        whole = max(abs(ranges[x.uid][0]), abs(ranges[x.uid][1]))
+        if len(parts) < 2 or whole <= 0 or \
+                min(max(abs(ranges[v.uid][0]), abs(ranges[v.uid][1])) for v in parts) * UNEVEN >= whole:
+            continue
+        region = _norm_region(fn, x)
+        if not any(r.kind == "RSQRT" for r in region) or any(narrow(r) for r in region if r.kind in
+                                                              ("RSQRT", "REDUCE_MAX")):
+            continue
+        for r in (op, *region):
+            r.attrs[WIDE_ROWS] = True
+
+
 def saturated_ranges(fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int]) -> None:
     """Narrow the range of each value read only by TANH / LOGISTIC ops to where they saturate."""
     for op in fn.ops:
@@ -507,7 +551,8 @@ def wide_values(fn: Function, wide: Callable[[Op], bool], narrow: Callable[[Op],
     op that computes with it) or whose readers are all wide (a float input is quantized once, to int16).
     ``narrow`` ops stay int8 in any case (the target has no int16 kernel for them). ``wide_inputs``: the
     model's float inputs count as wide (16x8 mode: an op moving an input is int16 too)."""
-    out = {o.uid for op in fn.ops if wide(op) and op.kind in INT16_KINDS and not only_moves(op) and not narrow(op)
+    out = {o.uid for op in fn.ops if wide(op) and op.kind in INT16_KINDS and not narrow(op)
+           and (not only_moves(op) or op.attrs.get(WIDE_ROWS))
            for o in op.outputs if o.dtype == FLOAT32}
     inputs = {v.uid for v in fn.inputs if v.dtype == FLOAT32} if wide_inputs else set()
     for op in fn.ops:
