@@ -1,14 +1,17 @@
-"""Memory of a conversion against the size of the model's weights (issue 13: peak ≤ 3·N + the TF model).
+"""Memory of a conversion against the size of the model's weights (issue 46: peak ≤ 1.5·N over the process
+before it; ``benchmarks/memory.py`` measures it up to 4 GiB, beside the official converter).
 
-Python's own allocations are traced (numpy arrays, the flatbuffer builder, the file's bytes);
-TensorFlow's C++ heap is not, which is why ``benchmarks/memory.py`` measures the resident peak
-of whole processes. The model is over the size above which export collects the garbage the
-passes leave (``stages/export.py``'s ``COLLECT_ABOVE``), as a large model's conversion does.
+The peak is the resident memory of a fresh process (``ru_maxrss``): the file is allocated zero-filled (calloc)
+and becomes resident only as it is written, which Python's allocation tracing cannot see. What is held after
+is traced (numpy arrays, the file's bytes). The model is over the size above which export collects the garbage
+the passes leave (``stages/export.py``'s ``COLLECT_ABOVE``), as a large model's conversion does.
 """
 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import tracemalloc
 
 import keras
@@ -17,8 +20,48 @@ import numpy as np
 import fuselite
 from fuselite.stages.export import COLLECT_ABOVE
 
+_PEAK = """
+import gc, re, sys
+import numpy as np
+import keras
+import fuselite
+from fuselite.tflite.flatbuffer import return_freed_memory
+n = int(sys.argv[1])
+inputs = keras.Input((n,))
+x = inputs
+for _ in range(4):
+    x = keras.layers.Dense(n)(x)
+model = keras.Model(inputs, x)
+model(np.zeros((1, n), np.float32))
+weights = sum(w.nbytes for w in model.get_weights())
+def kib(field):
+    return int(re.search(field + r":\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
+gc.collect()
+return_freed_memory()  # (the model's own garbage is not the conversion's)
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # the peak (VmHWM) from here
+before = kib("VmRSS")
+data = fuselite.Converter.from_keras_model(model).convert()
+peak = kib("VmHWM")
+print((peak - before) / weights, len(data) / weights)
+"""
 
-def test_the_weights_are_held_at_most_twice_over_and_once_after():
+
+def test_peak_memory_is_the_file_and_one_weight_beside_it():
+    """Four Dense(4096): 256 MiB of float32 weights. Measured 1.33·N in 3 runs: the file and the weight being
+    copied into it beside the others (Dense(2896), 32 MiB each, which glibc's heap keeps unless trimmed as each
+    is freed: 1.42·N, and up to 1.67·N without the trim); 2.27·N before the file was laid out first and filled
+    once (the module's arrays, the builder and the file)."""
+    if not sys.platform.startswith("linux"):
+        return
+    out = subprocess.run([sys.executable, "-c", _PEAK, "4096"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    peak, size = map(float, out.stdout.split()[-2:])
+    assert size > 0.99
+    assert peak < 1.5, f"peak {peak:.2f}·N"
+
+
+def test_the_weights_are_held_once_after():
     n = 1800  # three Dense(n): 38.9 MB of float32 weights
     inputs = keras.Input((n,))
     x = inputs
@@ -33,13 +76,9 @@ def test_the_weights_are_held_at_most_twice_over_and_once_after():
     tracemalloc.start()
     try:
         data = conv.convert()
-        held, peak = tracemalloc.get_traced_memory()
+        held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert len(data) > 0.99 * weights  # (the zero biases are one buffer)
-    # the frozen weights, their lowered (transposed) copies, then the builder and the file: the module's
-    # constants become views of the file as it is built, so no more than about two copies coexist
-    # (3.03·N before: the module's constants, the builder and the file)
-    assert peak < 2.6 * weights, f"peak {peak / weights:.2f}·N"
     # after: the file, which the converter's module now views (2.02·N before: the module kept its own copy)
     assert held < 1.2 * weights, f"held {held / weights:.2f}·N"

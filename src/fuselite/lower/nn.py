@@ -39,8 +39,8 @@ def lower_matmul(ctx):
     if b.is_const and a.dtype == np.float32:
         if ta:
             a = ctx.transpose(a, [1, 0])
-        w = b.const if tb else b.const.T
-        return [fully_connected(ctx, a, ctx.const(np.ascontiguousarray(w)))]
+        w = b.const if tb else b.const.T  # a view: the writer copies it into the file row-major, once
+        return [fully_connected(ctx, a, ctx.const(w))]
     return [ctx.emit("BATCH_MATMUL", [a, b], {"adj_x": ta, "adj_y": tb, "asymmetric_quantize_inputs": False})]
 
 
@@ -49,8 +49,8 @@ def lower_batch_matmul(ctx):
     a, b = ctx.input(0), ctx.input(1)
     adj_x, adj_y = bool(ctx.attr("adj_x")), bool(ctx.attr("adj_y"))
     if b.is_const and b.rank == 2 and not adj_x and a.rank is not None and a.rank >= 2 and a.dtype == np.float32:
-        w = b.const if adj_y else b.const.T
-        return [fully_connected(ctx, a, ctx.const(np.ascontiguousarray(w)), keep_num_dims=a.rank > 2)]
+        w = b.const if adj_y else b.const.T  # (a view, as above)
+        return [fully_connected(ctx, a, ctx.const(w), keep_num_dims=a.rank > 2)]
     return [ctx.emit("BATCH_MATMUL", [a, b], {"adj_x": adj_x, "adj_y": adj_y, "asymmetric_quantize_inputs": False})]
 
 

@@ -4,13 +4,11 @@ Each pass body is ``(module, ctx)``; ``fuselite/pipeline.py`` declares where it 
 
 from __future__ import annotations
 
-import ctypes
 import gc
-import sys
 from collections import Counter
 
 from fuselite.errors import ConversionError
-from fuselite.tflite.flatbuffer import buffer_offsets_of, constant_bytes, write_flatbuffer
+from fuselite.tflite.flatbuffer import buffer_offsets_of, constant_bytes, return_freed_memory, write_flatbuffer
 from fuselite.tflite.micro import micro_problems
 
 
@@ -20,17 +18,6 @@ def count_ops(module) -> dict[str, int]:
     for fn in module.functions.values():
         c.update(op.kind for op in fn.ops)
     return dict(sorted(c.items()))
-
-
-def _return_freed_memory() -> None:
-    """Give the memory just freed back to the system (glibc keeps freed blocks under 32 MiB in its heap,
-    where the builder's one large block cannot reuse them: resident memory would hold them beside it)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (musl): nothing to do
-        pass
 
 
 def ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=None,
@@ -50,7 +37,7 @@ def export_flatbuffer(module, ctx) -> None:
     if sum(v.const.nbytes for fn in module.functions.values() for op in fn.ops for v in op.inputs
            if v is not None and v.is_const) > COLLECT_ABOVE:
         gc.collect()
-        _return_freed_memory()
+        return_freed_memory()
     ctx.tensor_names = {}
     if ctx.buffer_offsets and ctx.on_micro:
         raise ConversionError(f"target={ctx.target!r}: TFLite Micro's loader reads constants inside the flatbuffer "

@@ -7,9 +7,12 @@ signature order; signature defs carry the user's input/output names.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import mmap
 import re
 import struct
+import sys
 
 import flatbuffers
 import numpy as np
@@ -108,21 +111,26 @@ def tensor_type(dtype) -> int:
 
 
 class _AlignedBuffer(schema.BufferT):
-    """A BufferT whose data vector is 16-byte aligned (LiteRT maps weights in place).
+    """A BufferT whose data vector is 16-byte aligned (LiteRT maps weights in place), its space reserved in the
+    builder and its bytes written into the finished file itself (``FlatbufferWriter._fill``), or, ``outside``,
+    written after the flatbuffer (``Buffer.offset`` / ``size``).
 
-    ``owners``: the constant values whose bytes these are. Once copied into the builder, each
-    owner's array becomes a read-only view of those bytes (``placed`` records where), so the
-    module's own copy of the weights is freed while the file is built: a model of N bytes of
-    weights is held twice at most (the builder and the finished file), not three times.
+    ``data``: the bytes, as an array of any layout (a transposed weight stays a view until it is written).
+    ``owners``: the constant values whose array ``data`` is; once written, each owner's array becomes a read-only
+    view of the file, and the module's own copy is freed, one constant at a time.
     """
 
-    def __init__(self, data=None, owners=()):
+    def __init__(self, data: np.ndarray | None = None, owners=()):
         super().__init__()
         self.data = data
         self.owners = list(owners)
-        self.placed: list[tuple[Value, int]] = []
+        self.from_end: int | None = None  # where its space was reserved: bytes from the builder's end
 
     outside = False  # written after the flatbuffer (Buffer.offset / size), placeholders 1 / 1 here
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.data is None else int(self.data.nbytes)
 
     def Pack(self, builder):
         if self.outside:  # nonzero placeholders: the fields exist in the file, patched once the layout is known
@@ -130,27 +138,77 @@ class _AlignedBuffer(schema.BufferT):
             schema.BufferAddOffset(builder, 1)
             schema.BufferAddSize(builder, 1)
             return schema.BufferEnd(builder)
-        data = None
-        if self.data is not None and len(self.data):
-            raw = memoryview(self.data)  # the constant's own bytes: no copy (weights can be most of memory)
-            size = len(raw)
-            builder.StartVector(1, size, 16)
-            builder.head = builder.head - size
-            builder.Bytes[builder.head : builder.head + size] = raw
-            for v in self.owners:
-                v.const = _view(builder.Bytes, builder.head, v.const)
-                self.placed.append((v, len(builder.Bytes) - builder.head))  # from the end: growing prepends
-            self.data = raw = None
-            data = builder.EndVector(size)
+        vector = None
+        if self.nbytes:
+            builder.StartVector(1, self.nbytes, 16)
+            builder.head = builder.head - self.nbytes  # reserved (zeros): _fill writes the bytes into the file
+            self.from_end = len(builder.Bytes) - builder.head
+            vector = builder.EndVector(self.nbytes)
         schema.BufferStart(builder)
-        if data is not None:
-            schema.BufferAddData(builder, data)
+        if vector is not None:
+            schema.BufferAddData(builder, vector)
         return schema.BufferEnd(builder)
 
 
+def _new_file(size: int) -> tuple[bytes, np.ndarray]:
+    """A new zero-filled ``bytes`` of ``size`` and a writable array over its bytes. The file is written into it
+    once, before anything else holds it, as C code fills a new bytes object (``PyBytes_FromStringAndSize(NULL,
+    n)``): its constants need no second copy beside it. ``bytes(n)`` is calloc'd, so its pages are resident only
+    as they are written."""
+    data = bytes(size)
+    if not size:
+        return data, np.zeros(0, np.uint8)
+    address = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value
+    return data, np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
+
+
+def _put(out: np.ndarray, at: int, arr: np.ndarray) -> None:
+    """``arr``'s bytes (row-major, whatever its layout) into ``out[at:]``, without a temporary copy."""
+    dest = out[at : at + arr.nbytes]
+    if arr.flags.c_contiguous:
+        dest[:] = arr.reshape(-1).view(np.uint8)
+    else:
+        np.copyto(dest.view(arr.dtype).reshape(arr.shape), arr)
+
+
+def _reserved_builder(size: int) -> flatbuffers.Builder:
+    """A builder over ``size`` bytes of anonymous memory: the space reserved for the constants is never touched
+    (not resident), where a ``bytearray`` would be zero-filled."""
+    builder = flatbuffers.Builder(0)
+    flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+    builder.Bytes = mmap.mmap(-1, size, flags=flags) if flags else mmap.mmap(-1, size)
+    builder.head = size
+    return builder
+
+
+_TRIM_ABOVE = 1 << 20  # a constant this large, freed as the file fills, is given back to the system at once
+
+
+def return_freed_memory() -> None:
+    """Give the memory just freed back to the system: glibc keeps freed blocks up to its mmap threshold (32 MiB
+    at most) in its heap, resident, where the file being filled cannot reuse them."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl): nothing to do
+        pass
+
+
+_HASH_CHUNK = 16 << 20  # a non-contiguous constant is hashed this many bytes at a time
+
+
 def _digest(arr: np.ndarray) -> bytes:
-    """A constant's bytes, hashed (a key for equal constants that holds no copy of the weights)."""
-    return hashlib.blake2b(_bytes_of(np.ascontiguousarray(arr)), digest_size=16).digest()
+    """A constant's bytes (row-major), hashed: a key for equal constants that holds no copy of the weights (a
+    non-contiguous one is copied a few rows at a time)."""
+    h = hashlib.blake2b(digest_size=16)
+    if arr.flags.c_contiguous or arr.ndim == 0:
+        h.update(_bytes_of(np.ascontiguousarray(arr)))
+        return h.digest()
+    rows = max(1, _HASH_CHUNK // max(1, arr[0].nbytes))
+    for i in range(0, arr.shape[0], rows):
+        h.update(_bytes_of(np.ascontiguousarray(arr[i : i + rows])))
+    return h.digest()
 
 
 def pack_int4(values: np.ndarray) -> np.ndarray:
@@ -196,12 +254,18 @@ class FlatbufferWriter:
         self._used: set[str] = set()  # tensor names in the whole model (tools such as the quantizer key on them)
         self._debug: list[list[str]] = []  # per subgraph: the named locations of output-less ops
         self._metadata_buffers: set[int] = set()  # buffers of metadata: inline in any layout
+        self._digests: dict[int, tuple[bytes, np.ndarray]] = {}
 
     def write(self, buffer_offsets: bool = False) -> bytes:
         """The file. ``buffer_offsets``: every constant after the flatbuffer, found by ``Buffer.offset`` / ``size``
         (schema.fbs: from the start of the file, valid above 1), each 16-byte aligned, then 16 zero bytes (XNNPACK
         reads past a buffer's end), as the official converter lays such a file out (flatbuffer_export.cc); the
-        metadata stays inline, with ``buffer_location`` = "outside flatbuffers" as it writes."""
+        metadata stays inline, with ``buffer_location`` = "outside flatbuffers" as it writes.
+
+        Layout first, then one copy of the constants: the builder reserves each inline buffer's space without
+        writing it, the file is allocated once at its final size, and each constant is copied into it and its
+        value rebound to a view of the file (``_fill``), so the module's arrays are freed one by one as the file
+        fills: the constants are held about once, not twice (the builder, then the file)."""
         for name in self.order:
             self.model.subgraphs.append(self._subgraph(self.module.functions[name]))
         self._signatures()
@@ -210,69 +274,81 @@ class FlatbufferWriter:
         if buffer_offsets:
             self._add_metadata(BUFFER_LOCATION, b"outside flatbuffers")
             for index, buf in enumerate(self.model.buffers):
-                if index not in self._metadata_buffers and buf.data is not None and len(buf.data):
+                if index not in self._metadata_buffers and buf.nbytes:
                     buf.outside = True
                     outside.append(index)
-        # sized for the weights up front: a builder that grows by doubling holds two copies while it grows
-        weights = sum(len(b.data) for b in self.model.buffers if b.data is not None and not b.outside)
-        builder = flatbuffers.Builder(weights + (1 << 20))
+        inline = sum(b.nbytes + BUFFER_ALIGNMENT for b in self.model.buffers if not b.outside)
+        builder = _reserved_builder(inline + _GRAPH_ALLOWANCE)
         builder.Finish(self.model.Pack(builder), file_identifier=b"TFL3")
-        head = builder.Head()
+        self._digests.clear()  # (it holds the arrays: they go as the file fills)
+        head, end = builder.Head(), len(builder.Bytes)
+        flat = end - head
+        places = {i: flat - b.from_end for i, b in enumerate(self.model.buffers) if b.from_end is not None}
+        if outside and flat > MAX_FLATBUFFER_BYTES:
+            raise ConversionError(f"the model's graph alone takes {flat / 2**30:.2f} GiB: a flatbuffer holds "
+                                  "under 2 GiB even with its constants outside it")
+        at = flat
+        for index in outside:
+            at += -at % BUFFER_ALIGNMENT
+            places[index] = at
+            at += self.model.buffers[index].nbytes
+        size = at + (BUFFER_ALIGNMENT + (-at % BUFFER_ALIGNMENT) if outside else 0)  # read past the last one
+        data, out = _new_file(size)
+        start = 0  # the flatbuffer's own bytes, between the reserved spaces (never read: they stay unresident)
+        for place, n in sorted((places[i], self.model.buffers[i].nbytes) for i in places if places[i] < flat):
+            out[start:place] = np.frombuffer(builder.Bytes, np.uint8, place - start, head + start)
+            start = place + n
+        out[start:flat] = np.frombuffer(builder.Bytes, np.uint8, flat - start, head + start)
+        del builder  # (its anonymous memory unmapped)
         if outside:
-            return self._with_buffers_after(bytearray(memoryview(builder.Bytes)[head:]), outside)
-        data = bytes(memoryview(builder.Bytes)[head:])  # one copy (Output() makes two)
-        for buf in self.model.buffers:  # the constants now view the file, and the builder is freed
-            for v, from_end in buf.placed:
-                v.const = _view(data, len(data) - from_end, v.const)
+            self._patch_offsets(out, outside, places)
+        self._fill(data, out, places)
         return data
 
-    def _with_buffers_after(self, flat: bytearray, outside: list[int]) -> bytes:
-        """``flat`` (the flatbuffer, its outside buffers' offset / size placeholders 1 / 1) followed by those
-        buffers' bytes, the placeholders patched to where they are: one copy of the weights, the file's."""
-        if len(flat) > MAX_FLATBUFFER_BYTES:
-            raise ConversionError(f"the model's graph alone takes {len(flat) / 2**30:.2f} GiB: a flatbuffer holds "
-                                  "under 2 GiB even with its constants outside it")
-        chunks: list = [flat]
-        at, places = len(flat), {}
+    def _patch_offsets(self, out: np.ndarray, outside: list[int], places: dict[int, int]) -> None:
+        """The outside buffers' ``offset`` / ``size`` placeholders (1 / 1) set to where they are."""
+        model = schema.Model.GetRootAs(out, 0)
         for index in outside:
-            pad = -at % BUFFER_ALIGNMENT
-            chunks += [bytes(pad), self.model.buffers[index].data]
-            places[index] = at + pad
-            at += pad + len(self.model.buffers[index].data)
-        chunks.append(bytes(BUFFER_ALIGNMENT + (-at % BUFFER_ALIGNMENT)))  # read past the last one, then aligned
-        model = schema.Model.GetRootAs(flat, 0)
-        for index, place in places.items():
             table = model.Buffers(index)._tab
-            for slot, value in ((_BUFFER_OFFSET_SLOT, place), (_BUFFER_SIZE_SLOT, len(self.model.buffers[index].data))):
+            for slot, value in ((_BUFFER_OFFSET_SLOT, places[index]),
+                                (_BUFFER_SIZE_SLOT, self.model.buffers[index].nbytes)):
                 field = table.Offset(slot)
                 if not field:
                     raise ConversionError(f"buffer {index}: its offset placeholder is missing from the flatbuffer")
-                struct.pack_into("<Q", flat, table.Pos + field, value)
-        data = b"".join(chunks)
-        for index, place in places.items():  # the constants now view the file
+                struct.pack_into("<Q", out, table.Pos + field, value)
+
+    def _fill(self, data: bytes, out: np.ndarray, places: dict[int, int]) -> None:
+        """Each buffer's bytes into the file at its place; its constants then view the file, and the buffer lets
+        go of its array (freed here where nothing else holds it)."""
+        for index, place in places.items():
             buf = self.model.buffers[index]
+            _put(out, place, buf.data)
             for v in buf.owners:
                 v.const = _view(data, place, v.const)
-            buf.data = None
-        return data
+            large = buf.nbytes >= _TRIM_ABOVE
+            buf.data, buf.owners = None, []
+            if large:
+                return_freed_memory()
 
     # -- pieces ------------------------------------------------------------------
+    def _digest(self, arr: np.ndarray) -> bytes:
+        """``_digest``, once per array (the tensor and its buffer both key on it; a weight's bytes are read once)."""
+        key = id(arr)
+        if key not in self._digests:
+            self._digests[key] = (_digest(arr), arr)  # (held: its id stays its own while the writer runs)
+        return self._digests[key][0]
+
     def _buffer(self, arr: np.ndarray, owner: Value | None = None) -> int:
         """The buffer holding ``arr``'s bytes (equal constants share one). ``owner``: the constant value
         whose array this is, rebound to a view of the file once written (see :class:`_AlignedBuffer`)."""
-        raw = np.ascontiguousarray(arr)
-        strings = raw.dtype.kind in ("S", "O", "U")
-        if strings:
-            raw = _string_tensor_bytes(arr)
-        elif raw.dtype.name == "int4":
-            raw = pack_int4(raw)
-        data = _bytes_of(raw)
-        key = hashlib.blake2b(data, digest_size=16).digest() + str(arr.dtype).encode()
+        strings = arr.dtype.kind in ("S", "O", "U")
+        raw = _string_tensor_bytes(arr) if strings else pack_int4(arr) if arr.dtype.name == "int4" else arr
+        key = self._digest(raw) + str(arr.dtype).encode()
         if key not in self._buffer_index:
-            self.model.buffers.append(_AlignedBuffer(data))
+            self.model.buffers.append(_AlignedBuffer(raw))
             self._buffer_index[key] = len(self.model.buffers) - 1
         index = self._buffer_index[key]
-        if owner is not None and not strings and raw is arr:
+        if owner is not None and raw is arr:
             self.model.buffers[index].owners.append(owner)
         return index
 
@@ -315,7 +391,7 @@ class FlatbufferWriter:
                 return index[v.uid]
             key = None
             if v.is_const and not v.meta.get("is_variable") and v.const.dtype.kind not in "SOU":
-                key = (v.const.dtype.str, v.const.shape, _digest(v.const), v.quant)
+                key = (v.const.dtype.str, v.const.shape, self._digest(v.const), v.quant)
                 if key in shared:
                     index[v.uid] = shared[key]
                     return index[v.uid]
