@@ -43,6 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.ir import Function, Module, Op, Quantization, Value
+from fuselite.ir.arrays import row_ranges
 from fuselite.ops.catalog import FLOAT_WEIGHTS_BELOW, HYBRID_KERNELS, HybridKernel  # noqa: F401
 from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, record
 from fuselite.quantize.select import add_record as _add
@@ -56,16 +57,30 @@ def symmetric_int8(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, Quantiz
     A scale is max|w| / 127 over what it covers (1.0 where that is all zeros, so that
     every scale is positive); values are rounded to nearest with the stored float32 scale.
     """
-    w = np.asarray(w, np.float64)
-    if axis is None:
-        peak = np.array([np.abs(w).max() if w.size else 0.0])
-        bshape = (1,) * w.ndim
-    else:
-        others = tuple(d for d in range(w.ndim) if d != axis)
-        peak = np.abs(w).max(axis=others) if w.size else np.zeros(w.shape[axis])
-        bshape = tuple(-1 if d == axis else 1 for d in range(w.ndim))
+    w = np.asarray(w)
+    if w.ndim == 0:
+        q, quant = symmetric_int8(w.reshape(1), axis)
+        return q.reshape(()), quant
+    per_channel = axis is not None
+    others = tuple(d for d in range(w.ndim) if d != axis) if per_channel else None
+    peak = np.zeros(w.shape[axis] if per_channel else 1)
+    for start, stop in row_ranges(w, 8):  # a slice of rows at a time: no whole float64 copy of a large weight
+        if start == stop or w.size == 0:
+            continue
+        part = np.abs(np.asarray(w[start:stop], np.float64))
+        if not per_channel:
+            peak = np.maximum(peak, part.max())
+        elif axis == 0:
+            peak[start:stop] = part.max(axis=others)
+        else:
+            peak = np.maximum(peak, part.max(axis=others))
+    bshape = tuple(-1 if d == axis else 1 for d in range(w.ndim)) if per_channel else (1,) * w.ndim
     scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-    q = np.clip(np.rint(w / scale.astype(np.float64).reshape(bshape)), -127, 127).astype(np.int8)
+    steps = scale.astype(np.float64).reshape(bshape)
+    q = np.empty(w.shape, np.int8)
+    for start, stop in row_ranges(w, 8):
+        rows = steps[start:stop] if per_channel and axis == 0 else steps
+        q[start:stop] = np.clip(np.rint(np.asarray(w[start:stop], np.float64) / rows), -127, 127)
     return q, Quantization(tuple(float(s) for s in scale), (0,) * len(scale), 0 if axis is None else axis)
 
 

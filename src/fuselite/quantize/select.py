@@ -19,9 +19,8 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
-
 from fuselite.ir import Op
+from fuselite.ir.arrays import digest
 from fuselite.ir.core import op_name
 from fuselite.quantize.options import QuantizationOptionError
 
@@ -118,5 +117,4 @@ class WeightBytes:
 
 def content_key(array) -> tuple:
     """A key equal for arrays of the same dtype, shape and bytes."""
-    data = array.tobytes()
-    return array.dtype.str, array.shape, hashlib.blake2b(data, digest_size=16).digest()
+    return array.dtype.str, array.shape, digest(array)

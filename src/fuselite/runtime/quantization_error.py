@@ -67,8 +67,10 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
     the max abs error over the range (max - min) of the reference's values.
     """
     from fuselite.runtime.interpreters import interpreter
+    from fuselite.runtime.signatures import kernel_set, packs_too_much
 
     keep = {"experimental_preserve_all_tensors": True} if tensors else {}
+    keep.update(kernel_set(packs_too_much(reference)))  # (a large model: no second copy of its weights)
     with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
         warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors", category=UserWarning)
         # not allocated here: each signature runner resizes a dynamic dimension to the sample's, then allocates

@@ -30,6 +30,17 @@ def check_input_shapes(details: dict, inputs: dict, key: str | None = None) -> N
                              f"the conversion report, and batch_size=N converts for another)")
 
 
+# files from this size run on the builtin kernels alone in fuselite's own checks and error measurements: XNNPACK
+# packs its own copy of the float weights when it prepares (as much memory again as the file: measured on Dense
+# stacks), which would be the conversion's peak
+XNNPACK_BELOW = 64 << 20
+
+
+def packs_too_much(model: bytes) -> bool:
+    """Whether fuselite's own runs of ``model`` leave XNNPACK out (``XNNPACK_BELOW``)."""
+    return len(model) >= XNNPACK_BELOW
+
+
 def kernel_set(builtin: bool) -> dict:
     """Interpreter options for LiteRT's builtin kernels alone (``builtin``) or with XNNPACK (the default)."""
     if not builtin:

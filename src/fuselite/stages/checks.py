@@ -11,12 +11,10 @@ from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.quantize.select import op_name
 from fuselite.runtime.kernel_errors import MissingKernelError
 from fuselite.runtime.prepare_check import litert_problem
+from fuselite.runtime.signatures import packs_too_much
 
 DYNAMIC_SIZE = 3  # the size the check before writing gives a dynamic input dimension, beside the written one
 DYNAMIC_SIZES = (32, 96, 224)  # sizes tried for dynamic dimensions besides the batch where 1 does not run
-# files from this size are checked on the builtin kernels alone: XNNPACK packs its own copy of the float weights
-# when it prepares (as much again as the file: measured on Dense stacks), which would be the conversion's peak
-XNNPACK_CHECK_BELOW = 64 << 20
 
 
 def check_on_litert(module, ctx) -> None:
@@ -33,7 +31,7 @@ def check_on_litert(module, ctx) -> None:
         return
     problem, shapes, dynamic = None, _sample_shapes(ctx), None
     written = shapes is None
-    if len(ctx.output) >= XNNPACK_CHECK_BELOW:
+    if packs_too_much(ctx.output):
         ctx.report.warn(f"checked on LiteRT's builtin kernels alone ({len(ctx.output) / 2**20:.0f} MiB: XNNPACK "
                         "packs its own copy of the weights when it prepares, as much memory again); `fuselite "
                         "verify` runs the file with XNNPACK")
@@ -73,8 +71,8 @@ def check_on_litert(module, ctx) -> None:
 
 def _problem(model: bytes, shapes) -> tuple:
     """(LiteRT's problem with ``model`` at ``shapes`` or None, whether on the builtin kernels): with XNNPACK
-    first (below XNNPACK_CHECK_BELOW), then on the builtin kernels alone."""
-    for builtin in (False, True) if len(model) < XNNPACK_CHECK_BELOW else (True,):
+    first (not for a large file: ``packs_too_much``), then on the builtin kernels alone."""
+    for builtin in (True,) if packs_too_much(model) else (False, True):
         problem = litert_problem(model, builtin=builtin, shapes=shapes)
         if problem is not None:
             return problem, builtin

@@ -20,24 +20,25 @@ def count_ops(module) -> dict[str, int]:
     return dict(sorted(c.items()))
 
 
+COLLECT_ABOVE = 4 << 20  # bytes of constants above which a write collects garbage first
+
+
 def ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=None,
                        buffer_offsets: bool | None = None) -> bytes:
+    """The module written (its ops ordered first). The ops the passes replaced reference their values and back
+    (cycles): their constants (the weights before lowering or quantization replaced them) are freed only by the
+    cycle collector, and the writer frees each constant as it copies it into the file only where nothing else
+    holds it. For a large model they are collected first (a full collection costs ~0.1 s)."""
     for fn in module.functions.values():
         fn.topo_sort()
-    return write_flatbuffer(module, tensor_names, provenance, buffer_offsets)
-
-
-COLLECT_ABOVE = 4 << 20  # bytes of constants above which export collects garbage first
-
-
-def export_flatbuffer(module, ctx) -> None:
-    # The ops the passes replaced reference their values and back (cycles): their constants (a copy of
-    # the weights before lowering transposed them) are freed only by the cycle collector. For a large model,
-    # free them now, before the writer needs room for the file (a full collection costs ~0.1 s).
     if sum(v.const.nbytes for fn in module.functions.values() for op in fn.ops for v in op.inputs
            if v is not None and v.is_const) > COLLECT_ABOVE:
         gc.collect()
         return_freed_memory()
+    return write_flatbuffer(module, tensor_names, provenance, buffer_offsets)
+
+
+def export_flatbuffer(module, ctx) -> None:
     ctx.tensor_names = {}
     if ctx.buffer_offsets and ctx.on_micro:
         raise ConversionError(f"target={ctx.target!r}: TFLite Micro's loader reads constants inside the flatbuffer "

@@ -25,6 +25,7 @@ from fuselite.quantize.select import op_name
 from fuselite.runtime.calibrate import collect_ranges
 from fuselite.runtime.micro import MicroUnavailable
 from fuselite.runtime.quantization_error import micro_quantization_error, quantization_error
+from fuselite.runtime.signatures import packs_too_much
 from fuselite.stages.export import ordered_flatbuffer
 
 
@@ -283,6 +284,8 @@ def measure_quantization_error(module, ctx) -> None:
         raise ConversionError(f"LiteRT cannot run the quantized model on the calibration samples: "
                               f"{str(e).splitlines()[0] if str(e) else e}") from None
     ctx.report.quantization.update(samples=samples, outputs=outputs)
+    if packs_too_much(ctx.float_output):
+        ctx.report.quantization["kernels"] = "builtin"  # (XNNPACK would pack a copy of the float weights)
     for i, uid in ctx.quantized_outputs.items():
         error = per_tensor.get(ctx.float_names.get(uid))
         if error is not None:

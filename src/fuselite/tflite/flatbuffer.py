@@ -8,7 +8,6 @@ signature order; signature defs carry the user's input/output names.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import mmap
 import re
 import struct
@@ -20,6 +19,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 from fuselite.errors import ConversionError
 from fuselite.ir import Module, Quantization, Value
+from fuselite.ir.arrays import digest
 from fuselite.tflite.debug_metadata import METADATA_NAME as DEBUG_METADATA
 from fuselite.tflite.debug_metadata import debug_metadata
 from fuselite.tflite.flexbuffer import encode_tf_attrs
@@ -195,21 +195,6 @@ def return_freed_memory() -> None:
         pass
 
 
-_HASH_CHUNK = 16 << 20  # a non-contiguous constant is hashed this many bytes at a time
-
-
-def _digest(arr: np.ndarray) -> bytes:
-    """A constant's bytes (row-major), hashed: a key for equal constants that holds no copy of the weights (a
-    non-contiguous one is copied a few rows at a time)."""
-    h = hashlib.blake2b(digest_size=16)
-    if arr.flags.c_contiguous or arr.ndim == 0:
-        h.update(_bytes_of(np.ascontiguousarray(arr)))
-        return h.digest()
-    rows = max(1, _HASH_CHUNK // max(1, arr[0].nbytes))
-    for i in range(0, arr.shape[0], rows):
-        h.update(_bytes_of(np.ascontiguousarray(arr[i : i + rows])))
-    return h.digest()
-
 
 def pack_int4(values: np.ndarray) -> np.ndarray:
     """int4 values two per byte, the even index in the low nibble, row-major, ceil(n / 2) bytes (LiteRT's
@@ -332,10 +317,10 @@ class FlatbufferWriter:
 
     # -- pieces ------------------------------------------------------------------
     def _digest(self, arr: np.ndarray) -> bytes:
-        """``_digest``, once per array (the tensor and its buffer both key on it; a weight's bytes are read once)."""
+        """``digest``, once per array (the tensor and its buffer both key on it; a weight's bytes are read once)."""
         key = id(arr)
         if key not in self._digests:
-            self._digests[key] = (_digest(arr), arr)  # (held: its id stays its own while the writer runs)
+            self._digests[key] = (digest(arr), arr)  # (held: its id stays its own while the writer runs)
         return self._digests[key][0]
 
     def _buffer(self, arr: np.ndarray, owner: Value | None = None) -> int:
