@@ -82,3 +82,29 @@ def test_the_weights_are_held_once_after():
     assert len(data) > 0.99 * weights  # (the zero biases are one buffer)
     # after: the file, which the converter's module now views (2.02·N before: the module kept its own copy)
     assert held < 1.2 * weights, f"held {held / weights:.2f}·N"
+
+
+def test_progress_tells_how_much_of_a_large_file_is_written(monkeypatch, tmp_path):
+    """From PROGRESS_FROM bytes the writer tells the progress line what it has written (every PROGRESS_EVERY
+    seconds: 0 here, so after each constant), then convert_to says it writes the file."""
+    from fuselite import converter
+    from fuselite.tflite import flatbuffer
+
+    monkeypatch.setattr(flatbuffer, "PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(flatbuffer, "PROGRESS_FROM", 1 << 20)
+    monkeypatch.setattr(converter, "PROGRESS_FROM", 1 << 20)
+    inputs = keras.Input((512,))
+    model = keras.Model(inputs, keras.layers.Dense(512)(keras.layers.Dense(512)(inputs)))  # 2 MiB of weights
+    seen = []
+    conv = fuselite.Converter.from_keras_model(model)
+    conv.progress = seen.append
+    conv.convert_to(tmp_path / "m.tflite")
+    written = [s for s in seen if s.startswith("export: ")]
+    assert written and written[-1].endswith(" MiB written") and seen[seen.index(written[0]) - 1] == "export", seen
+    assert seen[-1].startswith(f"writing {tmp_path / 'm.tflite'} ("), seen
+    seen.clear()
+    small = keras.Model(inputs, keras.layers.Dense(4)(inputs))
+    conv = fuselite.Converter.from_keras_model(small)
+    conv.progress = seen.append
+    conv.convert_to(tmp_path / "s.tflite")
+    assert not [s for s in seen if s.startswith(("export: ", "writing "))], seen

@@ -29,6 +29,7 @@ from fuselite.requirements import require_tensorflow
 from fuselite.rnn.forms.policy import DEFAULT_THREADS
 from fuselite.targets import target_named
 from fuselite.targets.base import refuse_other_targets_options
+from fuselite.tflite.flatbuffer import PROGRESS_FROM
 from fuselite.tflite.micro import micro_sources
 from fuselite.tflite.provenance import Provenance
 
@@ -45,7 +46,8 @@ class Converter:
     ``inference_input_type`` / ``inference_output_type``; see ``fuselite.quantize.options``);
     ``keep_float = [op kind, node name or name scope, ...]`` keeps those ops in float
     (``fuselite.quantize.select``). ``progress`` (a callable, default ``None``) is given
-    each pass's name as it starts (the command line shows it on a terminal).
+    each pass's name as it starts, and for a large file how much of it is written (the command line shows it
+    on a terminal).
     Setting an attribute the converter does not have raises :class:`UnknownOptionError`
     listing those it has: an option is never ignored silently.
     """
@@ -278,6 +280,8 @@ class Converter:
             self._output_name = "model"
         if check is not None:
             check(self)
+        if self.progress is not None and len(data) >= PROGRESS_FROM:
+            self.progress(f"writing {os.fspath(path)} ({len(data) / 2**20:,.0f} MiB)")
         write_atomic(path, data)
         self._write_micro_sources(data, os.path.splitext(os.path.basename(os.fspath(path)))[0])
         return data

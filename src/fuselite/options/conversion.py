@@ -217,8 +217,8 @@ for _option in (
            "pipeline' lists the passes)", _print_after, "--print-after", {"action": "append", "metavar": "PASS"},
            eager=True),
     Option("print_stream", None, "where print_after prints (default stderr)"),
-    Option("progress", None, "a callable given each pass's name as it starts (the command line shows it on a "
-           "terminal)"),
+    Option("progress", None, "a callable given each pass's name as it starts, and for a large file how much of "
+           "it is written (the command line shows it on a terminal)"),
     Option("optimizations", list, "as tf.lite.TFLiteConverter's: [tf.lite.Optimize.DEFAULT] quantizes"),
     Option("target_spec", _target_spec, "as tf.lite.TFLiteConverter's: supported_types, supported_ops"),
     Option("representative_dataset", None, "int8 / 16x8: the calibration samples, as tf.lite.TFLiteConverter "

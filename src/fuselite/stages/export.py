@@ -24,7 +24,7 @@ COLLECT_ABOVE = 4 << 20  # bytes of constants above which a write collects garba
 
 
 def ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=None,
-                       buffer_offsets: bool | None = None) -> bytes:
+                       buffer_offsets: bool | None = None, progress=None) -> bytes:
     """The module written (its ops ordered first). The ops the passes replaced reference their values and back
     (cycles): their constants (the weights before lowering or quantization replaced them) are freed only by the
     cycle collector, and the writer frees each constant as it copies it into the file only where nothing else
@@ -35,7 +35,7 @@ def ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=None
            if v is not None and v.is_const) > COLLECT_ABOVE:
         gc.collect()
         return_freed_memory()
-    return write_flatbuffer(module, tensor_names, provenance, buffer_offsets)
+    return write_flatbuffer(module, tensor_names, provenance, buffer_offsets, progress)
 
 
 def export_flatbuffer(module, ctx) -> None:
@@ -43,7 +43,8 @@ def export_flatbuffer(module, ctx) -> None:
     if ctx.buffer_offsets and ctx.on_micro:
         raise ConversionError(f"target={ctx.target!r}: TFLite Micro's loader reads constants inside the flatbuffer "
                               "only (no Buffer.offset): buffer_offsets=True is for LiteRT")
-    ctx.output = ordered_flatbuffer(module, ctx.tensor_names, ctx.provenance, ctx.buffer_offsets)
+    ctx.output = ordered_flatbuffer(module, ctx.tensor_names, ctx.provenance, ctx.buffer_offsets,
+                                    getattr(ctx, "progress", None))
     offsets = buffer_offsets_of(ctx.output)
     if ctx.on_micro and offsets:
         raise ConversionError(f"target={ctx.target!r}: the constants take {constant_bytes(module) / 2**30:.2f} GiB, "

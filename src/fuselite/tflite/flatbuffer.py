@@ -12,6 +12,8 @@ import mmap
 import re
 import struct
 import sys
+import time
+from collections.abc import Callable
 
 import flatbuffers
 import numpy as np
@@ -181,6 +183,8 @@ def _reserved_builder(size: int) -> flatbuffers.Builder:
     return builder
 
 
+PROGRESS_FROM = 64 << 20  # a file this large tells the progress line how much of it is written
+PROGRESS_EVERY = 0.5  # seconds between those lines
 _TRIM_ABOVE = 1 << 20  # a constant this large, freed as the file fills, is given back to the system at once
 
 
@@ -241,7 +245,7 @@ class FlatbufferWriter:
         self._metadata_buffers: set[int] = set()  # buffers of metadata: inline in any layout
         self._digests: dict[int, tuple[bytes, np.ndarray]] = {}
 
-    def write(self, buffer_offsets: bool = False) -> bytes:
+    def write(self, buffer_offsets: bool = False, progress: Callable[[str], None] | None = None) -> bytes:
         """The file. ``buffer_offsets``: every constant after the flatbuffer, found by ``Buffer.offset`` / ``size``
         (schema.fbs: from the start of the file, valid above 1), each 16-byte aligned, then 16 zero bytes (XNNPACK
         reads past a buffer's end), as the official converter lays such a file out (flatbuffer_export.cc); the
@@ -250,7 +254,8 @@ class FlatbufferWriter:
         Layout first, then one copy of the constants: the builder reserves each inline buffer's space without
         writing it, the file is allocated once at its final size, and each constant is copied into it and its
         value rebound to a view of the file (``_fill``), so the module's arrays are freed one by one as the file
-        fills: the constants are held about once, not twice (the builder, then the file)."""
+        fills: the constants are held about once, not twice (the builder, then the file). ``progress``: told how
+        much of a large file (from PROGRESS_FROM bytes) is written, as it is."""
         for name in self.order:
             self.model.subgraphs.append(self._subgraph(self.module.functions[name]))
         self._signatures()
@@ -287,7 +292,7 @@ class FlatbufferWriter:
         del builder  # (its anonymous memory unmapped)
         if outside:
             self._patch_offsets(out, outside, places)
-        self._fill(data, out, places)
+        self._fill(data, out, places, progress if size >= PROGRESS_FROM else None)
         return data
 
     def _patch_offsets(self, out: np.ndarray, outside: list[int], places: dict[int, int]) -> None:
@@ -302,14 +307,20 @@ class FlatbufferWriter:
                     raise ConversionError(f"buffer {index}: its offset placeholder is missing from the flatbuffer")
                 struct.pack_into("<Q", out, table.Pos + field, value)
 
-    def _fill(self, data: bytes, out: np.ndarray, places: dict[int, int]) -> None:
+    def _fill(self, data: bytes, out: np.ndarray, places: dict[int, int],
+              progress: Callable[[str], None] | None = None) -> None:
         """Each buffer's bytes into the file at its place; its constants then view the file, and the buffer lets
         go of its array (freed here where nothing else holds it)."""
+        done, shown = 0, time.perf_counter()
         for index, place in places.items():
             buf = self.model.buffers[index]
             _put(out, place, buf.data)
             for v in buf.owners:
                 v.const = _view(data, place, v.const)
+            done += buf.nbytes
+            if progress is not None and time.perf_counter() - shown > PROGRESS_EVERY:
+                progress(f"export: {done / 2**20:,.0f} of {len(data) / 2**20:,.0f} MiB written")
+                shown = time.perf_counter()
             large = buf.nbytes >= _TRIM_ABOVE
             buf.data, buf.owners = None, []
             if large:
@@ -600,18 +611,19 @@ def needs_buffer_offsets(module: Module, buffer_offsets: bool | None) -> bool:
 
 
 def write_flatbuffer(module: Module, tensor_names: dict[int, str] | None = None,
-                     provenance: Provenance | None = None, buffer_offsets: bool | None = None) -> bytes:
+                     provenance: Provenance | None = None, buffer_offsets: bool | None = None,
+                     progress: Callable[[str], None] | None = None) -> bytes:
     """Serialise a fully lowered module to ``.tflite`` bytes.
 
     ``tensor_names``, when given, is filled with the name each value was written under
     (``value.uid`` -> tensor name), so a tool can find a value's tensor in the file.
     ``provenance``: what made it (the description and ``CONVERSION_METADATA``).
     ``buffer_offsets``: the constants after the flatbuffer (``Buffer.offset`` / ``size``): True, False, or None
-    (where they pass 2 GiB).
+    (where they pass 2 GiB). ``progress``: a progress line's callable, told how much of a large file is written.
     """
     offsets = needs_buffer_offsets(module, buffer_offsets)
     writer = FlatbufferWriter(module, provenance)
-    data = writer.write(offsets)
+    data = writer.write(offsets, progress)
     if tensor_names is not None:
         tensor_names.update(writer.tensor_names)
     return data
