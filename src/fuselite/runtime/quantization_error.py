@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
@@ -55,14 +56,17 @@ def _error(ref: np.ndarray, got: np.ndarray) -> dict:
 
 
 def quantization_error(reference: bytes, model: bytes, samples: list[dict] | None = None, seed: int = 0,
-                       tensors: dict[str, str] | None = None) -> tuple[int, list[dict], dict[str, dict]]:
+                       tensors: dict[str, str] | None = None, release: Callable[[], None] | None = None
+                       ) -> tuple[int, list[dict], dict[str, dict]]:
     """Max abs error of ``model``'s outputs against ``reference``'s, per output of the first signature.
 
     ``samples``: input dicts by name; by default :data:`N_SAMPLES` drawn like the inputs.
     ``tensors`` maps tensor names of ``reference`` to the names of the same values in
     ``model`` (op outputs both graphs share): their error is measured too, from the
     intermediate tensors LiteRT keeps with ``experimental_preserve_all_tensors``.
-    Returns ``(number of samples, [{"name", "max_abs_error", "relative_error"}, ...],
+    ``release``: called once the reference has run on every sample, for the caller to let go of ``reference``
+    (then freed before ``model`` runs: LiteRT keeps a float16 model's weights dequantized, as large as the
+    reference's). Returns ``(number of samples, [{"name", "max_abs_error", "relative_error"}, ...],
     {reference tensor name: {"max_abs_error", "relative_error"}})``; a relative error is
     the max abs error over the range (max - min) of the reference's values.
     """
@@ -82,14 +86,19 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
     pairs = _tensor_pairs(ref_interp, q_interp, tensors or {})
     refs: dict[str, list] = {}
     got: dict[str, list] = {}
-    q_in, q_out = q_run.get_input_details(), q_run.get_output_details()
-    for inputs in samples:
+    for inputs in samples:  # the reference on every sample first, then it is let go
         for name, value in ref_run(**inputs).items():
             refs.setdefault(name, []).append(np.asarray(value, np.float64))
+        for name, (i, _) in pairs.items():
+            refs.setdefault(("tensor", name), []).append(np.asarray(ref_interp.get_tensor(i), np.float64))
+    del ref_run, ref_interp, reference
+    if release is not None:
+        release()
+    q_in, q_out = q_run.get_input_details(), q_run.get_output_details()
+    for inputs in samples:
         for name, value in q_run(**{k: to_input(q_in[k], v) for k, v in inputs.items()}).items():
             got.setdefault(name, []).append(real_output(q_out[name], value))
-        for name, (i, q) in pairs.items():
-            refs.setdefault(("tensor", name), []).append(np.asarray(ref_interp.get_tensor(i), np.float64))
+        for name, (_, q) in pairs.items():
             got.setdefault(("tensor", name), []).append(real_output(q, q_interp.get_tensor(q["index"])))
     outputs = [{"name": name, **_error(_flat(refs[name]), _flat(got[name]))}
                for name in refs if not isinstance(name, tuple)]

@@ -5,6 +5,7 @@ Each pass body is ``(module, ctx)``; ``fuselite/pipeline.py`` declares where it 
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from dataclasses import replace
 
@@ -277,14 +278,20 @@ def measure_quantization_error(module, ctx) -> None:
         return
     twins = {ctx.float_names[uid]: ctx.tensor_names[uid] for uid in ctx.quantized_outputs.values()
              if uid in ctx.float_names and uid in ctx.tensor_names}
+    large = packs_too_much(ctx.float_output)
+
+    def release() -> None:  # the last use of the float reference: freed before the quantized model runs
+        ctx.float_output = None
+        gc.collect()
+
     try:
         samples, outputs, per_tensor = quantization_error(ctx.float_output, ctx.output, ctx.error_samples or None,
-                                                          tensors=twins)
+                                                          tensors=twins, release=release)
     except RuntimeError as e:  # LiteRT refused the quantized model on the calibration samples
         raise ConversionError(f"LiteRT cannot run the quantized model on the calibration samples: "
                               f"{str(e).splitlines()[0] if str(e) else e}") from None
     ctx.report.quantization.update(samples=samples, outputs=outputs)
-    if packs_too_much(ctx.float_output):
+    if large:
         ctx.report.quantization["kernels"] = "builtin"  # (XNNPACK would pack a copy of the float weights)
     for i, uid in ctx.quantized_outputs.items():
         error = per_tensor.get(ctx.float_names.get(uid))
