@@ -31,6 +31,7 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
+from tensorflow.compiler.tf2xla.python import xla
 
 import fuselite
 from fuselite.lower import LOWERINGS
@@ -385,6 +386,14 @@ CASES = [
     C("split_v_minus1", lambda x: tf.split(x, [2, -1], axis=0), F(5, 3)),
     C("slice", lambda x: tf.slice(x, [0, 1, 1], [2, 2, -1]), F(2, 3, 4)),
     C("slice_int", lambda x: tf.slice(x, [1, 0], [1, 2]), I(2, 3)),
+    # XLA's DynamicUpdateSlice (keras-hub's KV cache): start indices at run time, clamped so the update fits
+    C("xla_dynamic_update_slice", lambda x, u, i: xla.dynamic_update_slice(x, u, i),
+      F(2, 6, 3), F(2, 2, 3), V(np.array([0, 3, 0], np.int32), 3), expect=("DYNAMIC_UPDATE_SLICE",)),
+    C("xla_dynamic_update_slice_clamped", lambda x, u, i: xla.dynamic_update_slice(x, u, i),
+      V(np.arange(24, dtype=np.float32).reshape(1, 6, 4), 1, None, 4), F(1, 3, 4),
+      V(np.array([0, 7, -2], np.int64), 3)),
+    C("xla_dynamic_update_slice_int", lambda x, u: xla.dynamic_update_slice(x, u, tf.constant([1, 0])),
+      I(4, 3), I(2, 3)),
     C("strided_slice_begin_end_mask", lambda x: x[1:, ::2], F(3, 5, 2)),
     C("strided_slice_shrink", lambda x: x[:, 1], F(3, 5, 2)),
     C("strided_slice_shrink_last", lambda x: x[-1], F(3, 5, 2)),

@@ -50,6 +50,14 @@ def lower_slice(ctx):
     return [ctx.emit("SLICE", [ctx.input(0), ctx.int32_input(1), ctx.int32_input(2)])]
 
 
+@lowering("XlaDynamicUpdateSlice")
+def lower_xla_dynamic_update_slice(ctx):
+    """XLA's DynamicUpdateSlice (keras-hub's cached attention writes its keys and values into the cache with it):
+    LiteRT's DYNAMIC_UPDATE_SLICE follows XLA's semantics, each start index clamped to [0, dim - update dim]
+    (dynamic_update_slice.cc: ``ClampStartIndices``); its start indices as int32 (int64 needs version 2)."""
+    return [ctx.emit("DYNAMIC_UPDATE_SLICE", [ctx.input(0), ctx.input(1), ctx.int32_input(2)])]
+
+
 @lowering("StridedSlice")
 def lower_strided_slice(ctx):
     opts = {k: int(ctx.attr(k, 0)) for k in
