@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import gc
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 
@@ -55,24 +55,25 @@ def _error(ref: np.ndarray, got: np.ndarray) -> dict:
     return {"max_abs_error": err, "relative_error": err / span if span > 0 else err}
 
 
-def quantization_error(reference: bytes, model: bytes, samples: list[dict] | None = None, seed: int = 0,
-                       tensors: dict[str, str] | None = None, release: Callable[[], None] | None = None
-                       ) -> tuple[int, list[dict], dict[str, dict]]:
+def quantization_error(reference: bytes | list[bytes], model: bytes, samples: list[dict] | None = None,
+                       seed: int = 0, tensors: dict[str, str] | None = None) -> tuple[int, list[dict], dict[str, dict]]:
     """Max abs error of ``model``'s outputs against ``reference``'s, per output of the first signature.
 
     ``samples``: input dicts by name; by default :data:`N_SAMPLES` drawn like the inputs.
     ``tensors`` maps tensor names of ``reference`` to the names of the same values in
     ``model`` (op outputs both graphs share): their error is measured too, from the
     intermediate tensors LiteRT keeps with ``experimental_preserve_all_tensors``.
-    ``release``: called once the reference has run on every sample, for the caller to let go of ``reference``
-    (then freed before ``model`` runs: LiteRT keeps a float16 model's weights dequantized, as large as the
-    reference's). Returns ``(number of samples, [{"name", "max_abs_error", "relative_error"}, ...],
+    ``reference`` in a one-element list is taken from it (the list emptied): it then runs on every sample first
+    and is freed before ``model`` runs (LiteRT keeps a float16 model's weights dequantized, as large as the
+    reference's; an argument itself stays held by the caller's frame until the call returns). Returns ``(number of samples, [{"name", "max_abs_error", "relative_error"}, ...],
     {reference tensor name: {"max_abs_error", "relative_error"}})``; a relative error is
     the max abs error over the range (max - min) of the reference's values.
     """
     from fuselite.runtime.interpreters import interpreter
     from fuselite.runtime.signatures import kernel_set, packs_too_much
 
+    if isinstance(reference, list):
+        reference = reference.pop()
     keep = {"experimental_preserve_all_tensors": True} if tensors else {}
     keep.update(kernel_set(packs_too_much(reference)))  # (a large model: no second copy of its weights)
     with warnings.catch_warnings():  # LiteRT warns that keeping every tensor is for debugging: it is, here
@@ -92,8 +93,7 @@ def quantization_error(reference: bytes, model: bytes, samples: list[dict] | Non
         for name, (i, _) in pairs.items():
             refs.setdefault(("tensor", name), []).append(np.asarray(ref_interp.get_tensor(i), np.float64))
     del ref_run, ref_interp, reference
-    if release is not None:
-        release()
+    gc.collect()
     q_in, q_out = q_run.get_input_details(), q_run.get_output_details()
     for inputs in samples:
         for name, value in q_run(**{k: to_input(q_in[k], v) for k, v in inputs.items()}).items():

@@ -5,7 +5,6 @@ Each pass body is ``(module, ctx)``; ``fuselite/pipeline.py`` declares where it 
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
 from dataclasses import replace
 
@@ -279,14 +278,10 @@ def measure_quantization_error(module, ctx) -> None:
     twins = {ctx.float_names[uid]: ctx.tensor_names[uid] for uid in ctx.quantized_outputs.values()
              if uid in ctx.float_names and uid in ctx.tensor_names}
     large = packs_too_much(ctx.float_output)
-
-    def release() -> None:  # the last use of the float reference: freed before the quantized model runs
-        ctx.float_output = None
-        gc.collect()
-
+    reference, ctx.float_output = [ctx.float_output], None  # its last use: freed once it has run (see there)
     try:
-        samples, outputs, per_tensor = quantization_error(ctx.float_output, ctx.output, ctx.error_samples or None,
-                                                          tensors=twins, release=release)
+        samples, outputs, per_tensor = quantization_error(reference, ctx.output, ctx.error_samples or None,
+                                                          tensors=twins)
     except RuntimeError as e:  # LiteRT refused the quantized model on the calibration samples
         raise ConversionError(f"LiteRT cannot run the quantized model on the calibration samples: "
                               f"{str(e).splitlines()[0] if str(e) else e}") from None
