@@ -199,7 +199,6 @@ def return_freed_memory() -> None:
         pass
 
 
-
 def pack_int4(values: np.ndarray) -> np.ndarray:
     """int4 values two per byte, the even index in the low nibble, row-major, ceil(n / 2) bytes (LiteRT's
     ``UnpackPackedIntToInt8`` reverses it; ``BytesRequired``: ``(bytes + 1) / 2``)."""
@@ -208,10 +207,6 @@ def pack_int4(values: np.ndarray) -> np.ndarray:
         flat = np.concatenate([flat, np.zeros(1, np.int8)])
     nibbles = flat.view(np.uint8) & 0x0F
     return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
-
-
-def _bytes_of(raw: np.ndarray) -> memoryview:
-    return memoryview(raw.view(np.uint8).reshape(-1) if raw.size else np.zeros(0, np.uint8))
 
 
 def _view(buffer, offset: int, like: np.ndarray) -> np.ndarray:
