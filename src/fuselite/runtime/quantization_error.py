@@ -65,7 +65,8 @@ def quantization_error(reference: bytes | list[bytes], model: bytes, samples: li
     intermediate tensors LiteRT keeps with ``experimental_preserve_all_tensors``.
     ``reference`` in a one-element list is taken from it (the list emptied): it then runs on every sample first
     and is freed before ``model`` runs (LiteRT keeps a float16 model's weights dequantized, as large as the
-    reference's; an argument itself stays held by the caller's frame until the call returns). Returns ``(number of samples, [{"name", "max_abs_error", "relative_error"}, ...],
+    reference's; an argument itself stays held by the caller's frame until the call returns).
+    Returns ``(number of samples, [{"name", "max_abs_error", "relative_error"}, ...],
     {reference tensor name: {"max_abs_error", "relative_error"}})``; a relative error is
     the max abs error over the range (max - min) of the reference's values.
     """
