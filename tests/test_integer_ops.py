@@ -810,5 +810,6 @@ def test_int8_concatenation_of_uneven_parts_before_a_norm_runs_int16():
         modes.setdefault(r["kind"], set()).add(r["mode"])
     assert modes["CONCATENATION"] == modes["RSQRT"] == modes["MEAN"] == {"int16x8"}, modes
     assert modes["FULLY_CONNECTED"] == {"int8"}, modes
+    assert any("runs int16 with the norm that reads it" in w for w in conv.report.warnings), conv.report.warnings
     for builtin in (True, False):
         assert _error(data, model, held_out, builtin) <= 0.02

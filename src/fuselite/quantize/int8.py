@@ -48,6 +48,7 @@ from fuselite.quantize.int8_forms import (
     saturated_ranges,
     shared_ranges,
     uneven_rows,
+    uneven_share,
     wide_values,
 )
 from fuselite.quantize.int8_kernels import (
@@ -167,6 +168,7 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
 
     for fname in dict.fromkeys(module.signatures.values()):
         fn = module.functions[fname]
+        uneven = {id(op): share for op in fn.ops if (share := uneven_share(op, ranges)) is not None}
         uneven_rows(fn, ranges, narrow)
         integer_forms(fn, keep, ranges, wide, narrow)
         uneven_rows(fn, ranges, narrow)
@@ -253,6 +255,13 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                                                   FLOAT_ISLAND if island else JOINS_FLOAT, beside_float=True))
                 continue
             if why is None:
+                if id(op) in uneven and not given(op):  # (its parts' ranges are the group's by now)
+                    q.notes.append(f"CONCATENATION '{op_name(op)}': a part peaks at {uneven[id(op)]:.2g} of the "
+                                   "whole, whose "
+                                   "one scale its kernel gives every input; " + (
+                                       "it runs int16 with the norm that reads it, row-scaled" if wide(op) else
+                                       "that part keeps few of the int8 steps (no norm reads it in a form that can "
+                                       "run int16 here)"))
                 if id(op) in starved and not wide(op):
                     q.notes.append(f"{op.kind} '{op_name(op)}': its calibrated outputs span "
                                    f"{fixed_scale_steps(op, ranges):.1f} steps of its int8 kernel's fixed scale; it "

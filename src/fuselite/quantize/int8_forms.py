@@ -229,6 +229,19 @@ ROW_WISE = frozenset({"ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "RSQRT",
                       "MAXIMUM", "MINIMUM"})
 
 
+def uneven_share(op: Op, ranges: dict[int, tuple[float, float]]) -> float | None:
+    """For a CONCATENATION whose smallest part peaks under 1 / UNEVEN of the whole, that part's peak over the
+    whole's (None otherwise): the share of the one scale its kernel gives every input."""
+    if op.kind != "CONCATENATION" or not op.outputs or op.outputs[0].uid not in ranges:
+        return None
+    parts = [v for v in op.inputs if is_activation(v) and v.uid in ranges]
+    whole = max(abs(ranges[op.outputs[0].uid][0]), abs(ranges[op.outputs[0].uid][1]))
+    if len(parts) < 2 or whole <= 0:
+        return None
+    share = min(max(abs(ranges[v.uid][0]), abs(ranges[v.uid][1])) for v in parts) / whole
+    return share if share * UNEVEN < 1 else None
+
+
 def _norm_region(fn: Function, x: Value) -> list[Op]:
     """The ops computing from ``x`` alone (and constants) with row-wise kinds: a norm of ``x`` and its scale
     and shift, up to the ops that read something else (the residual's ADD, the projections)."""
@@ -251,14 +264,9 @@ def uneven_rows(fn: Function, ranges: dict[int, tuple[float, float]], narrow: Ca
     int8 again. Not where the RSQRT or REDUCE_MAX are ``narrow`` (TFLite Micro: int8 only). Run again after
     ``integer_forms`` to mark the ops its rewrite added."""
     for op in list(fn.ops):
-        if op.kind != "CONCATENATION" or not op.outputs or op.outputs[0].uid not in ranges:
+        if uneven_share(op, ranges) is None:
             continue
         x = op.outputs[0]
-        parts = [v for v in op.inputs if is_activation(v) and v.uid in ranges]
-        whole = max(abs(ranges[x.uid][0]), abs(ranges[x.uid][1]))
-        if len(parts) < 2 or whole <= 0 or \
-                min(max(abs(ranges[v.uid][0]), abs(ranges[v.uid][1])) for v in parts) * UNEVEN >= whole:
-            continue
         region = _norm_region(fn, x)
         if not any(r.kind == "RSQRT" for r in region) or any(narrow(r) for r in region if r.kind in
                                                               ("RSQRT", "REDUCE_MAX")):

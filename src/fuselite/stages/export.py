@@ -31,8 +31,7 @@ def ordered_flatbuffer(module, tensor_names: dict | None = None, provenance=None
     holds it. For a large model they are collected first (a full collection costs ~0.1 s)."""
     for fn in module.functions.values():
         fn.topo_sort()
-    if sum(v.const.nbytes for fn in module.functions.values() for op in fn.ops for v in op.inputs
-           if v is not None and v.is_const) > COLLECT_ABOVE:
+    if constant_bytes(module) > COLLECT_ABOVE:
         gc.collect()
         return_freed_memory()
     return write_flatbuffer(module, tensor_names, provenance, buffer_offsets, progress)
