@@ -146,11 +146,31 @@ class Converter:
     @classmethod
     def from_concrete_functions(cls, funcs, trackable_obj=None, batch_size: int | None = None,
                                 **options) -> Converter:
-        """``tf.function(...).get_concrete_function(...)`` results (one signature each)."""
+        """``tf.function(...).get_concrete_function(...)`` results (one signature each), in a list, or in a dict
+        {signature key: concrete function} that names the signatures (``{"prefill_32": ..., "decode": ...}``)."""
         require_tensorflow()
         entries = frontend.concrete_function_entries(funcs)
         return cls(lambda ctx: entries, f"{len(entries)} concrete function(s)", trackable_obj, batch_size,
                    **options)
+
+    @classmethod
+    def from_causal_lm(cls, lm, prefill_lengths=(32,), cache_length: int = 512, prefill_logits: bool = False,
+                       **options) -> Converter:
+        """A keras-hub ``CausalLM`` (GPT-2, Gemma, Gemma 3, Llama, ... built from a preset or a configuration) as
+        LiteRT-LM runs it: a signature ``prefill_<L>`` for each of ``prefill_lengths`` and ``decode``, their inputs
+        ``tokens``, ``input_pos`` and the per-layer caches ``kv_cache_k_N`` / ``kv_cache_v_N`` of ``cache_length``
+        positions, given back updated under the same names, and decode's ``logits``; the weights are constants
+        the signatures share (``fuselite.frontend.causal_lm``; docs/generative.md). ``prefill_logits``: the
+        prefills give their logits too (LiteRT-LM's executor takes none from a prefill: leave it off for a
+        bundle)."""
+        require_tensorflow()
+        from fuselite.frontend.causal_lm import causal_lm_entries
+
+        entries = causal_lm_entries(lm, prefill_lengths, cache_length, prefill_logits)
+        conv = cls(lambda ctx: entries, f"{type(lm).__name__} '{lm.name}' (prefill and decode)", lm, None,
+                   **options)
+        conv._model_type = "KERAS_MODEL"
+        return conv
 
     # -- conversion ----------------------------------------------------------------
     def convert(self) -> bytes:

@@ -22,6 +22,7 @@ from fuselite.passes.micro_forms import (
     tile_as_broadcast_to,
 )
 from fuselite.passes.optimize import optimize
+from fuselite.passes.pack_slices import slices_of_packs
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.reset_witness import add_reset_witnesses
 from fuselite.stages.checks import check_on_litert
@@ -84,6 +85,8 @@ PIPELINE = [
     SETTLE,
     Pass("rewrite-tf-patterns", lambda m, ctx: rewrite_tf_patterns(m),
          "activations spelled as several TF ops (GELU, hard-swish) become one op"),
+    Pass("slices-of-packs", lambda m, ctx: slices_of_packs(m),
+         "a slice that takes one operand of a tf.stack back reads that operand (a stacked KV cache, no copy)"),
     Pass("lower-tensor-lists", lower_tensor_list_ops, "TensorLists of RNN loops become dense tensors"),
     DCE,
     Pass("materialize-variables", materialize_mutable_variables,

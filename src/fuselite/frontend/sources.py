@@ -448,6 +448,12 @@ def concrete_function_entries(funcs) -> list:
                          "tf.lite.TFLiteConverter does: pass [f.get_concrete_function(...)]")
     if not hasattr(funcs, "__iter__"):
         raise InputError(f"from_concrete_functions takes a list of concrete functions, got {type(funcs).__name__}")
+    keys = None
+    if isinstance(funcs, dict):
+        keys = [str(k) for k in funcs]
+        if any(not k for k in keys):
+            raise InputError("from_concrete_functions: a signature key is empty")
+        funcs = list(funcs.values())
     funcs = list(funcs)
     if not funcs:
         raise InputError("no concrete functions given")
@@ -458,7 +464,7 @@ def concrete_function_entries(funcs) -> list:
                 f"argument {i} is a {type(cf).__name__}, not a ConcreteFunction "
                 "(call .get_concrete_function(...) on your tf.function)"
             )
-        key = "serving_default" if len(funcs) == 1 else getattr(cf, "name", f"fn_{i}")
+        key = keys[i] if keys else "serving_default" if len(funcs) == 1 else getattr(cf, "name", f"fn_{i}")
         if isinstance(key, bytes):
             key = key.decode()
         captured = {id(t) for t in cf.graph.internal_captures}

@@ -269,6 +269,32 @@ def merge_transposes(ctx: RewriteCtx, m: Match) -> None:
     m.outer.inputs = [m.x, ctx.const(p1[p2].astype(np.int32), f"{m.outer.name}/perm")]
 
 
+def _swaps_last_two(ctx: RewriteCtx, m: Match) -> bool:
+    """``m.t`` transposes only its last two dimensions, of a tensor computed at run time."""
+    perm = [int(d) for d in m.perm.const.reshape(-1)]
+    n = len(perm)
+    return n >= 2 and perm == list(range(n - 2)) + [n - 1, n - 2] and not m.t.inputs[0].is_const
+
+
+@rule("merge_transposes", TFL.BATCH_MATMUL(Var("a"), TFL.TRANSPOSE(Var("b"), Const("perm"), name="t",
+                                                                   where=_unpinned), name="mm", where=_unpinned),
+      condition=_swaps_last_two)
+def transpose_into_adj_y(ctx: RewriteCtx, m: Match) -> None:
+    """BATCH_MATMUL(a, TRANSPOSE(b) of its last two dims) -> BATCH_MATMUL(a, b, adj_y flipped): no copy of ``b``
+    (a KV cache's values laid out [heads, size, length], read as [heads, length, size])."""
+    m.mm.inputs[1] = m.b
+    m.mm.attrs["adj_y"] = not m.mm.attrs.get("adj_y", False)
+
+
+@rule("merge_transposes", TFL.BATCH_MATMUL(TFL.TRANSPOSE(Var("a"), Const("perm"), name="t", where=_unpinned),
+                                           Var("b"), name="mm", where=_unpinned),
+      condition=_swaps_last_two)
+def transpose_into_adj_x(ctx: RewriteCtx, m: Match) -> None:
+    """BATCH_MATMUL(TRANSPOSE(a) of its last two dims, b) -> BATCH_MATMUL(a, b, adj_x flipped)."""
+    m.mm.inputs[0] = m.a
+    m.mm.attrs["adj_x"] = not m.mm.attrs.get("adj_x", False)
+
+
 def _cse_key(op):
     if is_pinned(op) or op.kind in ("WHILE", "IF", "CUSTOM") or op.outputs and any(
             o.meta.get("is_variable") for o in op.outputs):
@@ -319,10 +345,19 @@ def drop_noop_reshape(ctx: RewriteCtx, m: Match) -> None:
     ctx.replace(m.op, m.x)
 
 
+def _may_go(ctx: RewriteCtx, m: Match) -> bool:
+    """``m.op`` may be dropped for its operand ``m.x``: it is no output, or its operand, an op's result that is no
+    output itself, can take its place as one (a KV cache given back as its DYNAMIC_UPDATE_SLICE's result)."""
+    return _not_output(ctx, m) or (m.x.producer is not None and not ctx.fn.is_output(m.x)
+                                   and isinstance(ctx.keep, set))
+
+
 @rule("drop_noops", TFL.TRANSPOSE(Var("x"), Const("perm"), name="op", where=_unpinned),
-      condition=lambda ctx, m: _not_output(ctx, m) and list(m.perm.const) == list(range(m.perm.const.size)))
+      condition=lambda ctx, m: _may_go(ctx, m) and list(m.perm.const) == list(range(m.perm.const.size)))
 def drop_identity_transpose(ctx: RewriteCtx, m: Match) -> None:
-    """TRANSPOSE by the identity permutation goes."""
+    """TRANSPOSE by the identity permutation goes (an output's: its operand is the output)."""
+    if ctx.is_output(m.op.outputs[0]):
+        ctx.keep.add(m.x.uid)
     ctx.replace(m.op, m.x)
 
 
@@ -389,12 +424,13 @@ def optimize_function(fn: Function) -> None:
     """Rounds of folding, DCE and the first pass or rule set that changes something, until none does."""
     from fuselite.passes.dce import dce_function
     from fuselite.passes.fold_tfl import fold_tfl_function
+    from fuselite.passes.update_layout import updates_in_outer_layout
 
     outs = {v.uid for v in fn.outputs}
     for _ in range(1000):
         fold_tfl_function(fn)
         dce_function(fn)
-        if _static_reshapes(fn) or rewrite(fn, "merge_transposes", first_only=True) \
+        if _static_reshapes(fn) or updates_in_outer_layout(fn) or rewrite(fn, "merge_transposes", first_only=True) \
                 or rewrite(fn, "drop_noops", keep=outs):
             continue
         if _cse(fn) or merge_bidirectional_pairs(fn) or cancel_reverse_pairs(fn):
