@@ -9,22 +9,25 @@ from fuselite.fusion import Composite, FusionDeclined, FusionError, fusion, impl
 
 if TYPE_CHECKING:
     from fuselite.converter import Converter, write_atomic
+    from fuselite.generative import generate, write_litertlm
     from fuselite.keras_export import export
     from fuselite.report import Report
 
 __version__ = "0.1.0"
 __all__ = ["Composite", "ConversionError", "Converter", "FusionDeclined", "FusionError", "InputError",
-           "MutableVariableError", "Report", "UnsupportedOpsError", "export", "fusion", "implements", "write_atomic"]
+           "MutableVariableError", "Report", "UnsupportedOpsError", "export", "fusion", "generate", "implements",
+           "write_atomic", "write_litertlm"]
 
 # imported on first use, so that the command line's LiteRT-only verbs (inspect, bench) start without the
 # converter's modules (the converter never imports TensorFlow at import time either)
 _LAZY = {"Converter": "fuselite.converter", "write_atomic": "fuselite.converter", "Report": "fuselite.report",
-         "export": "fuselite.keras_export"}
+         "export": "fuselite.keras_export", "write_litertlm": "fuselite.generative", "generate": "fuselite.generative"}
 
 
 def __getattr__(name: str):
-    """``fuselite.Converter``, ``write_atomic``, ``Report`` and ``export`` (Keras' ``model.export(...,
-    format="litert")`` call, converted by fuselite), imported when first asked for."""
+    """``fuselite.Converter``, ``write_atomic``, ``Report``, ``export`` (Keras' ``model.export(...,
+    format="litert")`` call, converted by fuselite), ``write_litertlm`` and ``generate`` (LiteRT-LM bundles),
+    imported when first asked for."""
     if name not in _LAZY:
         raise AttributeError(f"module 'fuselite' has no attribute '{name}'")
     import importlib

@@ -1,4 +1,5 @@
-"""Command line: ``fuselite convert | inspect | verify | compare | bench | pipeline | demo`` (docs/cli.md).
+"""Command line: ``fuselite convert | convert-lm | generate | inspect | verify | compare | bench | pipeline | demo``
+(docs/cli.md).
 
 Exit codes: 0 success; 1 the conversion or check failed, or an input could not be read
 (one line on stderr: ``fuselite: error: ...``); 2 a usage error (an unknown option, a
@@ -302,6 +303,75 @@ def cmd_pipeline(args) -> int:
     return 0
 
 
+WEIGHTS = {"float32": None, "float16": "float16", "int8": "dynamic"}  # convert-lm --weights: --quantize's mode
+
+
+def cmd_convert_lm(args) -> int:
+    """A keras-hub CausalLM (.keras) as LiteRT-LM's prefill / decode model: a .tflite, or a .litertlm bundle with
+    its tokenizer."""
+    from fuselite.converter import Converter, write_atomic
+    from fuselite.errors import InputError
+    from fuselite.load import load_causal_lm
+
+    t0 = time.perf_counter()
+    bundle = args.output.endswith(".litertlm")
+    if not bundle and not args.output.endswith(".tflite"):
+        raise UsageError("-o is a .litertlm bundle (model, tokenizer, metadata) or a .tflite (the model alone)")
+    try:
+        lengths = [int(n) for n in args.prefill.split(",")]
+    except ValueError:
+        raise UsageError(f"--prefill is a comma-separated list of token counts, got {args.prefill!r}") from None
+    with _native_logs_hidden(args.verbose):
+        lm = load_causal_lm(args.src)
+        tokenizer = args.tokenizer or getattr(getattr(lm, "preprocessor", None), "tokenizer", None)
+        if bundle and tokenizer is None:
+            raise InputError(f"{args.src} has no preprocessor with a tokenizer: pass --tokenizer FILE (a "
+                             "SentencePiece model or a tokenizer.json)")
+        conv = Converter.from_causal_lm(lm, prefill_lengths=lengths, cache_length=args.cache_length)
+        args.quantize, args.calibration_data = WEIGHTS[args.weights], None
+        _apply_quantization(conv, args)
+        progress = _progress(args)
+        conv.progress = progress
+        try:
+            data = conv.convert()
+        finally:
+            if progress:
+                progress.done()
+        if bundle:
+            from fuselite.generative import write_litertlm
+
+            written = write_litertlm(data, args.output, tokenizer)
+        else:
+            write_atomic(args.output, data)
+            written = {"path": args.output, "bytes": len(data)}
+    if args.json:
+        import json
+
+        print(json.dumps({"report": conv.report.to_dict(), "written": written}, indent=2))
+    else:
+        _say(args, str(conv.report))
+        _say(args, f"wrote {args.output} ({written['bytes']:,} bytes) in {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def cmd_generate(args) -> int:
+    """Greedy text from a .litertlm bundle through LiteRT-LM's own runtime."""
+    from fuselite.generative import generate
+
+    with _native_logs_hidden(args.verbose):
+        text, stats = generate(args.bundle, args.prompt, args.max_new_tokens, args.threads)
+    if args.json:
+        import json
+
+        print(json.dumps({"text": text, **stats}, indent=2))
+        return 0
+    print(text)
+    _say(args, f"prefill {stats['prefill_tokens']} tokens at {stats['prefill_tokens_per_s']:,.0f} tokens/s, "
+               f"decode {stats['decode_tokens']} tokens at {stats['decode_tokens_per_s']:,.1f} tokens/s "
+               f"({args.threads} thread(s), LiteRT-LM's CPU backend)")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from fuselite.demo import main as demo_main
 
@@ -379,6 +449,30 @@ def main(argv=None) -> int:
     p = sub.add_parser("pipeline", parents=[common],
                        help="print the conversion pipeline: every pass in order, with what it does")
     p.set_defaults(func=cmd_pipeline)
+    lm = sub.add_parser("convert-lm", parents=[common], help="a keras-hub CausalLM (.keras) as LiteRT-LM's "
+                                                             "prefill / decode model or .litertlm bundle")
+    lm.add_argument("src", help=".keras file of a keras-hub CausalLM (model.save('lm.keras'))")
+    lm.add_argument("-o", "--output", required=True, help="a .litertlm bundle (model, tokenizer, metadata) or a "
+                                                         ".tflite (written only on success)")
+    lm.add_argument("--prefill", default="32", metavar="L[,L...]",
+                    help="prefill lengths, one signature prefill_<L> each (default 32)")
+    lm.add_argument("--cache-length", type=int, default=512, metavar="N",
+                    help="KV cache positions: the most tokens a session holds (default 512)")
+    lm.add_argument("--weights", choices=sorted(WEIGHTS), default="float32",
+                    help="float32, float16, or int8 (per-channel int8 weights, float activations: dynamic range)")
+    lm.add_argument("--tokenizer", metavar="FILE", help="the bundle's tokenizer: a SentencePiece model or a "
+                                                       "tokenizer.json (default: the model's preprocessor's)")
+    lm.add_argument("--json", action="store_true", help="print the report and what was written as JSON")
+    lm.set_defaults(func=cmd_convert_lm)
+    g = sub.add_parser("generate", parents=[common], help="greedy text from a .litertlm bundle (LiteRT-LM's own "
+                                                         "runtime, CPU)")
+    g.add_argument("bundle", help=".litertlm file (fuselite convert-lm)")
+    g.add_argument("prompt", help="the text to continue (no prompt template)")
+    g.add_argument("--max-new-tokens", type=int, default=64, metavar="N", help="at most N tokens (default 64)")
+    g.add_argument("--threads", type=flag_type(OPTIONS["threads"]), default=1, metavar="N",
+                   help="CPU threads (default 1)")
+    g.add_argument("--json", action="store_true", help="print the text and LiteRT-LM's timings as JSON")
+    g.set_defaults(func=cmd_generate)
     d = sub.add_parser("demo", parents=[common], help="convert a small Keras model built in-process and run it on "
                                                       "LiteRT")
     d.set_defaults(func=cmd_demo)

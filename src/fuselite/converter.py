@@ -73,6 +73,7 @@ class Converter:
             if value is not None:  # None: the option's default
                 setattr(self, option.name, option.checked(value) if option.eager else value)
         self._output_name = "model"  # the name Vela's kept files take (convert_to: the output file's)
+        self._generative = ()  # from_causal_lm: (layers, key-value heads, head size, cache length) for the report
         self._settings = ()  # the quantization settings of the conversion under way (_quantization_settings)
         self._options = {}  # the options of the conversion under way, checked (options.settled)
 
@@ -164,12 +165,13 @@ class Converter:
         prefills give their logits too (LiteRT-LM's executor takes none from a prefill: leave it off for a
         bundle)."""
         require_tensorflow()
-        from fuselite.frontend.causal_lm import causal_lm_entries
+        from fuselite.frontend.causal_lm import cache_layout, causal_lm_entries
 
         entries = causal_lm_entries(lm, prefill_lengths, cache_length, prefill_logits)
         conv = cls(lambda ctx: entries, f"{type(lm).__name__} '{lm.name}' (prefill and decode)", lm, None,
                    **options)
         conv._model_type = "KERAS_MODEL"
+        conv._generative = (*cache_layout(lm), cache_length)
         return conv
 
     # -- conversion ----------------------------------------------------------------
@@ -187,6 +189,14 @@ class Converter:
         return data
 
     def _convert(self) -> bytes:
+        data = self._convert_once()
+        if self._generative:  # from_causal_lm: the signatures, the KV cache and the weights' bytes
+            from fuselite.generative.summary import lm_summary
+
+            self.report.generative = lm_summary(data, *self._generative)
+        return data
+
+    def _convert_once(self) -> bytes:
         self.report = Report(source=self.source)
         target = target_named(self.target)
         self._options = settled(self)  # each option's own check (options.py), before anything is traced

@@ -49,6 +49,35 @@ def load_source(src: str, args):
 
 
 
+def load_causal_lm(src: str):
+    """A keras-hub CausalLM from a ``.keras`` file (keras-hub imported first: its classes are registered then); an
+    :class:`~fuselite.InputError` where the file is missing, unreadable or holds another kind of model."""
+    from fuselite.errors import InputError
+
+    if not src.endswith(".keras"):
+        raise InputError(f"convert-lm reads a .keras file of a keras-hub CausalLM, got '{src}'")
+    if not os.path.exists(src):
+        raise InputError(f"Keras model file not found: '{src}'")
+    check_keras_file(src)
+    from fuselite.requirements import require_tensorflow
+
+    require_tensorflow()
+    try:
+        import keras_hub  # noqa: F401  (registers keras-hub's classes with Keras)
+    except ImportError:
+        raise InputError("convert-lm needs keras-hub to load a CausalLM: pip install keras-hub") from None
+    import keras
+
+    try:
+        model = keras.models.load_model(src, compile=False)
+    except Exception as e:
+        raise keras_load_error(src, e) from None
+    if not hasattr(model, "call_with_cache") or not hasattr(model, "backbone"):
+        raise InputError(f"'{src}' holds a {type(model).__name__}, not a keras-hub CausalLM (a model with a backbone "
+                         "and call_with_cache): convert it with 'fuselite convert'")
+    return model
+
+
 def converter_options(args) -> dict:
     """The Converter options a CLI namespace gives, as ``from_*`` keywords (``options.from_flags``: each option's
     flag as ``fuselite/options.py`` declares it)."""

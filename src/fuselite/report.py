@@ -38,6 +38,9 @@ class Report:
     # target="ethos-u": Vela's compilation (fuselite.runtime.vela.compile_with_vela): {"accelerator", "ops",
     # "npu_ops", "cpu_ops": [{"op", "tensor", "reason"}], "cycles", "inference_ms", "sram_kib", "compiled", ...}
     ethos_u: dict = field(default_factory=dict)
+    # Converter.from_causal_lm (fuselite.generative.summary): {"signatures", "cache_length", "layers", "kv_heads",
+    # "head_dim", "cache_bytes_per_token", "cache_bytes", "weight_bytes"}
+    generative: dict = field(default_factory=dict)
     size_bytes: int = 0
     subgraphs: int = 0
 
@@ -115,6 +118,12 @@ class Report:
                 lines += _wrapped([f"{k} {n}" for k, n in _by_count(c["into"])], "      ")
         if self.recurrent and any(c.get("form") for c in self.composites):
             lines.append(f"  recurrent forms: {self.recurrent['reason']}; target {self.recurrent['target']}")
+        if self.generative:
+            g = self.generative
+            lines.append(f"  generative (LiteRT-LM): {', '.join(g['signatures'])}; KV cache {g['cache_length']} "
+                         f"positions x {g['layers']} layers x {g['kv_heads']} key-value head(s) x {g['head_dim']}: "
+                         f"{g['cache_bytes_per_token']:,} bytes per token, {g['cache_bytes']:,} in all; weights "
+                         f"{g['weight_bytes']:,} bytes")
         if self.calibration:
             lines.append(f"  calibration: {self.calibration['samples']} sample(s), "
                          f"{self.calibration['tensors']} tensor range(s)")

@@ -26,3 +26,14 @@ def require_tensorflow():
         raise InputError(f"fuselite needs TensorFlow ({SUPPORTED}), and it cannot be imported ({e}): install "
                          "tensorflow or tensorflow-cpu, or pip install 'fuselite[cpu]'") from None
     return tf
+
+
+def require_lm(module: str, purpose: str):
+    """A module of the ``lm`` extra (``litert_lm_builder``, ``litert_lm``, ``sentencepiece``); an
+    :class:`InputError` naming the install when it is missing. ``purpose`` says what needs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise InputError(f"{purpose} needs {module} ({e}): pip install 'fuselite[lm]'") from None

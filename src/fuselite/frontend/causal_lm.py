@@ -72,6 +72,7 @@ def causal_lm_entries(lm, prefill_lengths, cache_length: int, prefill_logits: bo
     """The entries ``prefill_<L>`` (one per length, ascending) and ``decode`` of a keras-hub CausalLM with a cache of
     ``cache_length`` positions. ``prefill_logits``: a prefill gives its logits too (LiteRT-LM's executor binds
     every output of a signature and gives prefill none: off for a bundle)."""
+    layers, heads, head_dim = cache_layout(lm)
     lengths = sorted({_length(n, "prefill length") for n in prefill_lengths})
     cache_length = _length(cache_length, "cache_length")
     if not lengths:
@@ -81,7 +82,6 @@ def causal_lm_entries(lm, prefill_lengths, cache_length: int, prefill_logits: bo
     limit = getattr(lm.backbone, "max_sequence_length", None)  # learned positions (GPT-2)
     if limit and cache_length > limit:
         raise InputError(f"cache_length {cache_length} is past the model's max_sequence_length ({limit})")
-    layers, heads, head_dim = cache_layout(lm)
     dtype = getattr(lm, "compute_dtype", "float32")
     entries = [_entry(lm, prefill_key(n), n, (layers, heads, head_dim), cache_length, dtype, prefill_logits)
                for n in lengths]
