@@ -134,26 +134,34 @@ def test_signatures_names_and_shared_weights(converted):
     assert "DYNAMIC_UPDATE_SLICE" in litert_op_names(data)
 
 
+def cache_copies(data: bytes, shape) -> list[tuple[str, str]]:
+    """(signature, op) of every op but a DYNAMIC_UPDATE_SLICE whose result has a cache's size (``shape`` in any
+    layout): a copy of a cache."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
+    m = schema.Model.GetRootAs(data, 0)
+    copies = []
+    for s in range(m.SubgraphsLength()):
+        g = m.Subgraphs(s)
+        sized = {i for i in range(g.TensorsLength()) if sorted(g.Tensors(i).ShapeAsNumpy()) == sorted(shape)}
+        for j in range(g.OperatorsLength()):
+            code = m.OperatorCodes(g.Operators(j).OpcodeIndex())
+            kind = names[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())]
+            if kind != "DYNAMIC_UPDATE_SLICE" and set(g.Operators(j).OutputsAsNumpy()) & sized:
+                copies.append((g.Name().decode(), kind))
+    return copies
+
+
 def test_no_copy_of_a_cache(converted, request):
     """No op but the cache's own DYNAMIC_UPDATE_SLICE writes a tensor of a cache's size (no TRANSPOSE, PACK or
     slice of one): each call reads the caches once and writes the new tokens' entries. Llama repeats its keys and
     values for grouped-query attention (ops.repeat in keras-hub's LlamaAttention), a copy per group."""
-    from ai_edge_litert import schema_py_generated as schema
-
     family, lm, data = converted
     if family == "llama":
         request.applymarker(pytest.mark.xfail(strict=True, reason="Llama's K / V repeat for grouped-query "
                                                                    "attention is still a copy (issue 47)"))
-    m = schema.Model.GetRootAs(data, 0)
-    for s in range(m.SubgraphsLength()):
-        g = m.Subgraphs(s)
-        cache_sized = {i for i in range(g.TensorsLength())  # a cache in any layout
-                       if sorted(g.Tensors(i).ShapeAsNumpy()) == sorted(cache_shape("kv_cache_k_0", CACHE, *KV[family]))}
-        codes = [m.OperatorCodes(g.Operators(j).OpcodeIndex()) for j in range(g.OperatorsLength())]
-        copies = [max(c.BuiltinCode(), c.DeprecatedBuiltinCode()) for j, c in enumerate(codes)
-                  if set(g.Operators(j).OutputsAsNumpy()) & cache_sized
-                  and max(c.BuiltinCode(), c.DeprecatedBuiltinCode()) != schema.BuiltinOperator.DYNAMIC_UPDATE_SLICE]
-        assert not copies, (family, g.Name(), copies)
+    assert not cache_copies(data, cache_shape("kv_cache_k_0", CACHE, *KV[family])), family
 
 
 @pytest.mark.parametrize("builtin", [False, True], ids=["xnnpack", "builtin"])
@@ -288,3 +296,82 @@ def test_cli_convert_lm_then_generate(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "not a keras-hub CausalLM" in proc.stderr, proc.stderr[-2000:]
     assert not (tmp_path / "p.litertlm").exists()
+
+
+def _attention_step(length: int, heads: int = 2, size: int = 3, cache: int = 16):
+    """A hand-written one-layer decoder step in LiteRT-LM's layout (keys [1, heads, cache, size], values [1, heads,
+    size, cache]), the cache written with XLA's dynamic_update_slice: the pattern a user's own tf.function
+    follows."""
+    import tensorflow as tf
+    from tensorflow.compiler.tf2xla.python import xla
+
+    rng = np.random.default_rng(3)
+    embed = tf.constant(rng.normal(size=(32, heads * size)).astype(np.float32))
+    wq, wk, wv = (tf.constant(rng.normal(size=(heads * size, heads * size)).astype(np.float32) / 3) for _ in "qkv")
+
+    @tf.function(input_signature=[tf.TensorSpec((1, length), tf.int32, name="tokens"),
+                                  tf.TensorSpec((length,), tf.int32, name="input_pos"),
+                                  tf.TensorSpec((1, heads, cache, size), tf.float32, name="kv_cache_k_0"),
+                                  tf.TensorSpec((1, heads, size, cache), tf.float32, name="kv_cache_v_0")])
+    def step(tokens, input_pos, k_cache, v_cache):
+        x = tf.gather(embed, tokens)  # [1, T, E]
+        split = lambda w: tf.transpose(tf.reshape(x @ w, (1, length, heads, size)), (0, 2, 1, 3))  # noqa: E731
+        q, k, v = split(wq), split(wk), split(wv)
+        zero = tf.constant(0, tf.int32)
+        k_cache = xla.dynamic_update_slice(k_cache, k, tf.stack([zero, zero, input_pos[0], zero]))
+        v_cache = xla.dynamic_update_slice(v_cache, tf.transpose(v, (0, 1, 3, 2)),
+                                           tf.stack([zero, zero, zero, input_pos[0]]))
+        scores = tf.matmul(q, k_cache, transpose_b=True) / size ** 0.5  # [1, H, T, cache]
+        allowed = tf.range(cache)[None, :] <= input_pos[:, None]
+        scores = tf.where(allowed[None, None], scores, -1e9)
+        out = tf.matmul(tf.nn.softmax(scores), tf.transpose(v_cache, (0, 1, 3, 2)))  # values read [H, cache, size]
+        logits = tf.reshape(tf.transpose(out, (0, 2, 1, 3)), (1, length, heads * size)) @ tf.transpose(embed)
+        return {"logits": logits, "kv_cache_k_0": k_cache, "kv_cache_v_0": v_cache}
+
+    return step
+
+
+def test_plain_tf_functions_in_litert_lm_layout():
+    """from_concrete_functions({"prefill_4": ..., "decode": ...}) names the signatures; the values' transpose is
+    BATCH_MATMUL's adj_y (no copy of the cache), the cache written in place; logits and caches match TF through a
+    prefill and three decode steps, on both kernel sets (within 1e-5 of their range)."""
+    prefill, decode = _attention_step(4), _attention_step(1)
+    conv = fuselite.Converter.from_concrete_functions({"prefill_4": prefill.get_concrete_function(),
+                                                       "decode": decode.get_concrete_function()})
+    data = conv.convert()
+    from ai_edge_litert.interpreter import Interpreter
+
+    assert sorted(Interpreter(model_content=data).get_signature_list()) == ["decode", "prefill_4"]
+    assert not cache_copies(data, (1, 2, 16, 3))
+    from fuselite.generative.bundle import decode_cache_length
+
+    assert decode_cache_length(data) == 16
+    for builtin in (False, True):
+        k, v = np.zeros((1, 2, 16, 3), np.float32), np.zeros((1, 2, 3, 16), np.float32)
+        steps = [(prefill, "prefill_4", np.array([[3, 7, 1, 9]], np.int32), np.arange(4, dtype=np.int32))]
+        steps += [(decode, "decode", np.array([[t]], np.int32), np.array([p], np.int32)) for p, t in
+                  ((4, 11), (5, 2), (6, 30))]
+        for fn, key, tokens, positions in steps:
+            want = {n: t.numpy() for n, t in fn(tokens, positions, k, v).items()}
+            got = run(data, {"tokens": tokens, "input_pos": positions, "kv_cache_k_0": k, "kv_cache_v_0": v}, key,
+                      builtin_kernels=builtin)
+            for name, value in want.items():
+                assert np.abs(got[name] - value).max() <= 1e-5 * max(np.ptp(value), 1e-6), (key, name, builtin)
+            k, v = want["kv_cache_k_0"], want["kv_cache_v_0"]
+
+
+def test_slices_of_a_stack_read_its_operands():
+    """tf.stack([a, b], axis=1)[:, 1, ...] (and [:, 0]) is its operand: no PACK and no STRIDED_SLICE left, the
+    numbers TF's."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec((2, 3, 4), tf.float32), tf.TensorSpec((2, 3, 4), tf.float32)])
+    def fn(a, b):
+        both = tf.stack([a, b], axis=1)
+        return {"y": both[:, 1, ...] * 2.0 + both[:, 0]}
+
+    data = fuselite.Converter.from_concrete_functions([fn.get_concrete_function()]).convert()
+    ops = litert_op_names(data)
+    assert "PACK" not in ops and "STRIDED_SLICE" not in ops, ops
+    a, b = np.random.default_rng(0).normal(size=(2, 2, 3, 4)).astype(np.float32)
+    assert np.allclose(run(data, {"a": a, "b": b})["y"], fn(a, b)["y"].numpy(), atol=1e-6)
