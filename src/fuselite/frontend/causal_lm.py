@@ -97,7 +97,7 @@ def _length(value, what: str) -> int:
 def _entry(lm, key: str, length: int, layout: tuple, cache_length: int, dtype, logits: bool):
     import tensorflow as tf
 
-    from fuselite.frontend.sources import _concrete, _locate_by_layer
+    from fuselite.frontend.sources import traced_in_layers
 
     layers, heads, head_dim = layout
     names = cache_names(layers)
@@ -119,11 +119,7 @@ def _entry(lm, key: str, length: int, layout: tuple, cache_length: int, dtype, l
             result[LOGITS] = out
         return result
 
-    from fuselite.frontend.sources import _layer_scopes
-
-    with _layer_scopes() as scopes:
-        cf = _concrete(tf.function(step), specs, signature=False)
-    _locate_by_layer(cf, lm, scopes)
+    cf = traced_in_layers(lm, tf.function(step), specs)
     for name in names:
         shape, want = tuple(cf.structured_outputs[name].shape), cache_shape(name, cache_length, heads, head_dim)
         if shape != want:

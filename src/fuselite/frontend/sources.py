@@ -83,6 +83,15 @@ def _traced_entry(model, fn, specs: list, names: list[str], notes: list | None, 
     return [("serving_default", cf, names, list(out_names))]
 
 
+def traced_in_layers(model, fn, specs: list, signature: bool = False):
+    """``fn`` traced on ``specs`` (what its Python code raises: a ConversionError naming the layer and line), each
+    op's location the Keras layer it is in where no line of the user's is (errors and the report name it)."""
+    with _layer_scopes() as scopes:
+        cf = _concrete(fn, specs, signature)
+    _locate_by_layer(cf, model, scopes)
+    return cf
+
+
 def _concrete(fn, specs: list, signature: bool):
     """``fn`` traced on ``specs``. What the model's Python code raises while traced is a ConversionError naming
     its layer and line (NeedsStaticLength where it needs a shape the specs leave unknown), an InputError where the
