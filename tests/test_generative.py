@@ -153,14 +153,11 @@ def cache_copies(data: bytes, shape) -> list[tuple[str, str]]:
     return copies
 
 
-def test_no_copy_of_a_cache(converted, request):
+def test_no_copy_of_a_cache(converted):
     """No op but the cache's own DYNAMIC_UPDATE_SLICE writes a tensor of a cache's size (no TRANSPOSE, PACK or
-    slice of one): each call reads the caches once and writes the new tokens' entries. Llama repeats its keys and
-    values for grouped-query attention (ops.repeat in keras-hub's LlamaAttention), a copy per group."""
+    slice of one, no TILE: Llama's repeat of its keys and values for grouped-query attention is a grouped
+    matmul, passes/grouped_attention.py): each call reads the caches once and writes the new tokens' entries."""
     family, lm, data = converted
-    if family == "llama":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="Llama's K / V repeat for grouped-query "
-                                                                   "attention is still a copy (issue 47)"))
     assert not cache_copies(data, cache_shape("kv_cache_k_0", CACHE, *KV[family])), family
 
 

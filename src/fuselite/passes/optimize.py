@@ -424,13 +424,15 @@ def optimize_function(fn: Function) -> None:
     """Rounds of folding, DCE and the first pass or rule set that changes something, until none does."""
     from fuselite.passes.dce import dce_function
     from fuselite.passes.fold_tfl import fold_tfl_function
+    from fuselite.passes.grouped_attention import grouped_matmuls
     from fuselite.passes.update_layout import updates_in_outer_layout
 
     outs = {v.uid for v in fn.outputs}
     for _ in range(1000):
         fold_tfl_function(fn)
         dce_function(fn)
-        if _static_reshapes(fn) or updates_in_outer_layout(fn) or rewrite(fn, "merge_transposes", first_only=True) \
+        if _static_reshapes(fn) or grouped_matmuls(fn) or updates_in_outer_layout(fn) \
+                or rewrite(fn, "merge_transposes", first_only=True) \
                 or rewrite(fn, "drop_noops", keep=outs):
             continue
         if _cse(fn) or merge_bidirectional_pairs(fn) or cancel_reverse_pairs(fn):
