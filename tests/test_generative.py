@@ -372,3 +372,30 @@ def test_slices_of_a_stack_read_its_operands():
     assert "PACK" not in ops and "STRIDED_SLICE" not in ops, ops
     a, b = np.random.default_rng(0).normal(size=(2, 2, 3, 4)).astype(np.float32)
     assert np.allclose(run(data, {"a": a, "b": b})["y"], fn(a, b)["y"].numpy(), atol=1e-6)
+
+
+def test_signatures_fold_a_shared_weight_once():
+    """Two signatures that transpose the same large weight (1 MiB and more) share one folded array
+    (passes/fold_tf.FoldMemo): a 1B-parameter decoder's prefill and decode do not hold a copy each."""
+    import tensorflow as tf
+
+    from fuselite.frontend import concrete_function_entries, import_concrete_functions
+    from fuselite.passes.fold_tf import fold_tf
+    from fuselite.passes.inline import inline_calls
+    from fuselite.passes.variables import freeze_variables
+
+    w = tf.Variable(np.random.default_rng(0).normal(size=(512, 1024)).astype(np.float32))
+
+    def fn(n):
+        @tf.function(input_signature=[tf.TensorSpec((n, 1024), tf.float32)])
+        def f(x):
+            return {"y": tf.matmul(x, tf.transpose(w))}
+        return f.get_concrete_function()
+
+    module = import_concrete_functions(concrete_function_entries({"prefill_4": fn(4), "decode": fn(1)}))
+    inline_calls(module)
+    freeze_variables(module)
+    fold_tf(module)
+    folded = [v.const for f in module.functions.values() for op in f.ops for v in op.inputs
+              if v is not None and v.const is not None and v.const.shape == (1024, 512)]
+    assert len(folded) == 2 and folded[0] is folded[1]

@@ -121,8 +121,69 @@ def evaluate_ops(ops: list) -> dict[int, np.ndarray]:
     return {u: np.asarray(r) for u, r in zip(fetch_uids, results)}
 
 
-def fold_function(fn: Function) -> int:
-    """Fold one function; returns how many ops were folded."""
+SHARED_FROM = 1 << 20  # bytes: a constant this large is keyed by identity in the memo, not by its bytes
+
+
+class FoldMemo:
+    """What folding computed, by op and operands: the functions of one program (a prefill and a decode signature
+    traced from one model) fold the same weights the same way, and share one result instead of holding a copy
+    each (a transposed weight of a 1B-parameter decoder is gigabytes). A large operand is keyed by its identity
+    (frozen variables are one array for every function) and held here so that its identity stays its own."""
+
+    def __init__(self):
+        self._results: dict = {}
+        self._held: list = []
+
+    def key(self, op, operands: list) -> tuple | None:
+        node = op.attrs.get("_node_def")
+        if node is None:
+            return None
+        attrs = tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in node.attr.items()
+                             if not k.startswith("_")))
+        return (node.op, attrs, tuple(operands))
+
+    def operand(self, value, produced: dict) -> tuple | None:
+        if value.uid in produced:
+            return produced[value.uid]
+        arr = value.const
+        if arr is None:
+            return None
+        if arr.nbytes >= SHARED_FROM:
+            self._held.append(arr)
+            return ("id", id(arr))
+        return ("bytes", arr.dtype.str, arr.shape, arr.tobytes())
+
+    def get(self, key):
+        return self._results.get(key)
+
+    def put(self, key, arrays: list) -> None:
+        if key is not None and any(a.nbytes >= SHARED_FROM for a in arrays):
+            self._results[key] = arrays
+
+
+def _recall(region: list, memo: FoldMemo) -> tuple[dict, dict]:
+    """The region's results the memo holds ({uid: array}) and each op's key ({id(op): key}), in program order
+    (an op's key names the keys of the region ops it reads)."""
+    produced: dict[int, tuple] = {}
+    known: dict[int, np.ndarray] = {}
+    keys: dict[int, tuple] = {}
+    for op in region:
+        operands = [memo.operand(v, produced) for v in op.inputs]
+        key = None if None in operands else memo.key(op, operands)
+        if key is None:
+            continue
+        keys[id(op)] = key
+        for o in op.outputs:
+            produced[o.uid] = ("out", key, o.index)
+        hit = memo.get(key)
+        if hit is not None:
+            known.update((o.uid, a) for o, a in zip(op.outputs, hit))
+    return known, keys
+
+
+def fold_function(fn: Function, memo: FoldMemo | None = None) -> int:
+    """Fold one function; returns how many ops were folded. ``memo``: results shared with the program's other
+    functions (:class:`FoldMemo`)."""
     folded_total = 0
     while True:
         _fold_shape_queries(fn)
@@ -133,8 +194,19 @@ def fold_function(fn: Function) -> int:
                 region_out.update(o.uid for o in op.outputs)
         if not region:
             return folded_total
+        known, keys = _recall(region, memo) if memo is not None else ({}, {})
         try:
-            values = evaluate_ops(region)
+            values = dict(known)
+            rest = [op for op in region if not all(o.uid in known for o in op.outputs)]
+            if rest:
+                bound = [v for op in rest for v in op.inputs if v.uid in known and not v.is_const]
+                for v in bound:  # results the memo gave, bound as constants just for the run
+                    v.const = known[v.uid]
+                try:
+                    values.update(evaluate_ops(rest))
+                finally:
+                    for v in bound:
+                        v.const = None
         except Exception:
             # fall back to op-by-op so that one odd op does not block the rest
             values = {}
@@ -157,6 +229,8 @@ def fold_function(fn: Function) -> int:
                 continue
             if any(values[o.uid].size > MAX_FOLDED_ELEMENTS for o in op.outputs):
                 continue
+            if memo is not None and id(op) in keys:
+                memo.put(keys[id(op)], [values[o.uid] for o in op.outputs])
             for o in op.outputs:
                 arr = values[o.uid]
                 if arr.dtype == object:
@@ -176,4 +250,5 @@ def fold_function(fn: Function) -> int:
 
 
 def fold_tf(module: Module) -> int:
-    return sum(fold_function(fn) for fn in module.functions.values())
+    memo = FoldMemo()
+    return sum(fold_function(fn, memo) for fn in module.functions.values())
