@@ -39,7 +39,7 @@ class Report:
     # "npu_ops", "cpu_ops": [{"op", "tensor", "reason"}], "cycles", "inference_ms", "sram_kib", "compiled", ...}
     ethos_u: dict = field(default_factory=dict)
     # Converter.from_causal_lm (fuselite.generative.summary): {"signatures", "cache_length", "layers", "kv_heads",
-    # "head_dim", "cache_bytes_per_token", "cache_bytes", "weight_bytes"}
+    # "head_dim", "cache_bytes_per_token", "cache_bytes", "weight_bytes", "weight_bytes_read_per_token"}
     generative: dict = field(default_factory=dict)
     size_bytes: int = 0
     subgraphs: int = 0
@@ -123,7 +123,7 @@ class Report:
             lines.append(f"  generative (LiteRT-LM): {', '.join(g['signatures'])}; KV cache {g['cache_length']} "
                          f"positions x {g['layers']} layers x {g['kv_heads']} key-value head(s) x {g['head_dim']}: "
                          f"{g['cache_bytes_per_token']:,} bytes per token, {g['cache_bytes']:,} in all; weights "
-                         f"{g['weight_bytes']:,} bytes")
+                         f"{g['weight_bytes']:,} bytes, {g['weight_bytes_read_per_token']:,} read per decoded token")
         if self.calibration:
             lines.append(f"  calibration: {self.calibration['samples']} sample(s), "
                          f"{self.calibration['tensors']} tensor range(s)")
