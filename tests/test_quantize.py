@@ -541,9 +541,15 @@ def test_int16x8_every_tensor_integer_on_litert_close_to_keras(built_models, fla
         assert _int8_error(data, model, held_out) <= INT8_RELATIVE_TOLERANCE
 
 
-def test_int8_error_budget_makes_the_fewest_layers_wider_and_reports_each_layers_share(built_models):
+def test_int8_error_budget_makes_the_fewest_layers_wider_and_reports_each_layers_share(built_models, monkeypatch):
     """Each layer's share is measured (quantized again with it 16x8); a budget below the all-int8 error makes
-    layers 16x8, largest share first, until it is met — every step measured, the model still integer."""
+    layers 16x8, largest share first, until it is met — every step measured, the model still integer. The shares'
+    time limit (the conversion's own time, at least MIN_SHARE_SECONDS) is raised here: on a loaded machine (the
+    other xdist worker running LiteRT-LM subprocesses) it cut the four measurements short; the limit itself is
+    tested in test_integer_ops."""
+    from fuselite.stages import quantization
+
+    monkeypatch.setattr(quantization, "MIN_SHARE_SECONDS", 120.0)
     model, _, _ = built_models("keras3", "cnn")
     calibration = [zoo.sample_inputs(model, seed=200 + i) for i in range(30)]
     conv, data = _int8(model, calibration, io=None)
