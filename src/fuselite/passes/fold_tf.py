@@ -250,5 +250,7 @@ def fold_function(fn: Function, memo: FoldMemo | None = None) -> int:
 
 
 def fold_tf(module: Module) -> int:
-    memo = FoldMemo()
+    """Fold every function; functions of one program share a :class:`FoldMemo` (a single function has nothing
+    to share: no keys computed for it)."""
+    memo = FoldMemo() if len(module.functions) > 1 else None
     return sum(fold_function(fn, memo) for fn in module.functions.values())
