@@ -88,8 +88,8 @@ def _apply_quantization(conv, args) -> None:
     if not args.quantize:
         return
     conv.optimizations = ["DEFAULT"]
-    if args.quantize == "float16":
-        conv.target_spec.supported_types = ["float16"]
+    if args.quantize in ("float16", "int4"):
+        conv.target_spec.supported_types = [args.quantize]
     elif args.quantize == "int8":
         conv.target_spec.supported_ops = ["TFLITE_BUILTINS_INT8"]
     elif args.quantize == "int16x8":
@@ -303,7 +303,7 @@ def cmd_pipeline(args) -> int:
     return 0
 
 
-WEIGHTS = {"float32": None, "float16": "float16", "int8": "dynamic"}  # convert-lm --weights: --quantize's mode
+WEIGHTS = {"float32": None, "float16": "float16", "int8": "dynamic", "int4": "int4"}  # convert-lm --weights: --quantize's mode
 
 
 def cmd_convert_lm(args) -> int:
@@ -327,7 +327,8 @@ def cmd_convert_lm(args) -> int:
         if bundle and tokenizer is None:
             raise InputError(f"{args.src} has no preprocessor with a tokenizer: pass --tokenizer FILE (a "
                              "SentencePiece model or a tokenizer.json)")
-        conv = Converter.from_causal_lm(lm, prefill_lengths=lengths, cache_length=args.cache_length)
+        conv = Converter.from_causal_lm(lm, prefill_lengths=lengths, cache_length=args.cache_length,
+                                        block_size=args.block_size)
         args.quantize, args.calibration_data = WEIGHTS[args.weights], None
         _apply_quantization(conv, args)
         progress = _progress(args)
@@ -399,10 +400,11 @@ def main(argv=None) -> int:
     c.add_argument("--json", action="store_true", help="print the conversion report as JSON")
     c.add_argument("--report", metavar="FILE", help="also write the conversion report to FILE: .json, .txt, or .html (one "
                         "self-contained page)")
-    c.add_argument("--quantize", choices=["float16", "dynamic", "int8", "int16x8"],
+    c.add_argument("--quantize", choices=["float16", "dynamic", "int4", "int8", "int16x8"],
                    help="quantize as tf.lite.TFLiteConverter's options would: float16 weights, dynamic (int8 "
-                        "weights, float activations), int8 (full integer, needs --calibration-data), int16x8 "
-                        "(int16 activations, int8 weights; needs --calibration-data)")
+                        "weights, float activations), int4 (blockwise int4 FULLY_CONNECTED weights, --block-size; float "
+                        "activations), int8 (full integer, needs --calibration-data), int16x8 (int16 activations, "
+                        "int8 weights; needs --calibration-data)")
     c.add_argument("--calibration-data", metavar="FILE.npz",
                    help="calibration samples for int8 / int16x8: one array per input, samples on the first axis")
     add_flags(c)  # every converter option's flag (fuselite/options.py declares them)
@@ -459,7 +461,9 @@ def main(argv=None) -> int:
     lm.add_argument("--cache-length", type=int, default=512, metavar="N",
                     help="KV cache positions: the most tokens a session holds (default 512)")
     lm.add_argument("--weights", choices=sorted(WEIGHTS), default="float32",
-                    help="float32, float16, or int8 (per-channel int8 weights, float activations: dynamic range)")
+                    help="float32, float16, int8 (per-channel int8 weights, float activations: dynamic range) or "
+                         "int4 (blockwise int4 FULLY_CONNECTED weights, int8 embeddings, float activations)")
+    lm.add_argument("--block-size", type=int, metavar="N", help=OPTIONS["block_size"].help)
     lm.add_argument("--tokenizer", metavar="FILE", help="the bundle's tokenizer: a SentencePiece model or a "
                                                        "tokenizer.json (default: the model's preprocessor's)")
     lm.add_argument("--json", action="store_true", help="print the report and what was written as JSON")

@@ -23,6 +23,7 @@ from fuselite.options import keywords as option_keywords
 from fuselite.passes.manager import run_pipeline
 from fuselite.pipeline import PIPELINE
 from fuselite.quantize import QuantizationOptionError, resolve_mode
+from fuselite.quantize.int4 import DEFAULT_BLOCK_SIZE
 from fuselite.quantize.options import integer_only, io_type
 from fuselite.report import Report
 from fuselite.requirements import require_tensorflow
@@ -208,6 +209,10 @@ class Converter:
         if keep_float and mode is None:
             raise QuantizationOptionError("keep_float names ops to keep float when quantizing, but no quantization "
                                           "is set (optimizations=[tf.lite.Optimize.DEFAULT])")
+        if self._options["block_size"] is not None and mode != "int4":
+            raise QuantizationOptionError(f"block_size is the block of int4 weights; this conversion is "
+                                          f"{mode or 'not quantized'} (int4: optimizations=[tf.lite.Optimize.DEFAULT], "
+                                          "target_spec.supported_types=['int4'])")
         if self.max_quantization_error is not None and mode not in ("int8", "int16x8"):
             raise QuantizationOptionError("max_quantization_error is for full-integer quantization (int8 or 16x8, "
                                           "with a representative_dataset)")
@@ -277,7 +282,8 @@ class Converter:
              rnn_form: str = "default") -> bytes:
         # the integer settings are kept for every mode: a quantization-aware-trained model (FakeQuant ops) that
         # asked for optimizations becomes full integer, which the pipeline decides once it has imported it
-        run = dict(self._options, batch_size=batch_size, rnn_form=rnn_form, keep_float=keep_float)
+        run = dict(self._options, batch_size=batch_size, rnn_form=rnn_form, keep_float=keep_float,
+                   block_size=self._options["block_size"] or DEFAULT_BLOCK_SIZE if mode == "int4" else None)
         if mode is None:
             run.update(representative_dataset=None, max_quantization_error=None, inference_input_type="float32",
                        inference_output_type="float32")
@@ -293,7 +299,8 @@ class Converter:
                                                              ("bidirectional", self.bidirectional),
                                                              ("rnn_form", None if self.rnn_form == "default" else self.rnn_form),
                                                              ("threads", None if self.threads == DEFAULT_THREADS else self.threads),
-                                                             ("batch_size", batch_size)) if v is not None),
+                                                             ("batch_size", batch_size),
+                                                             ("block_size", run["block_size"])) if v is not None),
                                     mode))
         module = Module()
         run_pipeline(PIPELINE, module, ctx)

@@ -48,6 +48,7 @@ from fuselite.stages.quantization import (
     measure_quantization_error,
     quantize_float16_weights,
     quantize_full_int8,
+    quantize_int4_weights,
     quantize_int8_weights,
     settle_quantization_mode,
 )
@@ -130,6 +131,11 @@ PIPELINE = [
             Pass("quantize-dynamic", quantize_int8_weights,
                  "weights of ops with a hybrid kernel become int8 (FC, conv, sequence ops, embedding lookup)"),
         ], "int8 weights, float activations", when=lambda m, ctx: ctx.quantization == "dynamic"),
+        Group("int4-weights", [
+            Pass("quantize-int4", quantize_int4_weights,
+                 "FULLY_CONNECTED weights become blockwise int4 (float16 scales per block of inputs) where LiteRT's "
+                 "kernels run it, int8 elsewhere; the other hybrid ops' weights int8"),
+        ], "blockwise int4 weights, float activations", when=lambda m, ctx: ctx.quantization == "int4"),
         Group("full-integer", [
             UNROLL_RNNS,
             DCE,

@@ -46,5 +46,19 @@ def _read_per_call(model, index: int, sizes: list[int]) -> int:
             if size and tables.get(kind) == slot:
                 rows = int(tensor.ShapeAsNumpy()[0]) if tensor.ShapeLength() else 1
                 size //= max(rows, 1)
-            total += size
+            total += size + _blockwise_scales(graph, tensor, sizes)
     return total
+
+
+def _blockwise_scales(graph, tensor, sizes: list[int]) -> int:
+    """The bytes of a blockwise int4 weight's scales (a tensor of their own, not an op input), else 0."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    quant = tensor.Quantization()
+    if quant is None or quant.DetailsType() != schema.QuantizationDetails.BlockwiseQuantization:
+        return 0
+    details = schema.BlockwiseQuantization()
+    table = quant.Details()
+    details.Init(table.Bytes, table.Pos)
+    buffer = graph.Tensors(details.Scales()).Buffer()
+    return sizes[buffer] if buffer < len(sizes) else 0

@@ -1,5 +1,5 @@
 """Graph IR used between every stage of the pipeline."""
 
-from fuselite.ir.core import Function, Module, Op, Quantization, Shape, Value
+from fuselite.ir.core import BlockwiseQuantization, Function, Module, Op, Quantization, Shape, Value
 
-__all__ = ["Function", "Module", "Op", "Quantization", "Shape", "Value"]
+__all__ = ["BlockwiseQuantization", "Function", "Module", "Op", "Quantization", "Shape", "Value"]

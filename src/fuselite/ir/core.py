@@ -69,6 +69,27 @@ class Quantization:
         return {"scale": list(self.scale), "zero_point": list(self.zero_point), "axis": self.axis}
 
 
+@dataclass(frozen=True, eq=False)
+class BlockwiseQuantization:
+    """Blockwise quantization of a 2-D int4 weight ``[outputs, inputs]``: ``real = scales[o, i // block_size] * q``.
+
+    The flatbuffer's ``BlockwiseQuantization`` details: the scales are a FLOAT16 tensor of their own
+    (``[outputs, inputs / block_size]``, named by index, not an op input), no zero points, blocks along the
+    inputs (``quantized_dimension`` 0 names the outputs). LiteRT's ``FULLY_CONNECTED`` reads it
+    (``fully_connected.cc``, ``EvalBlockwise4Bit``; XNNPACK's blockwise int4 GEMM). Compared by identity.
+    """
+
+    scales: np.ndarray  # float16 [outputs, inputs / block_size]
+    block_size: int
+    axis: int = 0
+
+    per_channel = False
+
+    def as_dict(self) -> dict:
+        return {"block_size": self.block_size, "scales": list(self.scales.shape),
+                "scale_range": [float(self.scales.min()), float(self.scales.max())] if self.scales.size else []}
+
+
 @dataclass(eq=False)
 class Value(Shaped):
     """One SSA value: a tensor with a dtype, a (possibly partial) shape, maybe a constant.
@@ -86,7 +107,7 @@ class Value(Shaped):
     producer: Op | None = None
     index: int = 0
     meta: dict = field(default_factory=dict)
-    quant: Quantization | None = None
+    quant: Quantization | BlockwiseQuantization | None = None
     uid: int = field(default_factory=lambda: next(_ids))
 
     @property

@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from fuselite.errors import ConversionError
-from fuselite.ir.core import Function, Module, Value, dtype_name
+from fuselite.ir.core import BlockwiseQuantization, Function, Module, Value, dtype_name
 
 _CALLEE_KEYS = ("f", "cond", "body", "then_branch", "else_branch")
 _SPECIAL_DTYPES = ("resource", "variant", "string")
@@ -94,6 +94,8 @@ def _quant_problems(v: Value) -> list[str]:
     q = v.quant
     if isinstance(v.dtype, str) or (np.dtype(v.dtype).kind not in "iu" and np.dtype(v.dtype).name != "int4"):
         return [f"quantization on a {dtype_name(v.dtype)} value"]
+    if isinstance(q, BlockwiseQuantization):
+        return _blockwise_problems(v, q)
     if not q.scale or len(q.scale) != len(q.zero_point):
         return [f"quantization has {len(q.scale)} scales and {len(q.zero_point)} zero points"]
     if len(q.scale) > 1:
@@ -102,6 +104,21 @@ def _quant_problems(v: Value) -> list[str]:
             return [f"{len(q.scale)} per-channel scales on axis {q.axis} of shape {v.shape}"]
     if not all(s > 0 and math.isfinite(s) for s in q.scale):
         return ["quantization scales must be positive and finite"]
+    return []
+
+
+def _blockwise_problems(v: Value, q: BlockwiseQuantization) -> list[str]:
+    """A blockwise weight is a 2-D int4 constant [outputs, inputs] with one positive float16 scale per block."""
+    if np.dtype(v.dtype).name != "int4" or v.shape is None or len(v.shape) != 2 or None in v.shape:
+        return [f"blockwise quantization on a {dtype_name(v.dtype)} value of shape {v.shape} (it takes a 2-D int4 "
+                "weight)"]
+    outputs, inputs = v.shape
+    if q.block_size <= 0 or inputs % q.block_size:
+        return [f"block size {q.block_size} does not divide the {inputs} inputs"]
+    if q.scales.dtype != np.float16 or q.scales.shape != (outputs, inputs // q.block_size):
+        return [f"blockwise scales {q.scales.dtype} {q.scales.shape}; want float16 {(outputs, inputs // q.block_size)}"]
+    if not (np.isfinite(q.scales).all() and (q.scales > 0).all()):
+        return ["blockwise scales must be positive and finite"]
     return []
 
 

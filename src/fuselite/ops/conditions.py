@@ -143,4 +143,5 @@ def float_weights_only(w: int):
     """TFLite Micro has no hybrid (int8 weights, float activations) kernels: its float kernel checks the filter's
     type (fully_connected.cc, conv.cc, depthwise_conv.cc, unidirectional_sequence_lstm.cc)."""
     return (lambda op: input_type(0, _F32)(op) and at(op.inputs, w) is not None and op.inputs[w].dtype != _F32,
-            lambda op: f"int8 weights with float32 activations (dynamic range): TFLite Micro has no hybrid {op.kind}")
+            lambda op: f"{dtype_name(op.inputs[w])} weights with float32 activations (dynamic range): TFLite "
+                       f"Micro has no hybrid {op.kind}")

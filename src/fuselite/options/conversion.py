@@ -57,6 +57,12 @@ def _max_error(value):
     return None if value is None else float(value)
 
 
+def _block_size(value):
+    from fuselite.quantize.int4 import check_block_size
+
+    return None if value is None else check_block_size(value)
+
+
 def _input_shapes(value) -> dict[str, tuple]:
     """The ``input_shapes`` option as {input name: (dim or None, ...)}, or an :class:`InputError` saying what it
     takes: a dict of input names to shapes (lists or tuples of positive ints, None for a dimension left unknown).
@@ -230,6 +236,9 @@ for _option in (
     Option("keep_float", list, "keep this op in float when quantizing: an op kind (FULLY_CONNECTED), a node name or "
            "a name scope as the report lists them; repeatable", _keep_float, "--keep-float",
            {"action": "append", "metavar": "OP"}),
+    Option("block_size", None, "int4 (supported_types=['int4'], --quantize int4): the inputs each float16 scale of a "
+           "FULLY_CONNECTED weight covers, a multiple of 32 (default 32: 4.5 bits a weight; 128: 4.125, less exact)",
+           _block_size, "--block-size", {"metavar": "N"}, parse=_integer_text),
     Option("max_quantization_error", None, "int8 / int16x8: the largest error you accept, as a fraction of each "
            "output's range (0.01 = 1%%); the fewest layers are made wider (16x8, or float) to meet it", _max_error,
            "--max-error", {"metavar": "FRACTION"}, parse=_number_text),

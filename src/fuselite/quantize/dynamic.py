@@ -45,6 +45,7 @@ import numpy as np
 from fuselite.ir import Function, Module, Op, Quantization, Value
 from fuselite.ir.arrays import row_ranges
 from fuselite.ops.catalog import FLOAT_WEIGHTS_BELOW, HYBRID_KERNELS, HybridKernel  # noqa: F401
+from fuselite.quantize.int4 import blockwise_int4, make_blockwise, why_not_blockwise
 from fuselite.quantize.select import KeepFloat, WeightBytes, content_key, record
 from fuselite.quantize.select import add_record as _add
 
@@ -135,18 +136,31 @@ def _small(op: Op, kernel: HybridKernel) -> str | None:
 
 
 class _Quantizer:
-    """Quantizes one function; equal constants (the steps of an unrolled GRU) become one int8 tensor."""
+    """Quantizes one function; equal constants (the steps of an unrolled GRU) become one quantized tensor, and the
+    functions of a module (a decoder's prefill and decode signatures) quantize a weight they share once
+    (``arrays``: its quantized array and parameters, by content)."""
 
-    def __init__(self, fn: Function):
-        self.fn = fn
+    def __init__(self, fn: Function, arrays: dict):
+        self.fn, self.arrays = fn, arrays
         self.done: dict[tuple, Value] = {}
 
-    def int8(self, v: Value, axis: int | None) -> Value:
-        key = (content_key(v.const), axis)
+    def _const(self, v: Value, key: tuple, quantize, suffix: str) -> Value:
         if key not in self.done:
-            q, quant = symmetric_int8(v.const, axis)
-            self.done[key] = self.fn.const(q, f"{v.name}_int8", quant=quant)
+            if key not in self.arrays:
+                self.arrays[key] = quantize(v.const)
+            q, quant = self.arrays[key]
+            self.done[key] = self.fn.const(q, f"{v.name}_{suffix}", quant=quant)
         return self.done[key]
+
+    def int8(self, v: Value, axis: int | None) -> Value:
+        return self._const(v, (content_key(v.const), axis), lambda w: symmetric_int8(w, axis), "int8")
+
+    def int4(self, op: Op, block_size: int) -> Op:
+        """Give ``op`` (a FULLY_CONNECTED) blockwise int4 weights; the op whose output is its result (``op``, or its
+        activation's op)."""
+        w = op.inputs[1]
+        q = self._const(w, (content_key(w.const), "int4", block_size), lambda a: blockwise_int4(a, block_size), "int4")
+        return make_blockwise(self.fn, op, q)
 
     def quantize(self, op: Op, kernel: HybridKernel) -> str:
         """Give ``op`` int8 weights; returns how (the report's scheme)."""
@@ -244,12 +258,16 @@ def _batch_major_bidirectional_rnn(fn: Function, op: Op) -> None:
 
 
 def quantize_dynamic(module: Module, keep: KeepFloat | None = None,
-                     outputs: dict[int, int] | None = None) -> list[dict]:
-    """int8 weights on every op with a hybrid kernel; one report record per op that reads float weights."""
+                     outputs: dict[int, int] | None = None, block_size: int | None = None) -> list[dict]:
+    """int8 weights on every op with a hybrid kernel; one report record per op that reads float weights.
+
+    ``block_size`` (mode ``"int4"``): FULLY_CONNECTED weights blockwise int4 where the kernels run it
+    (``int4.py``), int8 where they do not (the record says why)."""
     keep = keep or KeepFloat()
     records: list[dict] = []
+    arrays: dict = {}
     for fn in module.functions.values():
-        quantizer, counter = _Quantizer(fn), WeightBytes()
+        quantizer, counter = _Quantizer(fn, arrays), WeightBytes()
         for op in list(fn.ops):
             if op.kind == "GATHER" and keep.match(op) is None:
                 op = _gather_to_embedding_lookup(fn, op) or op
@@ -264,7 +282,15 @@ def quantize_dynamic(module: Module, keep: KeepFloat | None = None,
             if why is None:
                 if op.kind == "BIDIRECTIONAL_SEQUENCE_RNN":
                     _batch_major_bidirectional_rnn(fn, op)
+                narrow = None if block_size is None else why_not_blockwise(op, block_size)
+                if block_size is not None and narrow is None:
+                    after = quantizer.int4(op, block_size)
+                    _add(records, outputs, after, record(fn, op, "int4 weights", before, counter.after(op),
+                                                         scheme=f"blockwise (block {block_size})"))
+                    continue
                 scheme = quantizer.quantize(op, kernel)
+                if narrow is not None:
+                    scheme = f"{scheme}; not int4: {narrow}"
                 _add(records, outputs, op, record(fn, op, "int8 weights", before, counter.after(op), scheme=scheme))
             elif _float_weights(op) or kernel is not None:
                 _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), why))

@@ -15,6 +15,7 @@ settings                                                    mode
 ==========================================================  ===========================
 no ``optimizations``                                        float (nothing quantized)
 ``DEFAULT`` + ``supported_types=[float16]``                 ``"float16"``
+``DEFAULT`` + ``supported_types=["int4"]`` (fuselite's own)  ``"int4"`` (blockwise int4 FC weights, ``int4.py``)
 ``DEFAULT``                                                 ``"dynamic"`` (int8 weights)
 ``DEFAULT`` + ``representative_dataset``                    ``"int8"`` (full integer)
 ``DEFAULT`` + ``supported_ops=[EXPERIMENTAL_TFLITE_..._INT16_WEIGHTS_INT8]``   ``"int16x8"``
@@ -28,12 +29,12 @@ from __future__ import annotations
 
 from fuselite.errors import InputError
 
-MODES = ("float16", "dynamic", "int8", "int16x8")
+MODES = ("float16", "dynamic", "int4", "int8", "int16x8")
 
 _OPTIMIZE = {"DEFAULT", "OPTIMIZE_FOR_SIZE", "OPTIMIZE_FOR_LATENCY"}  # the latter two: TF's deprecated aliases
 _OPS_SETS = {"TFLITE_BUILTINS", "TFLITE_BUILTINS_INT8", "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8",
              "SELECT_TF_OPS"}
-_TYPES = {"float16", "float32", "int8", "uint8", "int16"}
+_TYPES = {"float16", "float32", "int4", "int8", "uint8", "int16"}  # int4: fuselite's own
 
 
 class QuantizationOptionError(InputError):
@@ -123,7 +124,15 @@ def resolve_mode(optimizations, target_spec: TargetSpec, representative_dataset,
             raise QuantizationOptionError("inference_input_type / inference_output_type other than float32 need "
                                           "full-integer quantization (optimizations and a representative_dataset)")
         return None, notes
-    if "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8" in ops:
+    if "int4" in types:
+        others = [t for t in types if t not in ("int4", "float32")] + [o for o in ops if o not in ("TFLITE_BUILTINS", "SELECT_TF_OPS")]
+        if others or representative_dataset is not None:
+            raise QuantizationOptionError(
+                f"target_spec.supported_types int4 (blockwise int4 weights, float activations) goes with no "
+                f"{'representative_dataset' if representative_dataset is not None else others[0]}: its activations "
+                "stay float (no calibration, no integer ops)")
+        mode = "int4"
+    elif "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8" in ops:
         mode = "int16x8"
     elif representative_dataset is not None or "TFLITE_BUILTINS_INT8" in ops or "int8" in types:
         mode = "int8"

@@ -19,7 +19,7 @@ Example::
 
 from __future__ import annotations
 
-from fuselite.ir import Op
+from fuselite.ir import BlockwiseQuantization, Op
 from fuselite.ir.arrays import digest
 from fuselite.ir.core import op_name
 from fuselite.quantize.options import QuantizationOptionError
@@ -111,8 +111,22 @@ class WeightBytes:
             key = content_key(v.const), v.quant
             if key not in seen:
                 seen.add(key)
-                total += v.const.nbytes + (4 * len(v.quant.scale) if v.quant is not None else 0)
+                total += stored_bytes(v)
         return total
+
+
+def stored_bytes(v) -> int:
+    """The bytes a constant takes in the file: int4 two values a byte, with its scales (float32 each, or float16
+    per block)."""
+    if v.const.dtype.name == "int4":
+        data = (v.const.size + 1) // 2
+    else:
+        data = v.const.nbytes
+    if v.quant is None:
+        return data
+    if isinstance(v.quant, BlockwiseQuantization):
+        return data + v.quant.scales.nbytes
+    return data + 4 * len(v.quant.scale)
 
 
 def content_key(array) -> tuple:

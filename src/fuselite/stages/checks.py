@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuselite.errors import ConversionError, NeedsStaticBatch
+from fuselite.ir import BlockwiseQuantization
 from fuselite.quantize.select import op_name
 from fuselite.runtime.kernel_errors import MissingKernelError
 from fuselite.runtime.prepare_check import litert_problem
@@ -131,6 +132,8 @@ def _operand(v) -> str:
     """A value's type for an error message, with its scale and zero point when it is quantized."""
     if v.quant is None:
         return str(v.dtype)
+    if isinstance(v.quant, BlockwiseQuantization):
+        return f"{v.dtype} (blockwise, block {v.quant.block_size})"
     if len(v.quant.scale) > 1:
         return f"{v.dtype} (scales {min(v.quant.scale):.3g}..{max(v.quant.scale):.3g} per channel)"
     return f"{v.dtype} (scale {v.quant.scale[0]:.3g}, zero point {v.quant.zero_point[0]})"

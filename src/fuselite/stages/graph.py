@@ -48,7 +48,7 @@ def freeze_read_only_variables(module, ctx) -> int:
     return len(frozen)
 
 
-QUANTIZED = ("dynamic", "int8", "int16x8")  # modes whose recurrent layers keep the fused ops by default
+QUANTIZED = ("dynamic", "int4", "int8", "int16x8")  # modes whose recurrent layers keep the fused ops by default
 
 
 def _dynamic_batch(ctx) -> bool:

@@ -34,6 +34,10 @@ def settle_quantization_mode(module, ctx) -> int:
     trained ranges, as with tf.lite.TFLiteConverter; full integer without a representative_dataset needs one."""
     ctx.fake_quants = sum(n for kind, n in ctx.report.ops_before.items() if kind in FAKE_QUANT_OPS)
     mode = ctx.quantization
+    if ctx.fake_quants and mode == "int4":
+        raise QuantizationOptionError(f"a quantization-aware-trained model ({ctx.fake_quants} FakeQuant op(s)) is "
+                                      "made int8 from its trained ranges, not int4: leave target_spec.supported_types "
+                                      "unset")
     if ctx.fake_quants and mode == "dynamic":
         ctx.quantization = "int8"
         if ctx.provenance is not None:
@@ -48,10 +52,11 @@ def settle_quantization_mode(module, ctx) -> int:
     if ctx.quantization in ("int8", "int16x8") and ctx.representative_dataset is None and not ctx.fake_quants:
         raise QuantizationOptionError(f"{ctx.quantization} quantization needs a representative_dataset (calibration "
                                       "data), or a quantization-aware-trained model (FakeQuant ops)")
-    if ctx.on_micro and ctx.quantization == "dynamic":
-        raise QuantizationOptionError(f"target={ctx.target!r}: TFLite Micro has no kernels for dynamic quantization "
-                                      "(int8 weights with float activations); quantize to int8 or int16x8 with a "
-                                      "representative_dataset, or not at all")
+    if ctx.on_micro and ctx.quantization in ("dynamic", "int4"):
+        weights = "int8" if ctx.quantization == "dynamic" else "int4"
+        raise QuantizationOptionError(f"target={ctx.target!r}: TFLite Micro has no kernels for {ctx.quantization} "
+                                      f"quantization ({weights} weights with float activations); quantize to int8 or "
+                                      "int16x8 with a representative_dataset, or not at all")
     return ctx.fake_quants
 
 
@@ -121,6 +126,11 @@ def quantize_float16_weights(module, ctx) -> int:
 
 def quantize_int8_weights(module, ctx) -> int:
     return _quantize_weights(module, ctx, "dynamic", quantize_dynamic)
+
+
+def quantize_int4_weights(module, ctx) -> int:
+    return _quantize_weights(module, ctx, "int4", lambda m, keep, outputs: quantize_dynamic(m, keep, outputs,
+                                                                                           ctx.block_size))
 
 
 MIN_SHARE_SECONDS = 1.0  # the error shares' time limit is the conversion's own time, at least this

@@ -29,7 +29,7 @@ class EthosU(Micro):
     groups = Micro.groups | {"ethos-u-forms", "ethos-u"}
     options = ("accelerator_config", "vela_output")
     cli_quantize = "int8"
-    cli_refused_quantize = ("float16", "dynamic")
+    cli_refused_quantize = ("float16", "dynamic", "int4")
 
     def selects(self, group: str, ctx: Any) -> bool:
         if group == "ethos-u-forms":  # Vela maps REVERSE_V2 to the NPU on the Ethos-U85 only

@@ -21,9 +21,9 @@ class Micro(Target):
     groups = frozenset({"micro-inputs", "micro-forms", "micro-target", "on-micro"})
 
     def check_mode(self, mode: str | None) -> None:
-        if mode == "float16":  # "dynamic": decided after import (a QAT model is int8): settle_quantization_mode
+        if mode in ("float16", "int4"):  # "dynamic": decided after import (a QAT model is int8): settle_quantization_mode
             raise QuantizationOptionError(f"target={self.name!r}: TFLite Micro has no kernels for {mode} "
-                                          "quantization (float16 weights or int8 weights with float activations); "
+                                          "quantization (float16 or int4 weights with float activations); "
                                           "quantize to int8 or int16x8 with a representative_dataset, or not at all")
 
 

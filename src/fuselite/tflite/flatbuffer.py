@@ -20,7 +20,7 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from fuselite.errors import ConversionError
-from fuselite.ir import Module, Quantization, Value
+from fuselite.ir import BlockwiseQuantization, Module, Quantization, Value
 from fuselite.ir.arrays import digest
 from fuselite.tflite.debug_metadata import METADATA_NAME as DEBUG_METADATA
 from fuselite.tflite.debug_metadata import debug_metadata
@@ -399,7 +399,9 @@ class FlatbufferWriter:
                 t.shapeSignature = [-1 if d is None else int(d) for d in shape]
             t.hasRank = v.shape is not None
             t.isVariable = bool(v.meta.get("is_variable", False))
-            if v.quant is not None:
+            if isinstance(v.quant, BlockwiseQuantization):
+                t.quantization = self._blockwise(sg, t.name, v.quant)
+            elif v.quant is not None:
                 t.quantization = _quantization(v.quant, self._zero_points)
             sg.tensors.append(t)
             index[v.uid] = len(sg.tensors) - 1
@@ -434,6 +436,23 @@ class FlatbufferWriter:
         sg.outputs = [tensor(v) for v in fn.outputs]
         self._debug.append(debug)
         return sg
+
+    def _blockwise(self, sg, name: str, q: BlockwiseQuantization) -> schema.QuantizationParametersT:
+        """A blockwise int4 weight's quantization: its scales a FLOAT16 tensor of their own in ``sg`` (a buffer
+        shared by equal scales), named by index in the details; no zero points (``zeroPoints`` -1: 0 would name
+        tensor 0)."""
+        scales = schema.TensorT()
+        scales.name = self._unique(f"{name}_scales", sg.name)
+        scales.type = schema.TensorType.FLOAT16
+        scales.shape = [int(d) for d in q.scales.shape]
+        scales.buffer = self._buffer(np.ascontiguousarray(q.scales, np.float16))
+        sg.tensors.append(scales)
+        details = schema.BlockwiseQuantizationT()
+        details.scales, details.zeroPoints, details.blockSize = len(sg.tensors) - 1, -1, int(q.block_size)
+        out = schema.QuantizationParametersT()
+        out.detailsType, out.details = schema.QuantizationDetails.BlockwiseQuantization, details
+        out.quantizedDimension = int(q.axis)
+        return out
 
     def _unique(self, name: str, subgraph: str) -> str:
         """``name``, or where another subgraph has it (a variable read by the reset and init subgraphs too),

@@ -18,7 +18,7 @@ class Provenance:
     tool: str  # "fuselite 0.1.0"
     source: str  # "KERAS_MODEL", "TF_SAVED_MODEL" or "TF_CONCRETE_FUNCTIONS"
     options: tuple[tuple[str, str], ...]  # (name, value) of the options that shape the output
-    quantization: str | None  # None or "float16", "dynamic", "int8", "int16x8"
+    quantization: str | None  # None or "float16", "dynamic", "int4", "int8", "int16x8"
 
     def description(self) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in self.options)
@@ -44,4 +44,5 @@ class Provenance:
 
 
 # fuselite's quantization modes -> conversion_metadata.fbs' ModelOptimizationMode
-_OPTIMIZATION_MODES = {"float16": 1001, "dynamic": 1002, "int8": 1003, "int16x8": 1004}
+_OPTIMIZATION_MODES = {"float16": 1001, "dynamic": 1002, "int4": 1002, "int8": 1003, "int16x8": 1004}  # int4: the schema's
+# enum has no int4 mode; its activations are float, as dynamic range's
