@@ -446,3 +446,39 @@ def test_int4_decoder_on_stock_litert_and_litert_lm(tmp_path):
     stock = tokenizer.detokenize(np.array(greedy_tokens(data, np.array(ids, np.int32), 32)))
     got = _generate_in_subprocess(tmp_path / "int4.litertlm", prompt, 32)
     assert got["text"] == stock, (got["text"], stock)
+
+
+def test_keras_quantized_decoders_keep_int8_or_are_refused():
+    """Keras' own ``quantize("int8")`` on a Llama (EinsumDense, ReversibleEmbedding): its int8 kernels stay int8 in
+    the file and decode gives the quantized Keras model's logits (its in-graph activation rounding reproduced;
+    bound 1e-4 of the range). ``quantize("int4")`` on EinsumDense has no exact LiteRT form here: refused, naming
+    the layer (never float32 weights in silence)."""
+    import keras
+    from ai_edge_litert import schema_py_generated as schema
+
+    from fuselite.frontend.keras_quantized import UnsupportedKerasQuantization
+
+    lm = build("llama")
+    lm.quantize("int8")
+    data = fuselite.Converter.from_causal_lm(lm, prefill_lengths=[4], cache_length=CACHE).convert()
+    m = schema.Model.GetRootAs(data, 0)
+    tensors = [m.Subgraphs(s).Tensors(i) for s in range(m.SubgraphsLength())
+               for i in range(m.Subgraphs(s).TensorsLength())]
+    int8 = {t.Buffer() for t in tensors if t.Type() == schema.TensorType.INT8 and m.Buffers(t.Buffer()).DataLength()}
+    kernels = {np.asarray(w).tobytes() for w in lm.weights if w.dtype == "int8"}  # keras-hub's random init
+    assert len(int8) >= len(kernels) > 0, (len(int8), len(kernels))  # gives some kernels equal values: one buffer
+    full = np.random.default_rng(4).integers(4, 64, (1, 6)).astype(np.int32)
+    want = _keras_logits(lm, full)
+    caches = {n: np.zeros(cache_shape(n, CACHE, *KV["llama"]), np.float32) for n in cache_names(2)}
+    errors = []
+    for p in range(6):
+        out = run(data, {"tokens": full[:, p:p + 1], "input_pos": np.array([p], np.int32), **caches}, "decode")
+        caches = {n: out[n] for n in caches}
+        errors.append(np.abs(out["logits"][0, 0] - want[0, p]).max())
+    assert max(errors) <= TOL * np.ptp(want), errors
+    keras.utils.set_random_seed(0)
+    lm4 = build("llama")
+    lm4.quantize("int4")
+    with pytest.raises(UnsupportedKerasQuantization, match=r"\(EinsumDense\) is quantized as 'int4'.*"
+                                                           r"supported_types=\['int4'\]"):
+        fuselite.Converter.from_causal_lm(lm4, prefill_lengths=[4], cache_length=CACHE).convert()

@@ -169,8 +169,12 @@ class Converter:
         from fuselite.frontend.causal_lm import cache_layout, causal_lm_entries
 
         entries = causal_lm_entries(lm, prefill_lengths, cache_length, prefill_logits)
-        conv = cls(lambda ctx: entries, f"{type(lm).__name__} '{lm.name}' (prefill and decode)", lm, None,
-                   **options)
+
+        def trace(ctx):
+            ctx.keras_int4 = int4_kernels(lm)  # Keras' own quantize("int4"): kept int4, or refused, never float32
+            return entries
+
+        conv = cls(trace, f"{type(lm).__name__} '{lm.name}' (prefill and decode)", lm, None, **options)
         conv._model_type = "KERAS_MODEL"
         conv._generative = (*cache_layout(lm), cache_length)
         return conv

@@ -68,7 +68,8 @@ def int4_kernels(model) -> list[Int4Kernel]:
                 f"Keras layer '{layer.path}' ({type(layer).__name__}) is quantized as {mode!r}, which fuselite does "
                 "not convert: supported are quantize('int8') and, on Dense layers, quantize('int4'); "
                 + ("LiteRT has no float8 type. " if mode == "float8" else "")
-                + "Convert the float model and quantize with optimizations=[tf.lite.Optimize.DEFAULT] instead")
+                + "Convert the float model and quantize with optimizations=[tf.lite.Optimize.DEFAULT] instead (and "
+                "target_spec.supported_types=['int4'] for blockwise int4 weights)")
         if mode != "int4":
             continue
         from keras import quantizers
