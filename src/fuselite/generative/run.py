@@ -34,7 +34,8 @@ def generate(bundle, prompt: str, max_new_tokens: int = 64, threads: int = 1,
                                   max_num_tokens=max_num_tokens,
                                   activation_data_type=litert_lm.ActivationDataType.FLOAT32, enable_benchmark=True)
     except RuntimeError as e:
-        raise GenerationError(f"LiteRT-LM cannot load '{path}': {e} (its log above says why)") from None
+        raise GenerationError(f"LiteRT-LM cannot load '{path}': {e} (LiteRT-LM's own log says why: on stderr, "
+                              "or with fuselite generate -v)") from None
     with engine:
         session = engine.create_session(apply_prompt_template=False, max_output_tokens=max_new_tokens,
                                         sampler_config=litert_lm.SamplerConfig(top_k=1))
@@ -43,8 +44,8 @@ def generate(bundle, prompt: str, max_new_tokens: int = 64, threads: int = 1,
                 session.run_prefill([prompt])
                 texts = session.run_decode().texts
             except RuntimeError as e:
-                raise GenerationError(f"LiteRT-LM failed to generate from '{path}': {e} (its log above says "
-                                      "why)") from None
+                raise GenerationError(f"LiteRT-LM failed to generate from '{path}': {e} (LiteRT-LM's own log "
+                                      "says why: on stderr, or with fuselite generate -v)") from None
             info = session.get_benchmark_info()
     stats = {"prefill_tokens": info.last_prefill_token_count,
              "prefill_tokens_per_s": info.last_prefill_tokens_per_second,
