@@ -1,0 +1,282 @@
+#!/usr/bin/env python
+"""The recurrent forms over a grid of layer sizes, against the official converter's model (issue 48).
+
+One recurrent layer per point: LSTM, GRU or SimpleRNN, plain or ``Bidirectional``, Keras 3 or tf-keras, over
+``units`` {16, 64, 256}, ``steps`` {8, 50, 200}, ``features`` {8, 64}, ``batch`` {1, 4}, the sequence or the last
+step as output (864 points). Each point is converted by fuselite in each form (``rnn_form="fused"`` where the
+family has a LiteRT op, ``"unrolled"``, ``"loop"``) and by the official converter (tf-keras: its
+``from_keras_model``, the fused ops where it writes them; Keras 3: a concrete function, WHILE loops, its
+``from_keras_model`` fails on Keras 3 RNNs), with the batch static in every model; then timed on LiteRT at each
+thread count, all sides and a second instance of the official model (*A/A*, the noise floor) interleaved in fresh
+interpreters per block, ratios to the official model per block, the median.
+
+The full grid takes hours here; by default a seeded sample (``--sample N``): the points are drawn stratum by
+stratum (family x direction x flavour, 12 strata), each stratum's size points (units x steps x features x batch x
+output, 72) in a seeded random order, N / 12 from each, so that every family, direction and flavour is measured
+equally and every size value appears. ``--points`` lists points by key to rerun them. The raw measurements go to
+``--results FILE.json`` (the cost model in ``rnn/forms/policy.py`` is read from them). Example::
+
+    .venv/bin/python benchmarks/rnn_sizes.py --threads 1 2 --results rnn-sizes.json --out docs/rnn-sizes.md
+
+On a machine without TensorFlow (an idle many-core one), convert here with ``--export DIR`` and time there::
+
+    python benchmarks/rnn_sizes.py --time DIR --threads 1 2 4 --results rnn-sizes-4.json --out rnn-sizes-4.md
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import argparse
+import datetime
+import itertools
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+FAMILIES = ("LSTM", "GRU", "SimpleRNN")
+DIRECTIONS = ("plain", "bidirectional")
+FLAVOURS = ("keras3", "tf_keras")
+SIZES = {"units": (16, 64, 256), "steps": (8, 50, 200), "features": (8, 64), "batch": (1, 4),
+         "output": ("sequence", "last")}
+FORMS = ("fused", "unrolled", "loop")
+
+
+def key(p: dict) -> str:
+    return (f"{p['flavour']}.{p['family']}.{p['direction']}.u{p['units']}.t{p['steps']}.f{p['features']}."
+            f"b{p['batch']}.{p['output']}")
+
+
+def grid() -> list[dict]:
+    points = []
+    for family, direction, flavour in itertools.product(FAMILIES, DIRECTIONS, FLAVOURS):
+        for sizes in itertools.product(*SIZES.values()):
+            points.append({"family": family, "direction": direction, "flavour": flavour,
+                           **dict(zip(SIZES, sizes))})
+    return points
+
+
+def sample(points: list[dict], n: int, seed: int = 0) -> list[dict]:
+    """``n`` points, ``n / 12`` from each stratum (family x direction x flavour) in a seeded random order."""
+    strata: dict[tuple, list[dict]] = {}
+    for p in points:
+        strata.setdefault((p["family"], p["direction"], p["flavour"]), []).append(p)
+    rng = np.random.default_rng(seed)
+    per = max(1, n // len(strata))
+    chosen = []
+    for members in strata.values():
+        chosen += [members[i] for i in rng.permutation(len(members))[:per]]
+    return chosen
+
+
+def forms_of(p: dict) -> tuple[str, ...]:
+    return FORMS[1:] if p["family"] == "GRU" else FORMS  # LiteRT has no GRU op: its "fused" is the unrolled form
+
+
+def default_form(p: dict, threads: int) -> str:
+    """The form ``rnn_form="default"`` gives the point's layer at ``threads`` (``rnn/forms/policy.py``)."""
+    from fuselite.rnn.forms.policy import form_key, rnn_forms
+
+    forms = rnn_forms("default", False, threads=threads)
+    form = forms[form_key(forms, p["family"], "tf_keras" if p["flavour"] == "tf_keras" else "keras")]
+    return "unrolled" if form == "fused" and p["family"] == "GRU" else form
+
+
+def build(p: dict):
+    from cases import keras_module
+
+    k = keras_module(p["flavour"])
+    k.utils.set_random_seed(0)
+    inputs = k.Input(batch_shape=(p["batch"], p["steps"], p["features"]))
+    layer = getattr(k.layers, p["family"])(p["units"], return_sequences=p["output"] == "sequence")
+    if p["direction"] == "bidirectional":
+        layer = k.layers.Bidirectional(layer)
+    return k.Model(inputs, layer(inputs))
+
+
+def convert(p: dict, silence: bool) -> tuple[dict, list[np.ndarray], list[str]]:
+    """{side: bytes} (each form, "tf", "tf_twin") and the inputs of one point (needs TensorFlow)."""
+    import tensorflow as tf
+    from measure import quiet
+
+    import fuselite
+
+    with quiet(silence):
+        model = build(p)
+        x = np.random.default_rng(1).standard_normal((p["batch"], p["steps"], p["features"])).astype(np.float32)
+        datas = {form: fuselite.Converter.from_keras_model(model, rnn_form=form).convert() for form in forms_of(p)}
+        if p["flavour"] == "tf_keras":
+            datas["tf"] = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+        else:
+            spec = tf.TensorSpec([p["batch"], p["steps"], p["features"]], tf.float32)
+            cf = tf.function(lambda t: model(t, training=False)).get_concrete_function(spec)
+            datas["tf"] = tf.lite.TFLiteConverter.from_concrete_functions([cf]).convert()
+    datas["tf_twin"] = bytes(bytearray(datas["tf"]))
+    return datas, [x], [model.inputs[0].name]
+
+
+def measure(p: dict, datas: dict, inputs, names, settings) -> dict:
+    from measure import blockwise_latency
+    from results import Side
+    from rnn_forms import official_form
+
+    sides = [s for s in (*forms_of(p), "tf", "tf_twin")]
+    blocks = blockwise_latency([Side(data=datas[s]) for s in sides], inputs, names, settings)
+    tf = sides.index("tf")
+    return {"point": p, "threads": settings.threads, "official": official_form(datas["tf"]),
+            "us": {s: statistics.median(b[n] for b in blocks) for n, s in enumerate(sides)},
+            "ratios": {s: statistics.median(b[n] / b[tf] for b in blocks) for n, s in enumerate(sides)},
+            "sizes": {s: len(datas[s]) for s in sides}, "default": default_form(p, settings.threads)}
+
+
+def summary(results: list[dict], threads: int) -> list[str]:
+    rows = [r for r in results if r["threads"] == threads]
+    if not rows:
+        return []
+    at_most_tf = sum(r["ratios"][r["default"]] <= 1.0 for r in rows)
+    near_best = sum(r["ratios"][r["default"]] <= 1.05 * min(r["ratios"][f] for f in forms_of(r["point"]))
+                    for r in rows)
+    best = {f: sum(min(forms_of(r["point"]), key=lambda g: r["ratios"][g]) == f for r in rows) for f in FORMS}
+    return [f"- {threads} thread{'s' if threads > 1 else ''}: the default form at most 1.0x the official model at "
+            f"{at_most_tf} of {len(rows)} points ({100 * at_most_tf / len(rows):.0f}%), within 5% of the best form "
+            f"at {near_best} ({100 * near_best / len(rows):.0f}%); the fastest form: "
+            + ", ".join(f"{f} at {n}" for f, n in best.items()) + "."]
+
+
+def table(results: list[dict], threads: int) -> list[str]:
+    lines = ["", f"## {threads} thread{'s' if threads > 1 else ''}", "",
+             "| point | TF's form | µs TF | × fused / unrolled / loop | fastest | default (× TF) | A/A | "
+             "size × TF (fused / unrolled / loop) |", "|---|---|---|---|---|---|---|---|"]
+    for r in (r for r in results if r["threads"] == threads):
+        forms = forms_of(r["point"])
+        ratio = " / ".join(f"{r['ratios'][f]:.2f}" if f in forms else "—" for f in FORMS)
+        size = " / ".join(f"{r['sizes'][f] / r['sizes']['tf']:.2f}" if f in forms else "—" for f in FORMS)
+        best = min(forms, key=lambda f: r["ratios"][f])
+        lines.append(f"| {key(r['point'])} | {r['official']} | {r['us']['tf']:.1f} | {ratio} | {best} | "
+                     f"{r['default']} ({r['ratios'][r['default']]:.2f}) | {r['ratios']['tf_twin']:.2f} | {size} |")
+    return lines
+
+
+def report(results: list[dict], threads: list[int], how: str, started, seconds: float, settings, machine: str,
+           versions: str, chosen: str) -> str:
+    lines = ["# Recurrent forms over layer sizes (issue 48)", "",
+             f"- Command: `{how}`", f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {seconds:.0f} s)",
+             f"- Machine: {machine}", f"- Versions: {versions}", f"- Points: {chosen}",
+             "- One recurrent layer per point (key: flavour.family.direction.u<units>.t<steps>.f<features>."
+             "b<batch>.<output>), the batch static in every model. *× fused / unrolled / loop*: fuselite's forms "
+             "over the official converter's model (tf-keras: from_keras_model; Keras 3: a concrete function), "
+             "median of the blocks; a GRU has no fused op. *default*: the form `rnn_form=\"default\"` gives the "
+             f"layer at that thread count. LiteRT `num_threads=N`, interleaved in fresh interpreters, "
+             f"{settings.burst} invoke(s) of one before the next, {settings.latency_blocks} blocks of "
+             f"{settings.latency_seconds / settings.latency_blocks:.2g} s.", "", "## Summary", ""]
+    for n in threads:
+        lines += summary(results, n)
+    for n in threads:
+        lines += table(results, n)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--sample", type=int, default=96, help="points, 1/12 per stratum (default 96; 864: all)")
+    p.add_argument("--points", nargs="+", metavar="KEY", help="only these points (keys as the report prints)")
+    p.add_argument("--latency-seconds", type=float, default=1.5, help="per point and thread count (default 1.5)")
+    p.add_argument("--latency-blocks", type=int, default=3)
+    p.add_argument("--burst", type=int, default=10)
+    p.add_argument("--export", metavar="DIR", help="convert only: write the .tflite files and inputs to DIR")
+    p.add_argument("--time", metavar="DIR", help="time the files --export wrote (LiteRT alone, no TensorFlow)")
+    p.add_argument("--results", metavar="FILE.json", help="also write the raw measurements here")
+    p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
+    args = p.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if args.time:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from measure import Settings
+    from report import emit, machine_description
+
+    settings = Settings(latency_seconds=args.latency_seconds, latency_blocks=args.latency_blocks, control=False,
+                        burst=args.burst)
+    started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
+    points = grid() if args.sample >= 864 else sample(grid(), args.sample)
+    chosen = "all 864" if args.sample >= 864 else f"{len(points)} sampled (seed 0, {len(points) // 12} per stratum)"
+    if args.points:
+        points, chosen = [q for q in grid() if key(q) in set(args.points)], "as listed with --points"
+    results: list[dict] = []
+
+    failed: list[str] = []
+
+    def time_point(q, datas, inputs, names):
+        for n in args.threads:
+            settings.threads = n
+            try:
+                results.append(measure(q, datas, inputs, names, settings))
+            except Exception as e:  # a model LiteRT refuses: said in the report, not timed
+                failed.append(f"{key(q)} at {n} thread(s): not timed: {type(e).__name__}: {str(e)[:200]}")
+                print(f"[rnn-sizes] {failed[-1]}", file=sys.stderr, flush=True)
+                continue
+            r = results[-1]
+            print(f"[rnn-sizes] {key(q)} at {n}: default {r['default']} {r['ratios'][r['default']]:.2f}x TF, "
+                  f"A/A {r['ratios']['tf_twin']:.2f}", file=sys.stderr, flush=True)
+
+    if args.time:
+        from importlib.metadata import version
+
+        folder = Path(args.time)
+        index = json.loads((folder / "index.json").read_text())
+        for entry in index["points"]:
+            q = entry["point"]
+            datas = {s: (folder / f"{key(q)}.{s}.tflite").read_bytes() for s in (*forms_of(q), "tf", "tf_twin")}
+            with np.load(folder / f"{key(q)}.inputs.npz") as saved:
+                time_point(q, datas, [saved["arr_0"]], entry["names"])
+        how = f"python benchmarks/rnn_sizes.py --time {args.time} --threads {' '.join(map(str, args.threads))}"
+        versions = (f"LiteRT (ai-edge-litert) {version('ai-edge-litert')}, NumPy {np.__version__}; the files "
+                    f"converted with {index['converted']}")
+        chosen = index["chosen"]
+    else:
+        from report import command_line, fuselite_revision
+        from report import versions as versions_of
+
+        for n, q in enumerate(points):
+            print(f"[rnn-sizes] {n + 1}/{len(points)} {key(q)}: converting ...", file=sys.stderr, flush=True)
+            try:
+                datas, inputs, names = convert(q, settings.silence)
+            except Exception as e:  # a point a converter refuses: said in the report, not timed
+                failed.append(f"{key(q)}: not converted: {type(e).__name__}: {str(e)[:200]}")
+                print(f"[rnn-sizes] {failed[-1]}", file=sys.stderr, flush=True)
+                continue
+            if args.export:
+                folder = Path(args.export)
+                folder.mkdir(parents=True, exist_ok=True)
+                for s, data in datas.items():
+                    (folder / f"{key(q)}.{s}.tflite").write_bytes(data)
+                np.savez(folder / f"{key(q)}.inputs.npz", *inputs)
+                results.append({"point": q, "names": names})
+                continue
+            time_point(q, datas, inputs, names)
+        if args.export:
+            (Path(args.export) / "index.json").write_text(json.dumps(
+                {"converted": f"{versions_of()}; fuselite {fuselite_revision()}", "chosen": chosen,
+                 "points": results}, indent=1))
+            print(f"wrote {len(results)} points to {args.export}; time them with: python benchmarks/rnn_sizes.py "
+                  f"--time {args.export} --threads 1 2 4", file=sys.stderr)
+            return 0
+        how, versions = f"{command_line()}", f"{versions_of()}; fuselite sources at {fuselite_revision()}"
+    if args.results:
+        Path(args.results).write_text(json.dumps({"how": how, "versions": versions, "results": results,
+                                                  "failed": failed}, indent=1))
+    text = report(results, args.threads, how, started, time.perf_counter() - t0, settings, machine_description(),
+                  versions, chosen)
+    emit(text + "".join(f"\n- {f}" for f in ["Not measured:"] * bool(failed) + failed) + "\n" * bool(failed),
+         args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
