@@ -58,6 +58,7 @@ class ConversionContext:
     fake_quants: int = 0  # FakeQuant ops in the imported program (quantization-aware training)
     keras_int4: list = field(default_factory=list)  # frontend.keras_quantized.Int4Kernel of a Keras model
     error_samples: list[dict] = field(default_factory=list)  # calibration samples the error is measured on
+    error_signature: str | None = None  # the signature the error is measured on (None: the first)
     captured: dict[int, list] = field(default_factory=dict)  # value uid -> its values per calibration sample
     micro_only: list[str] = field(default_factory=list)  # quantized ops only TFLite Micro runs (int16 LSTMs)
 

@@ -187,7 +187,9 @@ def _quantization_lines(q: dict) -> list[str]:
     if len(q.get("ops", [])) > _LISTED:
         lines.append(f"    ... and {len(q['ops']) - _LISTED} more (all in to_json())")
     for out in q.get("outputs", []):
-        lines.append(f"    error of output '{out['name']}' against the float model on {q.get('runtime', 'LiteRT')} "
+        lines.append(f"    error of output '{out['name']}'"
+                     + (f" of signature '{q['signature']}'" if q.get("signature") else "")
+                     + f" against the float model on {q.get('runtime', 'LiteRT')} "
                      f"({q.get('samples', 0)} samples): max abs {out['max_abs_error']:.3g}, "
                      f"{100 * out['relative_error']:.3g}% of its range")
     layers = q.get("layers")

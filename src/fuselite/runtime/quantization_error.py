@@ -56,8 +56,10 @@ def _error(ref: np.ndarray, got: np.ndarray) -> dict:
 
 
 def quantization_error(reference: bytes | list[bytes], model: bytes, samples: list[dict] | None = None,
-                       seed: int = 0, tensors: dict[str, str] | None = None) -> tuple[int, list[dict], dict[str, dict]]:
-    """Max abs error of ``model``'s outputs against ``reference``'s, per output of the first signature.
+                       seed: int = 0, tensors: dict[str, str] | None = None,
+                       signature: str | None = None) -> tuple[int, list[dict], dict[str, dict]]:
+    """Max abs error of ``model``'s outputs against ``reference``'s, per output of the first signature (or of
+    ``signature``).
 
     ``samples``: input dicts by name; by default :data:`N_SAMPLES` drawn like the inputs.
     ``tensors`` maps tensor names of ``reference`` to the names of the same values in
@@ -81,7 +83,7 @@ def quantization_error(reference: bytes | list[bytes], model: bytes, samples: li
         warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors", category=UserWarning)
         # not allocated here: each signature runner resizes a dynamic dimension to the sample's, then allocates
         ref_interp, q_interp = interpreter(reference, allocate=False, **keep), interpreter(model, allocate=False, **keep)
-    key = next(iter(ref_interp.get_signature_list()))
+    key = signature or next(iter(ref_interp.get_signature_list()))
     ref_run, q_run = ref_interp.get_signature_runner(key), q_interp.get_signature_runner(key)
     if samples is None:
         samples = draw_samples(ref_run, seed)

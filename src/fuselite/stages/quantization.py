@@ -291,11 +291,13 @@ def measure_quantization_error(module, ctx) -> None:
     reference, ctx.float_output = [ctx.float_output], None  # its last use: freed once it has run (see there)
     try:
         samples, outputs, per_tensor = quantization_error(reference, ctx.output, ctx.error_samples or None,
-                                                          tensors=twins)
+                                                          tensors=twins, signature=ctx.error_signature)
     except RuntimeError as e:  # LiteRT refused the quantized model on the calibration samples
         raise ConversionError(f"LiteRT cannot run the quantized model on the calibration samples: "
                               f"{str(e).splitlines()[0] if str(e) else e}") from None
     ctx.report.quantization.update(samples=samples, outputs=outputs)
+    if ctx.error_signature:
+        ctx.report.quantization["signature"] = ctx.error_signature
     if large:
         ctx.report.quantization["kernels"] = "builtin"  # (XNNPACK would pack a copy of the float weights)
     for i, uid in ctx.quantized_outputs.items():
