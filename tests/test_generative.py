@@ -425,7 +425,7 @@ def test_int4_decoder_on_stock_litert_and_litert_lm(tmp_path):
     assert all(o["mode"] != "int8 weights" or "not int4" in o["scheme"] for o in ops)
     assert conv.report.generative["weight_bytes"] < 0.3 * 4 * lm.count_params()
     q = conv.report.quantization  # measured on decode (one token: a prefill costs L tokens' work)
-    assert q["signature"] == "decode" and [o["name"] for o in q["outputs"]] == ["logits"], q["outputs"]
+    assert q["signature"] == "decode" and "logits" in [o["name"] for o in q["outputs"]], q["outputs"]
     rng = np.random.default_rng(3)
     full = rng.integers(4, tokenizer.vocabulary_size(), (1, 10)).astype(np.int32)
     want = _keras_logits(lm, full)

@@ -83,11 +83,13 @@ def quantization_error(reference: bytes | list[bytes], model: bytes, samples: li
         warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors", category=UserWarning)
         # not allocated here: each signature runner resizes a dynamic dimension to the sample's, then allocates
         ref_interp, q_interp = interpreter(reference, allocate=False, **keep), interpreter(model, allocate=False, **keep)
-    key = signature or next(iter(ref_interp.get_signature_list()))
+    first = next(iter(ref_interp.get_signature_list()))
+    key = signature or first
     ref_run, q_run = ref_interp.get_signature_runner(key), q_interp.get_signature_runner(key)
     if samples is None:
         samples = draw_samples(ref_run, seed)
-    pairs = _tensor_pairs(ref_interp, q_interp, tensors or {})
+    # the intermediate tensors LiteRT's Python API reads are the first subgraph's: on another signature, outputs only
+    pairs = _tensor_pairs(ref_interp, q_interp, tensors or {}) if key == first else {}
     refs: dict[str, list] = {}
     got: dict[str, list] = {}
     for inputs in samples:  # the reference on every sample first, then it is let go
