@@ -149,6 +149,77 @@ def summary(results: list[dict], threads: int) -> list[str]:
             + ", ".join(f"{f} at {n}" for f, n in best.items()) + "."]
 
 
+def _good(r: dict, form: str) -> bool:
+    """``form`` meets issue 48's bar at point ``r``: at most the official model's time, within 5% of the best."""
+    best = min(r["ratios"][f] for f in forms_of(r["point"]))
+    return r["ratios"].get(form, float("inf")) <= min(1.0, 1.05 * best) or \
+        (best > 1.0 and r["ratios"].get(form, float("inf")) <= 1.05 * best)
+
+
+def _leaf(rows: list[dict]) -> tuple[str, int]:
+    """The one form that meets the bar at the most of ``rows`` (a GRU's "fused" is its unrolled form)."""
+    def score(f):
+        return sum(_good(r, f if f in forms_of(r["point"]) else "unrolled") for r in rows)
+    form = max(FORMS, key=score)
+    return form, score(form)
+
+
+def _splits(rows: list[dict]):
+    """Candidate tests on a point: a categorical axis equal to a value, a size axis at most a threshold."""
+    for axis in ("family", "direction", "flavour", "output"):
+        for value in sorted({r["point"][axis] for r in rows}):
+            yield f"{axis} == {value!r}", lambda p, a=axis, v=value: p[a] == v
+    for axis in ("units", "steps", "features", "batch"):
+        for value in SIZES[axis][:-1]:
+            yield f"{axis} <= {value}", lambda p, a=axis, v=value: p[a] <= v
+
+
+def fit(rows: list[dict], depth: int = 2) -> tuple[list, int]:
+    """A decision tree of ``depth`` tests whose leaves are forms, chosen to meet the bar at the most points
+    (greedy, one level at a time): ``([(tests, form, points met, points)], points met)``."""
+    form, met = _leaf(rows)
+    if depth == 0 or met == len(rows):
+        return [([], form, met, len(rows))], met
+    best = ([([], form, met, len(rows))], met)
+    for name, test in _splits(rows):
+        yes = [r for r in rows if test(r["point"])]
+        no = [r for r in rows if not test(r["point"])]
+        if not yes or not no:
+            continue
+        left, a = fit(yes, depth - 1)
+        right, b = fit(no, depth - 1)
+        if a + b > best[1]:
+            best = ([([(name, test, True), *t], f, m, n) for t, f, m, n in left] +
+                    [([(name, test, False), *t], f, m, n) for t, f, m, n in right], a + b)
+    return best
+
+
+def apply(leaves: list, point: dict) -> str:
+    """The form the fitted rule gives ``point`` (a GRU's "fused": its unrolled form)."""
+    for tests, form, _, _ in leaves:
+        if all(test(point) == want for _, test, want in tests):
+            return form if form in forms_of(point) else "unrolled"
+    raise AssertionError("the leaves cover every point")
+
+
+def fitted(results: list[dict], threads: int) -> list[str]:
+    rows = [r for r in results if r["threads"] == threads]
+    if not rows:
+        return []
+    leaves, met = fit(rows)
+    chosen = [(r, apply(leaves, r["point"])) for r in rows]
+    at_most = sum(r["ratios"][f] <= 1.0 for r, f in chosen)
+    near = sum(r["ratios"][f] <= 1.05 * min(r["ratios"][g] for g in forms_of(r["point"])) for r, f in chosen)
+    lines = [f"- {threads} thread{'s' if threads > 1 else ''}: the rule meets the bar at {met} of {len(rows)} points "
+             f"(the current default at {sum(_good(r, r['default']) for r in rows)}); at most 1.0x the official "
+             f"model at {at_most} ({100 * at_most / len(rows):.0f}%), within 5% of the best form at {near} "
+             f"({100 * near / len(rows):.0f}%):"]
+    for tests, form, m, n in leaves:
+        said = " and ".join(name if want else f"not {name}" for name, _, want in tests)
+        lines.append(f"  - {said or 'every point'}: **{form}** ({m} of {n})")
+    return lines
+
+
 def table(results: list[dict], threads: int) -> list[str]:
     lines = ["", f"## {threads} thread{'s' if threads > 1 else ''}", "",
              "| point | TF's form | µs TF | × fused / unrolled / loop | fastest | default (× TF) | A/A | "
@@ -166,7 +237,8 @@ def table(results: list[dict], threads: int) -> list[str]:
 def report(results: list[dict], threads: list[int], how: str, started, seconds: float, settings, machine: str,
            versions: str, chosen: str) -> str:
     lines = ["# Recurrent forms over layer sizes (issue 48)", "",
-             f"- Command: `{how}`", f"- Date: {started:%Y-%m-%d %H:%M} UTC (took {seconds:.0f} s)",
+             f"- Command: `{how}`", f"- Date: {started:%Y-%m-%d %H:%M} UTC (took "
+             f"{'?' if seconds is None else f'{seconds:.0f}'} s)",
              f"- Machine: {machine}", f"- Versions: {versions}", f"- Points: {chosen}",
              "- One recurrent layer per point (key: flavour.family.direction.u<units>.t<steps>.f<features>."
              "b<batch>.<output>), the batch static in every model. *× fused / unrolled / loop*: fuselite's forms "
@@ -177,6 +249,14 @@ def report(results: list[dict], threads: list[int], how: str, started, seconds: 
              f"{settings.latency_seconds / settings.latency_blocks:.2g} s.", "", "## Summary", ""]
     for n in threads:
         lines += summary(results, n)
+    lines += ["", "## A rule fitted on these points", "",
+              "The bar: a form at most the official model's time and within 5% of the best form (where every form is "
+              "slower than the official model, within 5% of the best). A greedy decision tree of two tests on the "
+              "point (family, direction, flavour, output, or a size at most a grid value) with a form at each leaf, "
+              "fitted here on the measured points (in-sample: a proposal for the default's cost model, to be "
+              "checked on points it was not fitted on).", ""]
+    for n in threads:
+        lines += fitted(results, n)
     for n in threads:
         lines += table(results, n)
     return "\n".join(lines) + "\n"
@@ -193,6 +273,7 @@ def main(argv=None) -> int:
     p.add_argument("--export", metavar="DIR", help="convert only: write the .tflite files and inputs to DIR")
     p.add_argument("--time", metavar="DIR", help="time the files --export wrote (LiteRT alone, no TensorFlow)")
     p.add_argument("--results", metavar="FILE.json", help="also write the raw measurements here")
+    p.add_argument("--from-results", metavar="FILE.json", help="measure nothing: the report of a --results file")
     p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -204,6 +285,20 @@ def main(argv=None) -> int:
     settings = Settings(latency_seconds=args.latency_seconds, latency_blocks=args.latency_blocks, control=False,
                         burst=args.burst)
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
+    if args.from_results:
+        saved = json.loads(Path(args.from_results).read_text())
+        meta = saved.get("run", {})
+        threads = sorted({r["threads"] for r in saved["results"]})
+        mtime = datetime.datetime.fromtimestamp(Path(args.from_results).stat().st_mtime, datetime.UTC)
+        points = len({key(r["point"]) for r in saved["results"]})
+        text = report(saved["results"], threads, saved["how"],
+                      datetime.datetime.fromisoformat(meta["started"]) if "started" in meta else mtime,
+                      meta.get("seconds"), settings, meta.get("machine", machine_description()),
+                      saved["versions"], meta.get("chosen", f"{points} measured"))
+        failed = saved.get("failed", [])
+        emit(text + "".join(f"\n- {f}" for f in ["Not measured:"] * bool(failed) + failed) + "\n" * bool(failed),
+             args.out)
+        return 0
     points = grid() if args.sample >= 864 else sample(grid(), args.sample)
     chosen = "all 864" if args.sample >= 864 else f"{len(points)} sampled (seed 0, {len(points) // 12} per stratum)"
     if args.points:
@@ -269,8 +364,10 @@ def main(argv=None) -> int:
             return 0
         how, versions = f"{command_line()}", f"{versions_of()}; fuselite sources at {fuselite_revision()}"
     if args.results:
+        run = {"started": started.isoformat(), "seconds": time.perf_counter() - t0, "machine": machine_description(),
+               "chosen": chosen}
         Path(args.results).write_text(json.dumps({"how": how, "versions": versions, "results": results,
-                                                  "failed": failed}, indent=1))
+                                                  "failed": failed, "run": run}, indent=1))
     text = report(results, args.threads, how, started, time.perf_counter() - t0, settings, machine_description(),
                   versions, chosen)
     emit(text + "".join(f"\n- {f}" for f in ["Not measured:"] * bool(failed) + failed) + "\n" * bool(failed),
