@@ -31,16 +31,27 @@ def _corpus(n=300, seed=0):
     return [" ".join(rng.choice(WORDS, 12)) for _ in range(n)]
 
 
-def sentencepiece_tokenizer():
-    """A SentencePiece BPE model trained in-process (Gemma's special ids: pad 0, eos 1, bos 2, unk 3)."""
+def _sentencepiece_proto(**special) -> bytes:
     import sentencepiece as spm
 
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(_corpus()), model_writer=buf, vocab_size=64,
-                                   model_type="bpe", pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>",
-                                   eos_piece="<eos>", bos_piece="<bos>", unk_piece="<unk>", character_coverage=1.0,
-                                   hard_vocab_limit=False, minloglevel=2)
-    return keras_hub.models.GemmaTokenizer(proto=buf.getvalue())
+                                   model_type="bpe", character_coverage=1.0, hard_vocab_limit=False, minloglevel=2,
+                                   **special)
+    return buf.getvalue()
+
+
+def sentencepiece_tokenizer():
+    """A SentencePiece BPE model trained in-process (Gemma's special ids: pad 0, eos 1, bos 2, unk 3)."""
+    return keras_hub.models.GemmaTokenizer(proto=_sentencepiece_proto(
+        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
+        unk_piece="<unk>"))
+
+
+def llama_tokenizer():
+    """A SentencePiece BPE model trained in-process with Llama's special pieces (unk 0, <s> 1, </s> 2)."""
+    return keras_hub.models.LlamaTokenizer(proto=_sentencepiece_proto(
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>"))
 
 
 def gpt2_tokenizer():
@@ -86,7 +97,8 @@ def build(family: str, tokenizer=None):
         return models.Gemma3CausalLM(backbone=backbone, preprocessor=None)
     backbone = models.LlamaBackbone(vocabulary_size=vocab, num_layers=2, num_query_heads=4, num_key_value_heads=2,
                                     hidden_dim=16, intermediate_dim=32)  # grouped-query attention
-    return models.LlamaCausalLM(backbone=backbone, preprocessor=None)
+    pre = models.LlamaCausalLMPreprocessor(tokenizer, sequence_length=CACHE) if tokenizer else None
+    return models.LlamaCausalLM(backbone=backbone, preprocessor=pre)
 
 
 FAMILIES = ["gpt2", "gemma", "gemma3", "llama"]
@@ -231,19 +243,19 @@ def _generate_in_subprocess(path, prompt, n):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("family", ["gemma", "gpt2"])
+@pytest.mark.parametrize("family", ["gemma", "gpt2", "llama"])
 def test_litertlm_bundle_generates_keras_text(family, tmp_path):
-    """The bundle (model, tokenizer: SentencePiece for Gemma, GPT-2's byte-level BPE as tokenizer.json, start /
-    stop tokens) run by LiteRT-LM's own runtime (litert-lm-api, CPU, greedy): the text keras-hub's generate()
-    writes after the same prompt, 64 tokens."""
-    tokenizer = sentencepiece_tokenizer() if family == "gemma" else gpt2_tokenizer()
+    """The bundle (model, tokenizer: SentencePiece for Gemma and Llama, GPT-2's byte-level BPE as tokenizer.json,
+    start / stop tokens) run by LiteRT-LM's own runtime (litert-lm-api, CPU, greedy): the text keras-hub's
+    generate() writes after the same prompt, 64 tokens."""
+    tokenizer = {"gemma": sentencepiece_tokenizer, "gpt2": gpt2_tokenizer, "llama": llama_tokenizer}[family]()
     lm = build(family, tokenizer)
     lm.compile(sampler="greedy")
     prompt = "the cat sat on"
     data = fuselite.Converter.from_causal_lm(lm, prefill_lengths=[8, 16], cache_length=CACHE).convert()
     written = fuselite.write_litertlm(data, tmp_path / "model.litertlm", lm.preprocessor.tokenizer)
     assert written["max_num_tokens"] == CACHE
-    assert written["tokenizer"] == ("sentencepiece" if family == "gemma" else "hf")
+    assert written["tokenizer"] == ("hf" if family == "gpt2" else "sentencepiece")
     n_prompt = int(np.asarray(lm.preprocessor.generate_preprocess([prompt])["padding_mask"]).sum())  # the start too
     want = lm.generate(prompt, max_length=n_prompt + 64, strip_prompt=True)
     got = _generate_in_subprocess(tmp_path / "model.litertlm", prompt, 64)
