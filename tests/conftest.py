@@ -13,6 +13,11 @@ import pytest
 from fuselite.testing import models as zoo
 
 
+def form_name(form: str) -> str:
+    """A report record's ``form`` without the note on why the default chose it (" (by size ...)")."""
+    return form.split(" (by size ")[0]
+
+
 def litert_op_names(model: bytes) -> list[str]:
     from ai_edge_litert.interpreter import Interpreter
 

@@ -68,7 +68,8 @@ def test_convert_verify_quiet_and_report(models):
     default = _run("convert", models / "lstm.keras", "-o", models / "default.tflite", "-q", "--verify", "--report",
                    models / "default.json")
     assert default.returncode == 0, default.stderr
-    assert [r["form"] for r in json.loads((models / "default.json").read_text())["composites"]] == ["loop"]
+    (form,) = [r["form"] for r in json.loads((models / "default.json").read_text())["composites"]]
+    assert form.startswith("unrolled (by size at 1 thread: "), form  # a small LSTM
     threaded = _run("convert", models / "lstm.keras", "-o", models / "threads.tflite", "--threads", "4", "--json")
     assert threaded.returncode == 0, threaded.stderr
     report = json.loads(threaded.stdout)
@@ -151,13 +152,13 @@ def test_compare_side_by_side(models):
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["fuselite", "tf.lite.TFLiteConverter"]
     rows = {ln[:24].strip(): ln[24:].split() for ln in lines[1:7]}
-    # the LSTM in the loop form by default (rnn_form): no sequence op, one WHILE loop (no TensorLists)
-    assert rows["converts"][0] == "yes" and rows["sequence ops / WHILE"][:3] == ["0", "/", "1"], out.stdout
+    # the small LSTM unrolled by default (by its size, at one thread): no sequence op, no WHILE loop
+    assert rows["converts"][0] == "yes" and rows["sequence ops / WHILE"][:3] == ["0", "/", "0"], out.stdout
     assert float(rows["max abs error vs TF"][0]) <= 1e-5
     assert lines[-1].startswith("latency fuselite / official: ")
     saved = json.loads(_run("compare", models / "saved", "--seconds", "0.2", "--json").stdout)
-    # the SavedModel's LSTM in the loop form by default: one WHILE without TensorLists, no sequence op
-    assert saved[0]["converts"] and saved[0]["passed"] and (saved[0]["sequence_ops"], saved[0]["while"]) == (0, 1), saved
+    # the SavedModel's LSTM (a recognised loop) unrolled by its size too: no WHILE, no sequence op
+    assert saved[0]["converts"] and saved[0]["passed"] and (saved[0]["sequence_ops"], saved[0]["while"]) == (0, 0), saved
     assert saved[1]["converts"] or saved[1]["error"], saved  # the official converter: converts, or says why not
     data = json.loads(_run("compare", models / "mlp.keras", "--seconds", "0.2", "--json").stdout)
     assert [r["converter"] for r in data] == ["fuselite", "tf.lite.TFLiteConverter"]

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_stateless_and_matches, invoke_twice, keras_flavour, litert_op_names, match_outputs
+from conftest import (
+    assert_stateless_and_matches,
+    form_name,
+    invoke_twice,
+    keras_flavour,
+    litert_op_names,
+    match_outputs,
+)
 
 import fuselite
 
@@ -314,14 +321,14 @@ def test_keras3_saved_model_lstm_is_fused(tmp_path, variant, form):
 
 def test_keras3_saved_model_lstm_loops_follow_the_thread_count(tmp_path):
     """A recognised Keras 3 LSTM loop takes the default form of the thread count, as an in-memory layer: the
-    loop at two threads (the official converter writes a WHILE for it), the fused op at three."""
+    fused op at two threads (a small layer, by its size) and at three (by the thread count)."""
     k = keras_flavour("keras3")
     model = _model(k, K3_SAVED["sequences"])
     x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
-    for threads, form in ((2, "loop"), (3, "fused")):
+    for threads, form in ((2, "fused"), (3, "fused")):
         conv, data = _export_and_convert(model, tmp_path / str(threads), threads=threads)
         loops = [r for r in conv.report.composites if r["interface"] == "Keras LSTM loop (recognised)"]
-        assert [r["form"] for r in loops] == [form], loops
+        assert [form_name(r["form"]) for r in loops] == [form], loops
         first, second = invoke_twice(data, [x], num_threads=threads)
         np.testing.assert_array_equal(first[0], second[0])
         np.testing.assert_allclose(first[0], model(x), atol=TOL)
@@ -356,7 +363,7 @@ def test_saved_model_simple_rnn_loop_is_fused(tmp_path, flavour, variant):
         model.export(path, verbose=False)
     else:
         tf.saved_model.save(model, path)
-    for form, op in (("fused", "UNIDIRECTIONAL_SEQUENCE_RNN"), ("default", "WHILE")):  # the loop form by default
+    for form, op in (("fused", "UNIDIRECTIONAL_SEQUENCE_RNN"), ("loop", "WHILE")):
         data = fuselite.Converter.from_saved_model(path, rnn_form=form).convert()
         ops = litert_op_names(data)
         assert ops.count(op) == 1 and not {"UNIDIRECTIONAL_SEQUENCE_RNN", "WHILE"} - {op} & set(ops), ops

@@ -9,6 +9,9 @@ Keras, on LiteRT with and without XNNPACK) and stateless, for every variant of t
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import assert_stateless_and_matches, invoke_twice, keras_flavour, litert_op_names
@@ -16,7 +19,7 @@ from conftest import assert_stateless_and_matches, invoke_twice, keras_flavour, 
 import fuselite
 from fuselite.errors import InputError
 from fuselite.quantize import QuantizationOptionError
-from fuselite.rnn.forms.policy import DEFAULT_FORMS, QUANTIZED_FORMS, default_forms, form_key, rnn_forms
+from fuselite.rnn.forms.policy import QUANTIZED_FORMS, default_forms, form_key, rnn_forms
 
 TOL = 1e-5
 SEQUENCE_OPS = {"LSTM": "UNIDIRECTIONAL_SEQUENCE_LSTM", "SimpleRNN": "UNIDIRECTIONAL_SEQUENCE_RNN"}
@@ -209,38 +212,94 @@ def test_a_dynamic_number_of_steps_takes_the_loop_form(form):
     assert record["form"] == want, record
 
 
+# the default forms of this file's small layers (4-6 units over 7 steps: well under 1 MiB of step weights) with a
+# batch known only at run time, by the thread count (rnn/forms/policy.py SIZE_RULES): unrolled at one thread, LiteRT's
+# fused ops at two (a GRU has none, and its unrolled form would pin the batch: the loop), the family defaults at more
+SMALL_LAYER_FORMS = {1: {"LSTM": "unrolled", "SimpleRNN": "unrolled", "GRU": "loop"},
+                     2: {"LSTM": "fused", "SimpleRNN": "fused", "GRU": "loop"},
+                     4: {"LSTM": "fused", "SimpleRNN": "fused", "GRU": "loop"}}
+
+
 def test_default_forms_are_the_measured_ones():
+    """One thread (the default): a small layer unrolled by its size, the report saying its size and the rule; a
+    GRU of a run-time batch in the loop, which keeps the batch dynamic (its unrolled form would fix it)."""
+    from ai_edge_litert.interpreter import Interpreter
+
     k = keras_flavour("keras3")
     for name in ("lstm_last", "simple_rnn", "gru_last"):
         kind, build = LAYERS[name]
-        conv = fuselite.Converter.from_keras_model(_model(k, build))
-        conv.convert()
-        assert [r["form"] for r in conv.report.composites] == [DEFAULT_FORMS[kind]]
+        model = _model(k, build)
+        conv = fuselite.Converter.from_keras_model(model)
+        data = conv.convert()
+        (form,) = [r["form"] for r in conv.report.composites]
+        want = SMALL_LAYER_FORMS[1][kind]
+        assert form.startswith(f"{want} (by size at 1 thread: 6 units x 7 steps: "), form
+        assert ("static batch" in form) == (kind == "GRU") and not conv.report.warnings, (form, conv.report.warnings)
+        assert_stateless_and_matches(data, model, _inputs(model), TOL)
+        runner = Interpreter(model_content=data).get_signature_runner()  # the batch stays dynamic
+        (got,) = runner(**dict(zip(fuselite.runtime.signature_inputs(data, "serving_default"),
+                                   _inputs(model, 3)))).values()
+        np.testing.assert_allclose(got, np.asarray(model(_inputs(model, 3))), atol=TOL)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
 def test_default_forms_follow_the_thread_count(flavour, threads):
-    """threads=N: each family's default form for a model run with N LiteRT threads (the loop at one; at two the
-    loop, tf-keras LSTMs fused as the official converter writes them; at more LSTM and SimpleRNN fused, a GRU in
-    the loop), exact and stateless at that thread count; the report says which form each layer got and why."""
+    """threads=N: each layer's default form for a model run with N LiteRT threads (at 1 and 2 by its size, at
+    more by its family: LSTM and SimpleRNN fused, a GRU in the loop), exact and stateless at that thread count;
+    the report says which form each layer got and why."""
     k = keras_flavour(flavour)
-    forms = default_forms(threads)
     for name in ("lstm_last", "bidirectional_lstm", "simple_rnn", "gru_last"):
         kind, build = LAYERS[name]
         model = _model(k, build)
         conv = fuselite.Converter.from_keras_model(model, threads=threads)
         data = conv.convert()
-        want = forms[form_key(forms, kind, "tf_keras" if flavour == "tf_keras" else "keras")]
-        assert [r["form"] for r in conv.report.composites] == [want], (name, conv.report.composites)
+        want = SMALL_LAYER_FORMS[threads][kind]
+        if threads > 2:
+            forms = default_forms(threads)
+            assert want == forms[form_key(forms, kind, "tf_keras" if flavour == "tf_keras" else "keras")]
+        (form,) = [r["form"] for r in conv.report.composites]
+        assert form.split(" ")[0] == want and ("by size" in form) == (threads <= 2), (name, form)
         ops = litert_op_names(data)
-        assert (SEQUENCE_OPS.get(kind) in ops) == (want == "fused") and ("WHILE" in ops) == (want == "loop"), ops
-        if flavour == "tf_keras" and kind == "LSTM":  # the official converter's own form from two threads on
-            assert want == ("loop" if threads == 1 else "fused"), want
+        assert (SEQUENCE_OPS.get(kind, "-") in " ".join(ops)) == (want == "fused") and \
+            ("WHILE" in ops) == (want == "loop"), ops
         assert conv.report.recurrent["threads"] == threads
         text = str(conv.report)
-        assert f"(form: {want})" in text and f"the defaults for {threads} thread" in text, text
+        assert f"(form: {want}" in text and f"the defaults for {threads} thread" in text, text
         assert_stateless_and_matches(data, model, _inputs(model), TOL, num_threads=threads)
+
+
+# grid points of benchmarks/rnn_sizes.py and the form the measured rule gives each (its key, threads, form)
+SIZED_POINTS = [
+    ("keras3.LSTM.plain.u16.t200.f8.b1.last", 1, "unrolled"),  # 0.78 MiB of step weights: at most 1
+    ("keras3.LSTM.bidirectional.u16.t200.f8.b1.last", 1, "loop"),  # two directions: 1.6 MiB, the last step out
+    ("tf_keras.GRU.plain.u64.t50.f8.b4.sequence", 1, "unrolled"),  # 2.3 MiB, the sequence out: at most 16
+    ("keras3.SimpleRNN.plain.u256.t200.f8.b1.last", 1, "loop"),  # 50 MiB
+    ("keras3.LSTM.plain.u16.t50.f8.b4.sequence", 2, "unrolled"),  # 16 units at batch 4
+    ("tf_keras.LSTM.plain.u16.t8.f8.b1.last", 2, "fused"),  # 16 units at batch 1
+    ("keras3.GRU.plain.u64.t200.f8.b1.sequence", 2, "unrolled"),  # 9.4 MiB, the sequence out: at most 16
+    ("tf_keras.SimpleRNN.bidirectional.u256.t50.f8.b1.last", 2, "loop"),  # 25 MiB
+]
+
+
+@pytest.mark.parametrize("point, threads, want", SIZED_POINTS, ids=[f"{p}@{t}" for p, t, _ in SIZED_POINTS])
+def test_default_form_follows_the_layer_size(point, threads, want):
+    """The default form by the layer's size as a conversion writes it, and as benchmarks/rnn_sizes.py's default
+    column reads it from the policy (so that the grid's table measures what the converter does); exact."""
+    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    if benchmarks not in sys.path:
+        sys.path.append(benchmarks)
+    import rnn_sizes
+
+    (p,) = [q for q in rnn_sizes.grid() if rnn_sizes.key(q) == point]
+    assert rnn_sizes.default_form(p, threads) == want
+    model = rnn_sizes.build(p)
+    conv = fuselite.Converter.from_keras_model(model, threads=threads)
+    data = conv.convert()
+    (form,) = [r["form"] for r in conv.report.composites]
+    assert form.startswith(f"{want} (by size at {threads} thread"), form
+    assert f"{p['units']} units x {p['steps']} steps" in form
+    assert_stateless_and_matches(data, model, _inputs(model, batch=p["batch"]), TOL, num_threads=threads)
 
 
 def test_thread_count_leaves_quantized_and_micro_forms_alone():

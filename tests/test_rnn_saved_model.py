@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_stateless_and_matches, invoke_twice, litert_op_names, match_outputs
+from conftest import assert_stateless_and_matches, form_name, invoke_twice, litert_op_names, match_outputs
 
 import fuselite
 from fuselite.fusion.evaluate import evaluate_function
@@ -124,10 +124,10 @@ def test_saved_model_lstm_fused(tmp_path, variant):
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_saved_model_lstm_in_the_loop_form(tmp_path, variant):
-    """The default for float models: each tf-keras LSTM composite becomes one WHILE without TensorLists."""
+    """rnn_form="loop": each tf-keras LSTM composite becomes one WHILE without TensorLists, its batch dynamic."""
     build, n = VARIANTS[variant]
     model = _model(build)
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path))
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), rnn_form="loop")
     data = conv.convert()
     ops = litert_op_names(data)
     assert ops.count("WHILE") == n and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops, ops
@@ -142,6 +142,20 @@ def test_saved_model_lstm_in_the_loop_form(tmp_path, variant):
         assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1, ops
 
 
+def test_saved_model_lstm_default_form_by_its_size(tmp_path):
+    """The default at one thread: a small tf-keras LSTM composite unrolled by its size (rnn/forms/policy.py), its
+    batch still dynamic (zero initial states); the report says the size and the rule."""
+    model = _model(VARIANTS["stacked"][0])
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path))
+    data = conv.convert()
+    lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
+    assert len(lstm) == 2 and all(r["form"].startswith("unrolled (by size at 1 thread: ") for r in lstm), lstm
+    assert "WHILE" not in litert_op_names(data)
+    assert not [w for w in conv.report.warnings if "batch size" in w], conv.report.warnings
+    assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
+    _runs_at_batch(data, model, 3)
+
+
 def test_saved_model_lstm_takes_the_official_fused_op_from_two_threads(tmp_path):
     """threads=2: a tf-keras SavedModel's LSTM composite keeps LiteRT's fused op (the official converter's form,
     which the loop does not beat at more than one thread); its GRU stays in the loop."""
@@ -149,7 +163,7 @@ def test_saved_model_lstm_takes_the_official_fused_op_from_two_threads(tmp_path)
     model = _model(build)
     conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), threads=2)
     data = conv.convert()
-    forms = {r["interface"].split("_")[0]: r["form"] for r in conv.report.composites if r.get("form")}
+    forms = {r["interface"].split("_")[0]: form_name(r["form"]) for r in conv.report.composites if r.get("form")}
     assert forms == {"lstm": "fused", "gru": "loop"}, conv.report.composites
     ops = litert_op_names(data)
     assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 1 and ops.count("WHILE") == 1, ops
@@ -429,7 +443,7 @@ def test_saved_model_recognised_loops_in_the_loop_form(tmp_path, flavour, varian
     data = conv.convert()
     loops = [r for r in conv.report.composites if r["interface"] == "Keras GRU loop (recognised)"
              or r["interface"].startswith("gru_")]
-    assert len(loops) == n and all((r["status"], r["form"]) == ("fused", "loop") for r in loops), loops
+    assert len(loops) == n and all((r["status"], form_name(r["form"])) == ("fused", "loop") for r in loops), loops
     assert litert_op_names(data).count("WHILE") == n, litert_op_names(data)
     assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)
 
@@ -472,7 +486,7 @@ def check_fused_gru_composites(conv, model, xs, n, form="unrolled"):
     grus = [r for r in conv.report.composites if r["interface"].startswith("gru_")]
     assert len(grus) == n, conv.report.composites
     for r in grus:
-        assert (r["status"], r["form"]) == ("fused", form), r
+        assert (r["status"], form_name(r["form"])) == ("fused", form), r
         assert ({"FULLY_CONNECTED", "WHILE"} if form == "loop" else {"FULLY_CONNECTED", "UNPACK", "LOGISTIC"}) <= set(
             r["into"]), r
     assert not [r for r in conv.report.composites if r["status"] != "fused"], conv.report.composites
@@ -756,7 +770,7 @@ def test_keras3_lstm_through_tf_saved_model_save_is_fused(tmp_path, batch):
     model = keras.Model(i, keras.layers.LSTM(8)(i))
     tf.saved_model.save(model, str(tmp_path))
     x = np.random.default_rng(0).standard_normal((1, 10, 4)).astype(np.float32)
-    for form, op in (("default", "WHILE"), ("fused", "UNIDIRECTIONAL_SEQUENCE_LSTM")):  # the loop form by default
+    for form, op in (("loop", "WHILE"), ("fused", "UNIDIRECTIONAL_SEQUENCE_LSTM")):
         conv = fuselite.Converter.from_saved_model(tmp_path, rnn_form=form)
         data = conv.convert()
         (record,) = [r for r in conv.report.composites if r["interface"] == "Keras LSTM loop (recognised)"]

@@ -1,4 +1,5 @@
-"""The forms of a recurrent layer (``rnn_form``): which one each family gets, and choosing it in a rule.
+"""The forms of a recurrent layer (``rnn_form``): which one each layer gets (by default, for a float model at one
+or two threads, by its size: ``SIZE_RULES``; else by its family), and choosing it in a rule.
 
 * ``fused``: LiteRT's sequence op (``UNIDIRECTIONAL_SEQUENCE_LSTM`` / ``_RNN``, the bidirectional ones);
   LSTM and SimpleRNN only (LiteRT has no GRU op);
@@ -8,10 +9,13 @@
 
 Example (in a rule: the unrolled or loop form where asked, else None and the rule writes the fused op)::
 
-    results = chosen_form(c, "LSTM", {"unrolled": build_unrolled, "loop": build_loop})
+    results = chosen_form(c, "LSTM", {"unrolled": build_unrolled, "loop": build_loop}, size=layer_size(c, "LSTM"))
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from fuselite.errors import NeedsStaticBatch, NeedsStaticLength
 from fuselite.fusion.composite import FusionDeclined
@@ -62,6 +66,97 @@ HOW_TO_FIX_LENGTH = ("give the model's input a static length (keras.Input(shape=
                      "input_shapes={'input name': [None, T, features]}; CLI: --input-shape name:?,T,features)")
 
 
+# -- the default form by a layer's size (float models run at 1 or 2 threads; issue 48) ------------------------
+
+GATES = {"LSTM": 4, "GRU": 3, "SimpleRNN": 1}  # the recurrent weight matrices [units, units] of a step
+BY_SIZE = "by_size"  # the rnn_forms entry of a conversion whose default forms are chosen per layer by its size
+
+
+@dataclass(frozen=True)
+class LayerSize:
+    """What a recurrent layer's default form is chosen from (:func:`sized_form`): its family ("LSTM", "GRU",
+    "SimpleRNN"), units, time steps, features, batch (None: known only at run time) and directions (2: a Keras
+    Bidirectional converted as one layer) and whether it returns its whole sequence (``sequence``; None: not
+    known where the form is chosen, read as the last step only). ``needs_batch``: the forms that would need a
+    static batch for this layer (an unrolled GRU; the unrolled and fused forms of a layer given initial states),
+    which a layer whose batch is known only at run time does not take (the loop keeps the batch dynamic)."""
+
+    family: str
+    units: int
+    steps: int
+    features: int | None = None
+    batch: int | None = None
+    directions: int = 1
+    needs_batch: frozenset[str] = frozenset()
+    sequence: bool | None = None
+
+    @property
+    def step_weights(self) -> float:
+        """The recurrent weights the unrolled form's steps read, MiB: a [gates x units, units] float32 matrix per
+        step and direction, each step its own op."""
+        return self.steps * self.directions * GATES[self.family] * self.units ** 2 * 4 / 2 ** 20
+
+    def __str__(self) -> str:
+        return (f"{self.units} units x {self.steps} steps" + (" x 2 directions" if self.directions == 2 else "") +
+                f"{', the sequence out' if self.sequence else ''}: {self.step_weights:.2g} MiB of step weights")
+
+
+@dataclass(frozen=True)
+class SizeRule:
+    """One row of a thread count's rule: ``form`` for the layers ``test`` holds for (``when`` says which)."""
+
+    form: str
+    when: str
+    test: Callable[[LayerSize], bool]
+
+
+# The default form of a float model's recurrent layer run at 1 or 2 threads, by its size: the first row that holds.
+# Fitted on benchmarks/rnn_sizes.py's grid (docs/rnn-sizes.md: LSTM, GRU, SimpleRNN x plain / Bidirectional x Keras 3
+# / tf-keras x units 16, 64, 256 x steps 8, 50, 200 x features 8, 64 x batch 1, 4 x sequence / last output, every
+# form and the official converter's model timed side by side; 120 sampled points): a two-test tree on what the
+# policy can read of a layer. What the rows read: the unrolled form runs a small FULLY_CONNECTED per step and
+# direction, each with its own copy of the recurrent weights once XNNPACK has packed them (step_weights; the
+# process grows by about that on the first invoke, docs/rnn.md#thread-count): fastest of all while they stay
+# small, 2-6x the loop's time once they do not; the loop reads one copy each step, but writes a returned sequence
+# step by step (DYNAMIC_UPDATE_SLICE), which the unrolled form packs once: with the sequence out the unrolled form
+# stays ahead to 16 MiB of step weights (with the last step out, to 1 MiB at one thread, 8 at two). LiteRT's fused sequence ops run on one thread, which at 2 threads beats
+# splitting a small layer's tiny products over the pool. Sizes between the grid's are not measured: the unit
+# boundary sits between 16 and 64, at 32. Over 200 steps (the longest measured) the loop: the unrolled file grows
+# with the steps (up to 45x the loop's file at 200 steps of 16 units, +0.8 MB).
+SMALL_UNITS = 32
+LONGEST_MEASURED = 200
+SIZE_RULES: dict[int, tuple[SizeRule, ...]] = {
+    1: (SizeRule("loop", f"over {LONGEST_MEASURED} steps", lambda s: s.steps > LONGEST_MEASURED),
+        SizeRule("unrolled", "the sequence out and at most 16 MiB of step weights",
+                 lambda s: bool(s.sequence) and s.step_weights <= 16),
+        SizeRule("unrolled", "at most 1 MiB of step weights", lambda s: s.step_weights <= 1),
+        SizeRule("loop", "over 1 MiB of step weights (16 with the sequence out)", lambda s: True)),
+    2: (SizeRule("fused", f"at most {SMALL_UNITS} units at batch 1 or a run-time batch",
+                 lambda s: s.units <= SMALL_UNITS and s.batch in (1, None)),
+        SizeRule("loop", f"over {LONGEST_MEASURED} steps", lambda s: s.steps > LONGEST_MEASURED),
+        SizeRule("unrolled", f"at most {SMALL_UNITS} units at a larger batch", lambda s: s.units <= SMALL_UNITS),
+        SizeRule("unrolled", "the sequence out and at most 16 MiB of step weights",
+                 lambda s: bool(s.sequence) and s.step_weights <= 16),
+        SizeRule("unrolled", "at most 8 MiB of step weights", lambda s: s.step_weights <= 8),
+        SizeRule("loop", "over 8 MiB of step weights (16 with the sequence out)", lambda s: True)),
+}
+
+
+def sized_form(rnn_forms: dict, size: LayerSize | None) -> tuple[str, str] | None:
+    """(form, why) for a layer of ``size`` where this conversion chooses default forms by size
+    (``rnn_forms[BY_SIZE]``: the thread count), else None (a quantized model, a form asked for, a size not known
+    here: the family's form in ``rnn_forms``). A GRU's "fused" is its unrolled form (LiteRT has no GRU op)."""
+    threads = rnn_forms.get(BY_SIZE)
+    if threads is None or size is None or not size.steps or not size.units or size.family not in GATES:
+        return None
+    rule = next(r for r in SIZE_RULES[threads] if r.test(size))
+    form = "unrolled" if rule.form == "fused" and size.family == "GRU" else rule.form
+    why = f"by size at {threads} thread{'s' if threads > 1 else ''}: {size}, {rule.when}"
+    if size.batch is None and form in size.needs_batch:
+        return "loop", f"{why}; but the {form} form needs a static batch, and the loop keeps this one's run-time batch"
+    return form, why
+
+
 def default_forms(threads: int = DEFAULT_THREADS, quantized: bool = False, sixteen: bool = False) -> dict[str, str]:
     """Each family's default form for a model run with ``threads`` LiteRT threads (quantized or TFLite Micro:
     ``quantized``; 16x8 for LiteRT: ``sixteen``); a "tf_keras.<family>" entry is that of tf-keras layers where it
@@ -100,6 +195,8 @@ def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
     forms = {**default_forms(threads, quantized, sixteen), "stateful": "fused",
              "masked": "unrolled" if quantized else "loop",
              **length}
+    if not quantized and threads in SIZE_RULES:
+        forms[BY_SIZE] = threads  # each layer's form by its size where known (sized_form)
     if bidirectional == "fused":
         forms["Bidirectional"] = "fused"
     return forms
@@ -155,6 +252,11 @@ def forms_reason(rnn_form: str, quantized: bool, threads: int, target: str, sixt
         return f"the defaults for {why} (LiteRT's and TFLite Micro's quantized sequence kernels), at any thread count"
     forms = default_forms(threads)
     which = ", ".join(f"{kind.replace('tf_keras.', 'tf-keras ')} {form}" for kind, form in forms.items())
+    if threads in SIZE_RULES:
+        rule = "; ".join(f"{r.form} if {r.when}" for r in SIZE_RULES[threads])
+        return (f"the defaults for {threads} thread{'s' if threads > 1 else ''}, each layer's form by its size, the "
+                f"first that holds: {rule}; a layer whose size is known only at run time: {which} "
+                "(docs/rnn.md#by-layer-size)")
     if threads <= 1:
         why = "the loop is the fastest there"
     elif threads == 2:
@@ -166,18 +268,24 @@ def forms_reason(rnn_form: str, quantized: bool, threads: int, target: str, sixt
     return f"the defaults for {threads} thread{'s' if threads > 1 else ''} ({which}): {why} (docs/rnn.md#thread-count)"
 
 
-def traced_form(rnn_forms: dict, kind: str, stateful: bool, masked: bool = False, flavour: str | None = None) -> str:
+def traced_form(rnn_forms: dict, kind: str, stateful: bool, masked: bool = False, flavour: str | None = None,
+                size: LayerSize | None = None) -> tuple[str, str]:
     """The form of a layer met in a SavedModel or concrete function (a tf-keras composite, a recognised loop),
     where a Bidirectional is two separate layers: as ``rnn_forms`` says for ``kind`` (a stateful layer's, under
     "stateful"; a masked one's, under "masked"), except that with a "Bidirectional" entry
     (``bidirectional="fused"``) an unmasked LSTM or SimpleRNN keeps the fused op, so that a forward / backward
-    pair can become LiteRT's bidirectional op (passes/bidirectional.py)."""
+    pair can become LiteRT's bidirectional op (passes/bidirectional.py). A stateless, unmasked layer of known
+    ``size`` takes the form its size gives (:func:`sized_form`) where the conversion chooses so. Returns the
+    form and a note for the report (" (by size ...)", or "")."""
     if masked and not stateful and "masked" in rnn_forms:
-        return rnn_forms["masked"]
+        return rnn_forms["masked"], ""
     if kind != "GRU" and "Bidirectional" in rnn_forms:
-        return "fused"
+        return "fused", ""
+    sized = None if stateful else sized_form(rnn_forms, size)
+    if sized:
+        return sized[0], f" ({sized[1]})"
     key = "stateful" if stateful else form_key(rnn_forms, kind, flavour)
-    return rnn_forms.get(key, "unrolled" if kind == "GRU" else "fused")
+    return rnn_forms.get(key, "unrolled" if kind == "GRU" else "fused"), ""
 
 
 def layer_steps(c) -> int | None:
@@ -190,7 +298,20 @@ def layer_steps(c) -> int | None:
     return x.shape[0 if c.attrs.get("time_major") else 1]
 
 
-def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | None = None):
+def layer_size(c, kind: str, directions: int = 1, needs_batch: frozenset[str] = frozenset()) -> LayerSize | None:
+    """The size of a Keras recurrent composite (units, its sequence input's steps, features and batch) as
+    :func:`sized_form` reads it (``directions``, ``needs_batch``: as :class:`LayerSize` says); None where the
+    steps or the features are known only at run time."""
+    x, steps = c.args[0] if c.args else None, layer_steps(c)
+    if not steps or "units" not in c.attrs or x.shape[-1] is None:
+        return None
+    batch = x.shape[1 if c.attrs.get("time_major") else 0] or c.batch_size
+    return LayerSize(kind, int(c.attrs["units"]), steps, x.shape[-1], batch, directions, needs_batch,
+                     bool(c.attrs.get("return_sequences")))
+
+
+def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | None = None,
+                size: LayerSize | None = None):
     """The results of the form ``forms_of(c)`` asks for a ``kind`` layer, built by ``forms[form](c)``
     ("unrolled", "loop"), with the form in ``c.form`` for the report; None where the ``fallback`` form (the
     fused op, built by the caller) is to be written: asked for, or the asked form cannot be written (a dynamic
@@ -200,12 +321,19 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
     back to the unrolled form. A layer of unknown length whose form needs a static one takes the loop form, or
     stops the conversion with :class:`NeedsStaticLength` (:func:`at_length`). ``key``: the entry of
     ``forms_of(c)`` to read where it has one (default: ``kind``, or "tf_keras.<kind>" for a tf-keras layer
-    where ``forms_of(c)`` has one)."""
+    where ``forms_of(c)`` has one). Where the conversion chooses default forms by size, a stateless, unmasked
+    layer of known ``size`` (:func:`layer_size`) takes the form its size gives (:func:`sized_form`), and
+    ``c.form`` says so."""
     a = c.attrs
-    key = "stateful" if a.get("state_variables") else key if key in forms_of(c) else \
+    asked_key = key in forms_of(c)
+    key = "stateful" if a.get("state_variables") else key if asked_key else \
         form_key(forms_of(c), kind, a.get("flavour"))
     form = forms_of(c).get(key, fallback)
     masked = bool(a.get("has_mask"))
+    sized = None if masked or asked_key or key == "stateful" else sized_form(forms_of(c), size)
+    if sized:
+        form = sized[0]
+    by_size = f" ({sized[1]})" if sized else ""
     if masked:
         form = forms_of(c).get("masked", form)
         if form != "loop":
@@ -218,7 +346,7 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
         c.form = "unrolled (masked)"
         return forms["unrolled"](c)
     if form not in forms:
-        c.form = fallback
+        c.form = fallback + by_size
         return None
     first, subgraphs = len(c.ops), len(c.subgraphs)
     try:
@@ -232,5 +360,5 @@ def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | N
             return forms["unrolled"](c)
         c.form = f"{fallback} (not {form}: {e})"
         return None
-    c.form = (f"{form} (masked)" if masked else form) + unknown_length
+    c.form = (f"{form} (masked)" if masked else form) + unknown_length + by_size
     return results

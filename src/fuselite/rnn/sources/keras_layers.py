@@ -24,7 +24,7 @@ from fuselite.rnn.cells.gru import split_gru_bias
 from fuselite.rnn.forms.fused import check_fusable, layer_weights, lstm_sequence, read_state, rnn_sequence, state
 from fuselite.rnn.forms.layer import layer_results, merge, merge_directions
 from fuselite.rnn.forms.loop import loop_steps
-from fuselite.rnn.forms.policy import at_length, chosen_form, forms_of, layer_label, layer_steps
+from fuselite.rnn.forms.policy import at_length, chosen_form, forms_of, layer_label, layer_size, layer_steps
 from fuselite.rnn.forms.unrolled import unroll, unrollable
 from fuselite.rnn.kit import FUSED_ACTIVATIONS, GATE_ORDERS, lstm_weight_operands
 
@@ -155,6 +155,16 @@ def loop_bidirectional(c, merge_fn) -> list:
 FORMS = {"unrolled": unrolled_layer, "loop": loop_layer}  # the forms besides the fused one, per layer
 
 
+def _size(c, kind: str, directions: int = 1):
+    """The layer's size for the default form's rule (``policy.layer_size``), with the forms that would need a
+    static batch for it: the unrolled form of a family that needs one (a GRU), the unrolled and fused forms of a
+    layer given initial states."""
+    needs = {"unrolled"} if keras_family(kind).static_batch_unrolled else set()
+    if int(c.attrs.get("n_initial_states", 0)):
+        needs |= {"unrolled", "fused"}
+    return layer_size(c, kind, directions, frozenset(needs))
+
+
 def _forms(kind: str) -> dict:
     return {form: (lambda c, build=build: build(c, kind)) for form, build in FORMS.items()}
 
@@ -192,7 +202,7 @@ def _fused_results(c, seq, time_major: bool, *carried):
 @fusion("keras.layers.LSTM")
 def fuse_keras_lstm(c):
     a = c.attrs
-    results = chosen_form(c, "LSTM", _forms("LSTM"))
+    results = chosen_form(c, "LSTM", _forms("LSTM"), size=_size(c, "LSTM"))
     if results is not None:  # the unrolled or loop form: a mask, or rnn_form
         return results
     x, _, _, weights, (h, cs) = _one_direction(c, "LSTM", 2)
@@ -205,7 +215,7 @@ def fuse_keras_lstm(c):
 @fusion("keras.layers.SimpleRNN")
 def fuse_keras_simple_rnn(c):
     a = c.attrs
-    results = chosen_form(c, "SimpleRNN", _forms("SimpleRNN"))
+    results = chosen_form(c, "SimpleRNN", _forms("SimpleRNN"), size=_size(c, "SimpleRNN"))
     if results is not None:
         return results
     x, batch, units, weights, (h,) = _one_direction(c, "SimpleRNN", 1)
@@ -220,7 +230,7 @@ def fuse_keras_gru(c):
     a = c.attrs
     if a.get("stateful"):
         c.decline("GRU has stateful=True but its state is not passed as arguments")
-    results = chosen_form(c, "GRU", _forms("GRU"), fallback="unrolled")
+    results = chosen_form(c, "GRU", _forms("GRU"), fallback="unrolled", size=_size(c, "GRU"))
     return unrolled_layer(c, "GRU") if results is None else results
 
 
@@ -241,7 +251,7 @@ def fuse_keras_bidirectional(c):
         fallback = "unrolled" if kind == "GRU" else "fused"
         results = chosen_form(c, kind, {"unrolled": lambda c: unrolled_bidirectional(c, merge),
                                         "loop": lambda c: loop_bidirectional(c, merge)}, fallback,
-                              key="Bidirectional" if kind != "GRU" else None)
+                              key="Bidirectional" if kind != "GRU" else None, size=_size(c, kind, 2))
         if results is not None:
             return results
     if kind == "GRU":  # no LiteRT GRU op: both directions unrolled

@@ -41,7 +41,7 @@ from fuselite.rnn.build import MAX_UNROLL, pack_steps, time_step
 from fuselite.rnn.cells import keras_cell
 from fuselite.rnn.forms.fused import read_state, state
 from fuselite.rnn.forms.loop import loop_steps
-from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, at_length, traced_form
+from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, LayerSize, at_length, traced_form
 from fuselite.rnn.forms.unrolled import unroll
 from fuselite.rnn.kit import FUSED_ACTIVATIONS, keras_to_litert, lstm_operands, rnn_operands
 from fuselite.rnn.sources.loop_match import WHILE_OPS, NoMatch, check_match, match_loop
@@ -54,14 +54,20 @@ def _states(op, m) -> list:
     return [None if is_zeros(v) else v for v in inits]
 
 
-def _form(op, m, rnn_forms: dict) -> str:
+def _form(op, m, rnn_forms: dict, batch_size: int | None) -> tuple[str, str]:
     """The recognised loop's form (``forms.policy.traced_form``): "loop", "unrolled" or "fused" (a GRU, which
-    has no LiteRT op, and a masked layer, which the fused ops cannot take, unrolled). A stateful layer's state
-    is read from a variable."""
+    has no LiteRT op, and a masked layer, which the fused ops cannot take, unrolled), and the report's note on
+    why (a form chosen by the layer's size). A stateful layer's state is read from a variable."""
     states = (op.inputs[m.i_h], op.inputs[m.i_c] if m.cell == "LSTM" else None)
     stateful = any(v is not None and v.producer is not None and v.producer.kind == "ReadVariableOp" for v in states)
-    form = traced_form(rnn_forms, m.cell, stateful, masked=m.mask is not None)
-    return form if form in ("loop", "unrolled") else "unrolled" if m.cell == "GRU" or m.mask is not None else "fused"
+    known = m.steps and m.xt.shape is not None and len(m.xt.shape) == 3
+    needs = frozenset(f for f in ("unrolled", "fused") if _static_batch_needed(op, m, f))
+    size = LayerSize(m.cell, m.units, m.steps, m.xt.shape[2], m.xt.shape[1] or batch_size, needs_batch=needs,
+                     sequence=bool(m.sequences)) if known else None
+    form, note = traced_form(rnn_forms, m.cell, stateful, masked=m.mask is not None, size=size)
+    if form not in ("loop", "unrolled"):
+        form = "unrolled" if m.cell == "GRU" or m.mask is not None else "fused"
+    return form, note
 
 
 def _static_batch_needed(op, m, form: str) -> str | None:
@@ -207,7 +213,7 @@ def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict, dynamic
                 "attrs": {"units": m.units}, "status": "not fused",
                 "reason": f"the loop has the shape of a Keras {m.cell} but its body does not compute that cell's "
                           "step as matched; it stays a WHILE loop (correct, not fused)"}
-    form = _form(op, m, rnn_forms)
+    form, note = _form(op, m, rnn_forms, batch_size)
     why_not = None
     if form == "unrolled" and m.steps is None:  # an unknown length: the loop form, or NeedsStaticLength
         form = at_length(rnn_forms, form, None, f"a Keras {m.cell} loop", fused=False)
@@ -229,4 +235,4 @@ def _fuse(module: Module, fn: Function, op, batch_size, rnn_forms: dict, dynamic
         attrs.update(reset_after=m.reset_after, activation=activation, steps=m.steps)
     return {"function": fn.name, "interface": f"Keras {m.cell} loop (recognised)", "call_sites": 1,
             "attrs": attrs, "status": "fused", "into": into, "reason": "",
-            "form": form + (" (masked)" if m.mask is not None else "") + (f" ({why_not})" if why_not else "")}
+            "form": form + (" (masked)" if m.mask is not None else "") + (f" ({why_not})" if why_not else note)}

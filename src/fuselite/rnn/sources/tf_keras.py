@@ -58,7 +58,7 @@ from fuselite.rnn.cells.gru import GRUCell, numpy_gru, split_gru_bias
 from fuselite.rnn.cells.lstm import LSTMCell, numpy_lstm
 from fuselite.rnn.forms.fused import layer_weights, lstm_sequence, read_state, state
 from fuselite.rnn.forms.loop import loop_over
-from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, at_length, forms_of, traced_form
+from fuselite.rnn.forms.policy import UNKNOWN_LENGTH_NOTE, LayerSize, at_length, forms_of, traced_form
 from fuselite.rnn.forms.unrolled import unroll
 from fuselite.rnn.kit import keras_to_litert
 from fuselite.rnn.sources.keras_layers import layer_mask
@@ -104,14 +104,30 @@ def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_for
     return fdef, library, mask
 
 
+def _size(c, kind: str, recurrent_kernel: int, needs_batch: frozenset[str]) -> LayerSize | None:
+    """A tf-keras composite's size as the default form's rule reads it (``policy.sized_form``), its time axis
+    where tf-keras' ``time_major`` attribute says (``needs_batch``: as ``LayerSize`` says); None where the steps
+    or the weights' shapes are not known. A tf-keras Bidirectional is a composite per direction here, and whether
+    the layer returns its sequence is found only later (by evaluation): read as the last step."""
+    x, rk = c.args[0], c.args[recurrent_kernel] if len(c.args) > recurrent_kernel else None
+    fdef = c.function.attrs.get("_function_def")
+    tm = bool(fdef is not None and "time_major" in fdef.attr and fdef.attr["time_major"].b)
+    if rk is None or x.rank != 3 or rk.rank != 2 or not x.shape[0 if tm else 1] or not rk.shape[0]:
+        return None
+    return LayerSize(kind, rk.shape[0], x.shape[0 if tm else 1], x.shape[2], x.shape[1 if tm else 0] or c.batch_size,
+                     needs_batch=needs_batch)
+
+
 @fusion("lstm_*")
 def fuse_tf_keras_saved_lstm(c):
     # the loop form or the fused op (a stateful layer's states are read from variables)
     h0, c0 = c.args[1:3] if len(c.args) >= 3 else (None, None)
-    form = "fused" if h0 is None else traced_form(forms_of(c), "LSTM", h0.variable or c0.variable, _masked(c),
-                                                  "tf_keras")
+    given = h0 is not None and not (_zeros(h0) and _zeros(c0))  # initial states: a static batch but in the loop
+    form, note = ("fused", "") if h0 is None else traced_form(
+        forms_of(c), "LSTM", h0.variable or c0.variable, _masked(c), "tf_keras",
+        _size(c, "LSTM", 4, frozenset({"unrolled", "fused"} if given else ())))
     fdef, library, mask = tf_keras_composite(c, "LSTM", ARG_NAMES, 5, f"the {form} form", form == "loop")
-    return _fuse_keras_lstm(c, fdef, library, indy=False, mask=mask, form=form)
+    return _fuse_keras_lstm(c, fdef, library, indy=False, mask=mask, form=form, note=note)
 
 
 @fusion("indy_lstm_*")
@@ -144,10 +160,10 @@ def _zeros(arg) -> bool:
     return arg.zeros or arg.const is not None and not np.any(arg.const)
 
 
-def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, form: str):
-    """A tf-keras LSTM (or IndyLSTM) composite in ``form``: "loop", "unrolled" (an unmasked LSTM) or "fused".
-    An unknown batch stays dynamic in the loop form, and in the others from zero initial states (as the same
-    layer converted from memory)."""
+def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, form: str, note: str = ""):
+    """A tf-keras LSTM (or IndyLSTM) composite in ``form``: "loop", "unrolled" (an unmasked LSTM) or "fused"
+    (``note``: why, for the report). An unknown batch stays dynamic in the loop form, and in the others from
+    zero initial states (as the same layer converted from memory)."""
     loop = form == "loop"
     form = form if loop or form == "unrolled" and not indy else "fused"
     x, h0, c0, k, rk, b = c.args[:6]
@@ -200,9 +216,9 @@ def _fuse_keras_lstm(c, fdef, library, *, indy: bool, mask: int | None, form: st
         seq, (h, cs), last = loop_over(c, LSTMCell(k.const, full, b.const, "tanh"), x.value, states, tm=time_major,
                                        backwards=go_backwards, sequence=return_sequences, mask=flags,
                                        zero_output=zero_output)
-        c.form = "loop" if mask is None else "loop (masked)"
+        c.form = ("loop" if mask is None else "loop (masked)") + note
         return _results(c, last, seq, h, cs, runtime, batch, units, time_major)
-    c.form = form
+    c.form = form + note
     steps = x.shape[0 if time_major else 1]
     if form == "unrolled" and (steps is None or steps > MAX_UNROLL):  # as from memory: the fused op, and why
         c.form = f"fused (not unrolled: {steps or 'an unknown number of'} steps, at most {MAX_UNROLL} are unrolled)"
@@ -354,7 +370,9 @@ GRU_ARG_NAMES = ("inputs", "init_h", "kernel", "recurrent_kernel", "bias")
 @fusion("gru_*")
 def fuse_tf_keras_saved_gru(c):
     # the loop form takes any batch (and a mask); a stateful layer's state is read from a variable
-    loop = len(c.args) > 1 and traced_form(forms_of(c), "GRU", c.args[1].variable, _masked(c)) == "loop"
+    form, note = traced_form(forms_of(c), "GRU", c.args[1].variable, _masked(c),
+                             size=_size(c, "GRU", 3, frozenset({"unrolled"}))) if len(c.args) > 1 else ("unrolled", "")
+    loop = form == "loop"
     fdef, library, mask = tf_keras_composite(c, "GRU", GRU_ARG_NAMES, 4, "the unrolled GRU", loop)
     x, h0, k, rk, b = c.args[:5]
     if x.rank != 3 or x.shape[2] is None:
@@ -413,7 +431,7 @@ def fuse_tf_keras_saved_gru(c):
                          steps=steps)
         last = new_h = outs[-1]
         outputs = pack_steps(c, outs, time_major) if return_sequences else None
-    c.form = ("loop" if loop else "unrolled") + (" (masked)" if mask is not None else "") + unknown_length
+    c.form = ("loop" if loop else "unrolled") + (" (masked)" if mask is not None else "") + (unknown_length or note)
     if outputs is None:  # tf-keras returns the last output with a time axis of 1
         shape = (1, batch, units) if time_major else (batch, 1, units)
         outputs = c.op("RESHAPE", [last, np.array([-1 if d is None else d for d in shape], np.int32)],
