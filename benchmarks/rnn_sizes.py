@@ -80,11 +80,15 @@ def forms_of(p: dict) -> tuple[str, ...]:
 
 
 def default_form(p: dict, threads: int) -> str:
-    """The form ``rnn_form="default"`` gives the point's layer at ``threads`` (``rnn/forms/policy.py``)."""
-    from fuselite.rnn.forms.policy import form_key, rnn_forms
+    """The form ``rnn_form="default"`` gives the point's layer at ``threads`` (``rnn/forms/policy.py``): by its
+    size where the policy chooses so, as ``from_keras_model`` sees the layer (a Bidirectional of either flavour:
+    one layer of two directions; the batch static); tests/test_rnn_forms.py checks it against conversions."""
+    from fuselite.rnn.forms.policy import form_key, rnn_forms, sized_form
 
     forms = rnn_forms("default", False, threads=threads)
-    form = forms[form_key(forms, p["family"], "tf_keras" if p["flavour"] == "tf_keras" else "keras")]
+    sized = sized_form(forms, size_of(p))
+    form = sized[0] if sized else forms[form_key(forms, p["family"], "tf_keras" if p["flavour"] == "tf_keras"
+                                                 else "keras")]
     return "unrolled" if form == "fused" and p["family"] == "GRU" else form
 
 
@@ -135,18 +139,26 @@ def measure(p: dict, datas: dict, inputs, names, settings) -> dict:
             "sizes": {s: len(datas[s]) for s in sides}, "default": default_form(p, settings.threads)}
 
 
-def summary(results: list[dict], threads: int) -> list[str]:
+def summary(results: list[dict], threads: int, label: str = "") -> list[str]:
+    """The default form's scores at ``threads`` (``label``: which points), and the points where it is slower than
+    the official model, beside their A/A."""
     rows = [r for r in results if r["threads"] == threads]
     if not rows:
         return []
-    at_most_tf = sum(r["ratios"][r["default"]] <= 1.0 for r in rows)
+    slower = [r for r in rows if r["ratios"][r["default"]] > 1.0]
     near_best = sum(r["ratios"][r["default"]] <= 1.05 * min(r["ratios"][f] for f in forms_of(r["point"]))
                     for r in rows)
     best = {f: sum(min(forms_of(r["point"]), key=lambda g: r["ratios"][g]) == f for r in rows) for f in FORMS}
-    return [f"- {threads} thread{'s' if threads > 1 else ''}: the default form at most 1.0x the official model at "
-            f"{at_most_tf} of {len(rows)} points ({100 * at_most_tf / len(rows):.0f}%), within 5% of the best form "
-            f"at {near_best} ({100 * near_best / len(rows):.0f}%); the fastest form: "
-            + ", ".join(f"{f} at {n}" for f, n in best.items()) + "."]
+    at_most_tf = len(rows) - len(slower)
+    lines = [f"- {threads} thread{'s' if threads > 1 else ''}{label}: the default form at most 1.0x the official "
+             f"model at {at_most_tf} of {len(rows)} points ({100 * at_most_tf / len(rows):.0f}%), within 5% of the "
+             f"best form at {near_best} ({100 * near_best / len(rows):.0f}%); the fastest form: "
+             + ", ".join(f"{f} at {n}" for f, n in best.items()) + "."]
+    if slower and not label:
+        lines.append("  - slower than the official model: " + "; ".join(
+            f"{key(r['point'])} ({r['default']} {r['ratios'][r['default']]:.2f}x, A/A {r['ratios']['tf_twin']:.2f})"
+            for r in slower))
+    return lines
 
 
 def _good(r: dict, form: str) -> bool:
@@ -172,6 +184,16 @@ def _splits(rows: list[dict]):
     for axis in ("units", "steps", "features", "batch"):
         for value in SIZES[axis][:-1]:
             yield f"{axis} <= {value}", lambda p, a=axis, v=value: p[a] <= v
+    for mib in (0.5, 1, 2, 4, 8, 16, 32):  # the recurrent weights the unrolled form's steps read (policy.LayerSize)
+        yield f"step weights <= {mib} MiB", lambda p, v=mib: size_of(p).step_weights <= v
+
+
+def size_of(p: dict):
+    """The point's layer as the form policy reads it (``policy.LayerSize``; a Bidirectional: two directions)."""
+    from fuselite.rnn.forms.policy import LayerSize
+
+    return LayerSize(p["family"], p["units"], p["steps"], p["features"], p["batch"],
+                     2 if p["direction"] == "bidirectional" else 1, sequence=p["output"] == "sequence")
 
 
 def fit(rows: list[dict], depth: int = 2) -> tuple[list, int]:
@@ -236,6 +258,8 @@ def table(results: list[dict], threads: int) -> list[str]:
 
 def report(results: list[dict], threads: list[int], how: str, started, seconds: float, settings, machine: str,
            versions: str, chosen: str) -> str:
+    from report import fuselite_revision
+
     lines = ["# Recurrent forms over layer sizes (issue 48)", "",
              f"- Command: `{how}`", f"- Date: {started:%Y-%m-%d %H:%M} UTC (took "
              f"{'?' if seconds is None else f'{seconds:.0f}'} s)",
@@ -244,17 +268,23 @@ def report(results: list[dict], threads: list[int], how: str, started, seconds: 
              "b<batch>.<output>), the batch static in every model. *× fused / unrolled / loop*: fuselite's forms "
              "over the official converter's model (tf-keras: from_keras_model; Keras 3: a concrete function), "
              "median of the blocks; a GRU has no fused op. *default*: the form `rnn_form=\"default\"` gives the "
-             f"layer at that thread count. LiteRT `num_threads=N`, interleaved in fresh interpreters, "
+             f"layer at that thread count, as the form policy at {fuselite_revision()} gives it. LiteRT `num_threads=N`, interleaved in fresh interpreters, "
              f"{settings.burst} invoke(s) of one before the next, {settings.latency_blocks} blocks of "
              f"{settings.latency_seconds / settings.latency_blocks:.2g} s.", "", "## Summary", ""]
     for n in threads:
         lines += summary(results, n)
+    runs = sorted({r.get("run", 0) for r in results})
+    for run in runs if len(runs) > 1 else ():
+        for n in threads:
+            lines += summary([r for r in results if r.get("run", 0) == run], n, f", run {run + 1}'s points")
     lines += ["", "## A rule fitted on these points", "",
               "The bar: a form at most the official model's time and within 5% of the best form (where every form is "
               "slower than the official model, within 5% of the best). A greedy decision tree of two tests on the "
-              "point (family, direction, flavour, output, or a size at most a grid value) with a form at each leaf, "
-              "fitted here on the measured points (in-sample: a proposal for the default's cost model, to be "
-              "checked on points it was not fitted on).", ""]
+              "point (family, direction, flavour, output, a size at most a grid value, or the recurrent weights the "
+              "unrolled form's steps read at most some MiB) with a form at each leaf, fitted here on the measured "
+              "points: in-sample, a check on the form policy's rule (`SIZE_RULES` in `rnn/forms/policy.py`, the "
+              "*default* above), which reads the layer's size, batch, output and family, not its flavour or direction.",
+              ""]
     for n in threads:
         lines += fitted(results, n)
     for n in threads:
@@ -262,10 +292,27 @@ def report(results: list[dict], threads: list[int], how: str, started, seconds: 
     return "\n".join(lines) + "\n"
 
 
+def merged(runs: list[dict]) -> dict:
+    """Several ``--results`` files as one: their points together (a point measured twice: the later run's), each
+    run's command, versions, start, time and points said."""
+    if len(runs) == 1:
+        return runs[0]
+    results = {(key(r["point"]), r["threads"]): {**r, "run": n} for n, run in enumerate(runs) for r in run["results"]}
+    said = [run.get("run", {}) for run in runs]
+    return {"how": "; ".join(f"`{run['how']}`" for run in runs).strip("`"),
+            "versions": "; ".join(dict.fromkeys(run["versions"] for run in runs)),
+            "results": list(results.values()), "failed": [f for run in runs for f in run.get("failed", [])],
+            "run": {"started": said[0].get("started"), "machine": said[0].get("machine"),
+                    "seconds": sum(m.get("seconds") or 0 for m in said),
+                    "chosen": " + ".join(m.get("chosen", "?") for m in said)}}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--sample", type=int, default=96, help="points, 1/12 per stratum (default 96; 864: all)")
+    p.add_argument("--exclude-sample", type=int, metavar="N",
+                   help="leave out the points --sample N takes (a larger sample's new points: a check on them)")
     p.add_argument("--points", nargs="+", metavar="KEY", help="only these points (keys as the report prints)")
     p.add_argument("--latency-seconds", type=float, default=1.5, help="per point and thread count (default 1.5)")
     p.add_argument("--latency-blocks", type=int, default=3)
@@ -273,7 +320,8 @@ def main(argv=None) -> int:
     p.add_argument("--export", metavar="DIR", help="convert only: write the .tflite files and inputs to DIR")
     p.add_argument("--time", metavar="DIR", help="time the files --export wrote (LiteRT alone, no TensorFlow)")
     p.add_argument("--results", metavar="FILE.json", help="also write the raw measurements here")
-    p.add_argument("--from-results", metavar="FILE.json", help="measure nothing: the report of a --results file")
+    p.add_argument("--from-results", metavar="FILE.json", nargs="+",
+                   help="measure nothing: the report of --results files (several: their points together)")
     p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -286,13 +334,16 @@ def main(argv=None) -> int:
                         burst=args.burst)
     started, t0 = datetime.datetime.now(datetime.UTC), time.perf_counter()
     if args.from_results:
-        saved = json.loads(Path(args.from_results).read_text())
+        runs = [json.loads(Path(f).read_text()) for f in args.from_results]
+        saved = merged(runs)
+        for r in saved["results"]:  # the forms are measured; the default is what the policy gives now
+            r["default"] = default_form(r["point"], r["threads"])
         meta = saved.get("run", {})
         threads = sorted({r["threads"] for r in saved["results"]})
-        mtime = datetime.datetime.fromtimestamp(Path(args.from_results).stat().st_mtime, datetime.UTC)
+        mtime = datetime.datetime.fromtimestamp(Path(args.from_results[0]).stat().st_mtime, datetime.UTC)
         points = len({key(r["point"]) for r in saved["results"]})
         text = report(saved["results"], threads, saved["how"],
-                      datetime.datetime.fromisoformat(meta["started"]) if "started" in meta else mtime,
+                      datetime.datetime.fromisoformat(meta["started"]) if meta.get("started") else mtime,
                       meta.get("seconds"), settings, meta.get("machine", machine_description()),
                       saved["versions"], meta.get("chosen", f"{points} measured"))
         failed = saved.get("failed", [])
@@ -301,6 +352,10 @@ def main(argv=None) -> int:
         return 0
     points = grid() if args.sample >= 864 else sample(grid(), args.sample)
     chosen = "all 864" if args.sample >= 864 else f"{len(points)} sampled (seed 0, {len(points) // 12} per stratum)"
+    if args.exclude_sample:
+        left_out = {key(q) for q in sample(grid(), args.exclude_sample)}
+        points = [q for q in points if key(q) not in left_out]
+        chosen = f"{len(points)}: {chosen} but the {len(left_out)} of --sample {args.exclude_sample}"
     if args.points:
         points, chosen = [q for q in grid() if key(q) in set(args.points)], "as listed with --points"
     results: list[dict] = []
