@@ -10,8 +10,8 @@ fused ops), with its concrete-function route besides; for Keras 3 ``from_concret
 ``tf.function`` (its ``from_keras_model`` fails on Keras 3 RNNs); plus a second instance of the official
 model (*A/A*: its distance from 1 is the noise floor). Per thread count (``--threads``), LiteRT
 ``num_threads=N``, batch 1, all interleaved in fresh interpreters per block; ratios per block, the median (range
-in brackets). The default form of each family at that thread count (``rnn/forms/policy.py``,
-``default_forms``) is marked. The form ``rnn_form="auto", threads=N`` kept at conversion is given, and the form
+in brackets). The default form at that thread count (``rnn/forms/policy.py``: by each layer's size at 1 and 2
+threads, read from a default conversion's report) is marked. The form ``rnn_form="auto", threads=N`` kept at conversion is given, and the form
 its timing (``fuselite.verify.fastest_form``, LiteRT alone) chooses on the timing machine just before the forms
 are timed; each against the best form with every form also timed alone (its own interpreter, as in an app).
 Example::
@@ -49,13 +49,19 @@ MODELS = ("lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm", "sim
 FAMILY = {"simple_rnn": "SimpleRNN", "gru": "GRU"}  # the others are LSTMs
 
 
-def default_form(flavour: str, name: str, threads: int) -> str:
-    """The form rnn_form="default" gives the model's recurrent layers at ``threads`` (the unmasked family's: a
-    masked layer takes the loop)."""
-    from fuselite.rnn.forms.policy import form_key, rnn_forms
+def default_forms_of(model) -> dict[str, str]:
+    """{threads: the form rnn_form="default" gives the model's recurrent layers} for 1, 2 and 3 threads (more: as
+    3), read from a default conversion's report (by each layer's size at 1 and 2 threads); "mixed" where its
+    layers got different forms (no one column is the default then)."""
+    import fuselite
 
-    forms = rnn_forms("default", False, threads=threads)
-    return forms["masked" if name.startswith("masked") else form_key(forms, FAMILY.get(name, "LSTM"), flavour)]
+    forms = {}
+    for n in (1, 2, 3):
+        conv = fuselite.Converter.from_keras_model(model, threads=n)
+        conv.convert()
+        got = {r["form"].split(" ")[0] for r in conv.report.composites if r.get("form")}
+        forms[n] = got.pop() if len(got) == 1 else "mixed"
+    return {str(n): forms[min(n, 3)] for n in range(1, 65)}
 
 
 def convert(flavour: str, name: str, threads: list[int], silence: bool):
@@ -84,6 +90,7 @@ def convert(flavour: str, name: str, threads: list[int], silence: bool):
             chosen = conv.report.recurrent["auto"]
             timed = " / ".join(f"{f} {us:.0f}" for f, us in (chosen["fastest_block_us"] or {}).items())
             auto[n] = f"{chosen['chosen']}|{timed}"  # the form kept, and each form's fastest block as auto timed it
+        defaults = default_forms_of(model)
         # the official converter last: its from_keras_model leaves a tf-keras model that fuselite can no longer
         # trace layer by layer in the same process ("Function composite has _implements=func ...")
         if flavour == "tf_keras":
@@ -92,7 +99,7 @@ def convert(flavour: str, name: str, threads: list[int], silence: bool):
         else:
             datas["tf"] = convert_tf(model, route="concrete")[0]
     datas["tf_twin"] = bytes(bytearray(datas["tf"]))
-    return datas, inputs, [t.name for t in model.inputs], reference, auto
+    return datas, inputs, [t.name for t in model.inputs], reference, auto, defaults
 
 
 def official_keras(model, k) -> bytes:
@@ -190,7 +197,7 @@ def row(flavour: str, name: str, m: dict, default: str, auto: str, here: dict) -
             f"{' / '.join(f'{us[s]:.1f}' for s in (*FORMS, 'tf'))} | "
             f"{' / '.join(f'{by_itself[f]:.1f}' for f in FORMS)} | "
             + " | ".join(f"{_ratio(ratios[f])}{mark[f]}" for f in FORMS)
-            + f" | {statistics.median(ratios[default]):.2f} | {at_conversion} | {auto_here} | {tf_while} | "
+            + f" | {f'{statistics.median(ratios[default]):.2f}' if default in FORMS else 'mixed'} | {at_conversion} | {auto_here} | {tf_while} | "
             f"{_ratio(ratios['tf_twin'])} | {size} | {errs} |")
 
 
@@ -213,8 +220,8 @@ def report(tables: dict[int, list[str]], started, seconds: float, settings, how:
         "recurrent product and the cell, no TensorLists). *TF*: the official converter's model: for tf-keras its "
         "`from_keras_model` output (the fused ops where it writes them), for Keras 3 a batch-1 concrete function "
         "(its `from_keras_model` fails on Keras 3 RNNs; WHILE loops); *TF WHILE*: tf-keras through the concrete "
-        "function too. *default*: the form `rnn_form=\"default\"` gives the family at that thread count "
-        "(**(default)**); *auto (at conversion)*: the form `rnn_form=\"auto\", threads=N` kept (timed at "
+        "function too. *default*: the form `rnn_form=\"default\"` gives the model's layers at that thread count "
+        "(**(default)**; by each layer's size at 1 and 2 threads; *mixed* where its layers got different forms); *auto (at conversion)*: the form `rnn_form=\"auto\", threads=N` kept (timed at "
         "conversion, on the converting machine); *auto (here)*: the form auto's timing (`fuselite.verify."
         "fastest_form`, LiteRT alone) chooses on this machine just before the forms are timed; for both, its time "
         "over the best form's here: *alone* (each form in its own interpreter with no other model between its "
@@ -299,7 +306,7 @@ def main(argv=None) -> int:
     for flavour in args.flavours:
         for name in args.models:
             print(f"[rnn-forms] {flavour} / {name}: converting ...", file=sys.stderr, flush=True)
-            datas, inputs, names, reference, auto = convert(flavour, name, args.threads, settings.silence)
+            datas, inputs, names, reference, auto, defaults = convert(flavour, name, args.threads, settings.silence)
             auto = {str(n): form for n, form in auto.items()}
             if args.export:
                 folder = Path(args.export)
@@ -309,9 +316,8 @@ def main(argv=None) -> int:
                     (folder / f"{key}.{s}.tflite").write_bytes(data)
                 np.savez(folder / f"{key}.inputs.npz", *inputs)
                 cases.append({"key": key, "flavour": flavour, "model": name, "names": names, "sides": list(datas),
-                              "auto": auto, "defaults": {str(n): default_form(flavour, name, n) for n in range(1, 65)}})
+                              "auto": auto, "defaults": defaults})
                 continue
-            defaults = {str(n): default_form(flavour, name, n) for n in args.threads}
             time_case(flavour, name, datas, inputs, names, reference, defaults, auto)
     if args.export:
         (Path(args.export) / "index.json").write_text(json.dumps(
