@@ -192,7 +192,7 @@ def size_of(p: dict):
     """The point's layer as the form policy reads it (``policy.LayerSize``; a Bidirectional: two directions)."""
     from fuselite.rnn.forms.policy import LayerSize
 
-    return LayerSize(p["family"], p["units"], p["steps"], p["features"], p["batch"],
+    return LayerSize(p["family"], p["units"], p["steps"], p["batch"],
                      2 if p["direction"] == "bidirectional" else 1, sequence=p["output"] == "sequence")
 
 

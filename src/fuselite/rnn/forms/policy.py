@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from fuselite.errors import NeedsStaticBatch, NeedsStaticLength
 from fuselite.fusion.composite import FusionDeclined
+from fuselite.rnn.kit import GATE_ORDERS
 
 # The thread count a model is converted for when the conversion does not say (``threads``): what LiteRT runs with
 # when an app leaves ``num_threads`` unset. Measured (LiteRT 2.3): the Python Interpreter passes
@@ -68,14 +69,13 @@ HOW_TO_FIX_LENGTH = ("give the model's input a static length (keras.Input(shape=
 
 # -- the default form by a layer's size (float models run at 1 or 2 threads; issue 48) ------------------------
 
-GATES = {"LSTM": 4, "GRU": 3, "SimpleRNN": 1}  # the recurrent weight matrices [units, units] of a step
 BY_SIZE = "by_size"  # the rnn_forms entry of a conversion whose default forms are chosen per layer by its size
 
 
 @dataclass(frozen=True)
 class LayerSize:
     """What a recurrent layer's default form is chosen from (:func:`sized_form`): its family ("LSTM", "GRU",
-    "SimpleRNN"), units, time steps, features, batch (None: known only at run time) and directions (2: a Keras
+    "SimpleRNN"), units, time steps, batch (None: known only at run time) and directions (2: a Keras
     Bidirectional converted as one layer) and whether it returns its whole sequence (``sequence``; None: not
     known where the form is chosen, read as the last step only). ``needs_batch``: the forms that would need a
     static batch for this layer (an unrolled GRU; the unrolled and fused forms of a layer given initial states),
@@ -84,7 +84,6 @@ class LayerSize:
     family: str
     units: int
     steps: int
-    features: int | None = None
     batch: int | None = None
     directions: int = 1
     needs_batch: frozenset[str] = frozenset()
@@ -93,8 +92,9 @@ class LayerSize:
     @property
     def step_weights(self) -> float:
         """The recurrent weights the unrolled form's steps read, MiB: a [gates x units, units] float32 matrix per
-        step and direction, each step its own op."""
-        return self.steps * self.directions * GATES[self.family] * self.units ** 2 * 4 / 2 ** 20
+        step and direction (a gate per Keras gate block), each step its own op."""
+        gates = len(GATE_ORDERS["keras", self.family])
+        return self.steps * self.directions * gates * self.units ** 2 * 4 / 2 ** 20
 
     def __str__(self) -> str:
         return (f"{self.units} units x {self.steps} steps" + (" x 2 directions" if self.directions == 2 else "") +
@@ -147,7 +147,7 @@ def sized_form(rnn_forms: dict, size: LayerSize | None) -> tuple[str, str] | Non
     (``rnn_forms[BY_SIZE]``: the thread count), else None (a quantized model, a form asked for, a size not known
     here: the family's form in ``rnn_forms``). A GRU's "fused" is its unrolled form (LiteRT has no GRU op)."""
     threads = rnn_forms.get(BY_SIZE)
-    if threads is None or size is None or not size.steps or not size.units or size.family not in GATES:
+    if threads is None or size is None or not size.steps or not size.units or ("keras", size.family) not in GATE_ORDERS:
         return None
     rule = next(r for r in SIZE_RULES[threads] if r.test(size))
     form = "unrolled" if rule.form == "fused" and size.family == "GRU" else rule.form
@@ -299,14 +299,14 @@ def layer_steps(c) -> int | None:
 
 
 def layer_size(c, kind: str, directions: int = 1, needs_batch: frozenset[str] = frozenset()) -> LayerSize | None:
-    """The size of a Keras recurrent composite (units, its sequence input's steps, features and batch) as
-    :func:`sized_form` reads it (``directions``, ``needs_batch``: as :class:`LayerSize` says); None where the
-    steps or the features are known only at run time."""
+    """The size of a Keras recurrent composite (units, its sequence input's steps and batch, whether it returns
+    its sequence) as :func:`sized_form` reads it (``directions``, ``needs_batch``: as :class:`LayerSize` says);
+    None where the steps are known only at run time."""
     x, steps = c.args[0] if c.args else None, layer_steps(c)
-    if not steps or "units" not in c.attrs or x.shape[-1] is None:
+    if not steps or "units" not in c.attrs:
         return None
     batch = x.shape[1 if c.attrs.get("time_major") else 0] or c.batch_size
-    return LayerSize(kind, int(c.attrs["units"]), steps, x.shape[-1], batch, directions, needs_batch,
+    return LayerSize(kind, int(c.attrs["units"]), steps, batch, directions, needs_batch,
                      bool(c.attrs.get("return_sequences")))
 
 
