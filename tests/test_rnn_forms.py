@@ -165,6 +165,30 @@ def test_loop_form_with_initial_states_and_a_dynamic_batch(kind):
         np.testing.assert_allclose(got, np.asarray(model(xs)), atol=TOL)
 
 
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_default_form_keeps_a_dynamic_batch_with_initial_states(kind):
+    """By default a small layer given initial states, its batch unknown, is not unrolled or fused by its size
+    (either would fix the batch): the loop, which keeps it dynamic, and the report says why."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    k = keras_flavour("keras3")
+    k.utils.set_random_seed(0)
+    x = k.Input((6, 3))
+    states = [k.Input((4,)) for _ in range(2 if kind == "LSTM" else 1)]
+    model = k.Model([x, *states], getattr(k.layers, kind)(4, return_sequences=True)(x, initial_state=states))
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    (form,) = [r["form"] for r in conv.report.composites]
+    assert form.startswith("loop (by size at 1 thread: 4 units x 6 steps") and "needs a static batch" in form, form
+    assert not any("batch size" in w for w in conv.report.warnings), conv.report.warnings
+    runner = Interpreter(model_content=data).get_signature_runner()
+    names = fuselite.runtime.signature_inputs(data, "serving_default")
+    for batch in (2, 5):
+        xs = _inputs(model, batch, seed=batch)
+        (got,) = runner(**dict(zip(names, xs))).values()
+        np.testing.assert_allclose(got, np.asarray(model(xs)), atol=TOL)
+
+
 def test_loop_form_runs_on_tflite_micro(tmp_path):
     from test_micro import check_micro, keras_outputs
 
