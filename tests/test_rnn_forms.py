@@ -257,7 +257,7 @@ def test_default_forms_are_the_measured_ones():
         data = conv.convert()
         (form,) = [r["form"] for r in conv.report.composites]
         want = SMALL_LAYER_FORMS[1][kind]
-        assert form.startswith(f"{want} (by size at 1 thread: 6 units x 7 steps: "), form
+        assert form.startswith(f"{want} (by size at 1 thread: 6 units x 7 steps, a run-time batch: "), form
         assert ("static batch" in form) == (kind == "GRU") and not conv.report.warnings, (form, conv.report.warnings)
         assert_stateless_and_matches(data, model, _inputs(model), TOL)
         runner = Interpreter(model_content=data).get_signature_runner()  # the batch stays dynamic
@@ -295,11 +295,14 @@ def test_default_forms_follow_the_thread_count(flavour, threads):
 
 # grid points of benchmarks/rnn_sizes.py and the form the measured rule gives each (its key, threads, form)
 SIZED_POINTS = [
-    ("keras3.LSTM.plain.u16.t200.f8.b1.last", 1, "unrolled"),  # 0.78 MiB of step weights: at most 1
-    ("keras3.LSTM.bidirectional.u16.t200.f8.b1.last", 1, "loop"),  # two directions: 1.6 MiB, the last step out
+    ("keras3.LSTM.plain.u16.t200.f8.b1.last", 1, "fused"),  # an LSTM of 16 units at batch 1 over 200 steps
+    ("keras3.LSTM.plain.u64.t50.f8.b1.last", 1, "unrolled"),  # 3.1 MiB of step weights, the last step: at most 8
+    ("keras3.LSTM.bidirectional.u16.t200.f8.b4.last", 1, "loop"),  # two directions, the last step, 1.6 MiB
     ("tf_keras.GRU.plain.u64.t50.f8.b4.sequence", 1, "unrolled"),  # 2.3 MiB, the sequence out: at most 16
+    ("keras3.LSTM.plain.u256.t50.f8.b4.sequence", 1, "loop"),  # 50 MiB, the sequence out: over 16
     ("keras3.SimpleRNN.plain.u256.t200.f8.b1.last", 1, "loop"),  # 50 MiB
     ("keras3.LSTM.plain.u16.t50.f8.b4.sequence", 2, "unrolled"),  # 16 units at batch 4
+    ("keras3.GRU.plain.u64.t200.f8.b4.last", 2, "loop"),  # 200 steps, the last step out
     ("tf_keras.LSTM.plain.u16.t8.f8.b1.last", 2, "fused"),  # 16 units at batch 1
     ("keras3.GRU.plain.u64.t200.f8.b1.sequence", 2, "unrolled"),  # 9.4 MiB, the sequence out: at most 16
     ("tf_keras.SimpleRNN.bidirectional.u256.t50.f8.b1.last", 2, "loop"),  # 25 MiB
@@ -322,7 +325,7 @@ def test_default_form_follows_the_layer_size(point, threads, want):
     data = conv.convert()
     (form,) = [r["form"] for r in conv.report.composites]
     assert form.startswith(f"{want} (by size at {threads} thread"), form
-    assert f"{p['units']} units x {p['steps']} steps" in form
+    assert f"{p['units']} units x {p['steps']} steps" in form and f"batch {p['batch']}" in form
     assert_stateless_and_matches(data, model, _inputs(model, batch=p["batch"]), TOL, num_threads=threads)
 
 

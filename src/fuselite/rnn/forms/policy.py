@@ -98,6 +98,7 @@ class LayerSize:
 
     def __str__(self) -> str:
         return (f"{self.units} units x {self.steps} steps" + (" x 2 directions" if self.directions == 2 else "") +
+                (f", batch {self.batch}" if self.batch else ", a run-time batch") +
                 f"{', the sequence out' if self.sequence else ''}: {self.step_weights:.2g} MiB of step weights")
 
 
@@ -113,32 +114,55 @@ class SizeRule:
 # The default form of a float model's recurrent layer run at 1 or 2 threads, by its size: the first row that holds.
 # Fitted on benchmarks/rnn_sizes.py's grid (docs/rnn-sizes.md: LSTM, GRU, SimpleRNN x plain / Bidirectional x Keras 3
 # / tf-keras x units 16, 64, 256 x steps 8, 50, 200 x features 8, 64 x batch 1, 4 x sequence / last output, every
-# form and the official converter's model timed side by side; 120 sampled points): a two-test tree on what the
-# policy can read of a layer. What the rows read: the unrolled form runs a small FULLY_CONNECTED per step and
-# direction, each with its own copy of the recurrent weights once XNNPACK has packed them (step_weights; the
-# process grows by about that on the first invoke, docs/rnn.md#thread-count): fastest of all while they stay
-# small, 2-6x the loop's time once they do not; the loop reads one copy each step, but writes a returned sequence
-# step by step (DYNAMIC_UPDATE_SLICE), which the unrolled form packs once: with the sequence out the unrolled form
-# stays ahead to 16 MiB of step weights (with the last step out, to 1 MiB at one thread, 8 at two). LiteRT's fused sequence ops run on one thread, which at 2 threads beats
-# splitting a small layer's tiny products over the pool. Sizes between the grid's are not measured: the unit
-# boundary sits between 16 and 64, at 32. Over 200 steps (the longest measured) the loop: the unrolled file grows
-# with the steps (up to 45x the loop's file at 200 steps of 16 units, +0.8 MB).
+# form and the official converter's model timed side by side; 192 sampled points, docs/rnn.md#by-layer-size) from
+# what the policy can read of a layer. What the rows read:
+# * step weights: the unrolled form runs a small FULLY_CONNECTED per step and direction, each with its own copy of
+#   the recurrent weights once XNNPACK has packed them (the process grows by about that on the first invoke,
+#   docs/rnn.md#thread-count): fastest of all while they stay small, 2-6x the loop's time once they do not; the
+#   loop reads one copy each step, but writes a returned sequence step by step (DYNAMIC_UPDATE_SLICE), which the
+#   unrolled form packs once. MAX_STEP_WEIGHTS bounds that memory: past it the unrolled form is often faster
+#   still with the sequence out at batch 4 (0.1-0.6x the official model where the loop takes 0.4-0.8x), but it
+#   would hold that many MiB of packed weights (up to 400 on the grid): the default does not spend it,
+#   rnn_form="unrolled" does.
+# * the last step out over 200 steps: the loop at two threads (beyond the small layers at batch 1); at one
+#   thread, a Bidirectional layer's step weights over 1 MiB (a plain layer's, over 8).
+# * small layers at batch 1: LiteRT's fused sequence ops run on one thread, which at 2 threads beats splitting a
+#   small layer's tiny products over the pool; at one thread, a small LSTM over 200 steps (the other forms' per-step
+#   ops cost more than its products; a small SimpleRNN's fused op does not win there as often).
+# A batch known only at run time is read as 1. Sizes between the grid's are not measured: the unit boundary sits
+# between 16 and 64, at 32. Over 200 steps (the longest measured) the loop, or a small LSTM's fused op: the
+# unrolled file grows with the steps (up to 45x the loop's file at 200 steps of 16 units, +0.8 MB).
 SMALL_UNITS = 32
 LONGEST_MEASURED = 200
+MAX_STEP_WEIGHTS = 16  # MiB: the most packed weight the unrolled form may hold by default
+
+
+def _small_at_batch_1(s: LayerSize) -> bool:
+    return s.units <= SMALL_UNITS and s.batch in (1, None)
+
+
+_BATCH_1 = "at batch 1 or a run-time batch"
+_LONG = SizeRule("loop", f"over {LONGEST_MEASURED} steps", lambda s: s.steps > LONGEST_MEASURED)
+_BOUNDED = SizeRule("unrolled", f"at most {MAX_STEP_WEIGHTS} MiB of step weights",
+                    lambda s: s.step_weights <= MAX_STEP_WEIGHTS)
+_ELSE = SizeRule("loop", f"over {MAX_STEP_WEIGHTS} MiB of step weights", lambda s: True)
 SIZE_RULES: dict[int, tuple[SizeRule, ...]] = {
-    1: (SizeRule("loop", f"over {LONGEST_MEASURED} steps", lambda s: s.steps > LONGEST_MEASURED),
-        SizeRule("unrolled", "the sequence out and at most 16 MiB of step weights",
-                 lambda s: bool(s.sequence) and s.step_weights <= 16),
+    1: (SizeRule("fused", f"an LSTM of at most {SMALL_UNITS} units {_BATCH_1} and {LONGEST_MEASURED} steps or more",
+                 lambda s: s.family == "LSTM" and _small_at_batch_1(s) and s.steps >= LONGEST_MEASURED),
+        _LONG,
         SizeRule("unrolled", "at most 1 MiB of step weights", lambda s: s.step_weights <= 1),
-        SizeRule("loop", "over 1 MiB of step weights (16 with the sequence out)", lambda s: True)),
-    2: (SizeRule("fused", f"at most {SMALL_UNITS} units at batch 1 or a run-time batch",
-                 lambda s: s.units <= SMALL_UNITS and s.batch in (1, None)),
-        SizeRule("loop", f"over {LONGEST_MEASURED} steps", lambda s: s.steps > LONGEST_MEASURED),
+        SizeRule("loop", "two directions with the last step out (over 1 MiB of step weights)",
+                 lambda s: s.directions == 2 and not s.sequence),
+        SizeRule("unrolled", "the last step out and at most 8 MiB of step weights",
+                 lambda s: not s.sequence and s.step_weights <= 8),
+        SizeRule("loop", "the last step out and over 8 MiB of step weights", lambda s: not s.sequence),
+        _BOUNDED, _ELSE),
+    2: (SizeRule("fused", f"at most {SMALL_UNITS} units {_BATCH_1}", _small_at_batch_1),
+        _LONG,
+        SizeRule("loop", f"{LONGEST_MEASURED} steps or more with the last step out",
+                 lambda s: not s.sequence and s.steps >= LONGEST_MEASURED),
         SizeRule("unrolled", f"at most {SMALL_UNITS} units at a larger batch", lambda s: s.units <= SMALL_UNITS),
-        SizeRule("unrolled", "the sequence out and at most 16 MiB of step weights",
-                 lambda s: bool(s.sequence) and s.step_weights <= 16),
-        SizeRule("unrolled", "at most 8 MiB of step weights", lambda s: s.step_weights <= 8),
-        SizeRule("loop", "over 8 MiB of step weights (16 with the sequence out)", lambda s: True)),
+        _BOUNDED, _ELSE),
 }
 
 
