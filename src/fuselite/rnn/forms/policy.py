@@ -121,11 +121,11 @@ class SizeRule:
 #   docs/rnn.md#thread-count): fastest of all while they stay small, 2-6x the loop's time once they do not; the
 #   loop reads one copy each step, but writes a returned sequence step by step (DYNAMIC_UPDATE_SLICE), which the
 #   unrolled form packs once. MAX_STEP_WEIGHTS bounds that memory: past it the unrolled form is often faster
-#   still with the sequence out at batch 4 (0.1-0.6x the official model where the loop takes 0.4-0.8x), but it
-#   would hold that many MiB of packed weights (up to 400 on the grid): the default does not spend it,
-#   rnn_form="unrolled" does.
-# * the last step out over 200 steps: the loop at two threads (beyond the small layers at batch 1); at one
-#   thread, a Bidirectional layer's step weights over 1 MiB (a plain layer's, over 8).
+#   still with the sequence out at batch 4 (at 7 of the grid's 9 such points: 0.14-0.63x the official model where
+#   the loop takes 0.44-0.75x), but it would hold that many MiB of packed weights (up to 400 on the grid): the
+#   default does not spend it, rnn_form="unrolled" does.
+# * the last step out: the loop at two threads from 200 steps (beyond the small layers at batch 1); at one
+#   thread past 8 MiB of step weights (a Bidirectional layer's, past 1).
 # * small layers at batch 1: LiteRT's fused sequence ops run on one thread, which at 2 threads beats splitting a
 #   small layer's tiny products over the pool; at one thread, a small LSTM over 200 steps (the other forms' per-step
 #   ops cost more than its products; a small SimpleRNN's fused op does not win there as often).
