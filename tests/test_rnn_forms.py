@@ -142,33 +142,12 @@ def test_unrolled_and_loop_forms_keep_the_batch_dynamic(name, form):
             np.testing.assert_allclose(g, w, atol=TOL)
 
 
+@pytest.mark.parametrize("rnn_form", ["loop", "default"])
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_loop_form_with_initial_states_and_a_dynamic_batch(kind):
-    """Initial states are the loop's first carries: the batch stays dynamic (the fused op needs a fixed one)."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    k = keras_flavour("keras3")
-    k.utils.set_random_seed(0)
-    x = k.Input((6, 3))
-    states = [k.Input((4,)) for _ in range(2 if kind == "LSTM" else 1)]
-    y = getattr(k.layers, kind)(4, return_sequences=True)(x, initial_state=states)
-    model = k.Model([x, *states], y)
-    conv = fuselite.Converter.from_keras_model(model, rnn_form="loop")
-    data = conv.convert()
-    assert [r["form"] for r in conv.report.composites] == ["loop"]
-    assert not any("batch size" in w for w in conv.report.warnings), conv.report.warnings
-    runner = Interpreter(model_content=data).get_signature_runner()
-    names = fuselite.runtime.signature_inputs(data, "serving_default")
-    for batch in (2, 5):
-        xs = _inputs(model, batch, seed=batch)
-        (got,) = runner(**dict(zip(names, xs))).values()
-        np.testing.assert_allclose(got, np.asarray(model(xs)), atol=TOL)
-
-
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_default_form_keeps_a_dynamic_batch_with_initial_states(kind):
-    """By default a small layer given initial states, its batch unknown, is not unrolled or fused by its size
-    (either would fix the batch): the loop, which keeps it dynamic, and the report says why."""
+def test_initial_states_keep_a_dynamic_batch(kind, rnn_form):
+    """Initial states are the loop's first carries: the batch stays dynamic (the fused op needs a fixed one). By
+    default a small layer given initial states, its batch unknown, is not unrolled or fused by its size (either
+    would fix the batch): the loop, and the report says why."""
     from ai_edge_litert.interpreter import Interpreter
 
     k = keras_flavour("keras3")
@@ -176,10 +155,13 @@ def test_default_form_keeps_a_dynamic_batch_with_initial_states(kind):
     x = k.Input((6, 3))
     states = [k.Input((4,)) for _ in range(2 if kind == "LSTM" else 1)]
     model = k.Model([x, *states], getattr(k.layers, kind)(4, return_sequences=True)(x, initial_state=states))
-    conv = fuselite.Converter.from_keras_model(model)
+    conv = fuselite.Converter.from_keras_model(model, rnn_form=rnn_form)
     data = conv.convert()
     (form,) = [r["form"] for r in conv.report.composites]
-    assert form.startswith("loop (by size at 1 thread: 4 units x 6 steps") and "needs a static batch" in form, form
+    if rnn_form == "loop":
+        assert form == "loop", form
+    else:
+        assert form.startswith("loop (by size at 1 thread: 4 units x 6 steps") and "needs a static batch" in form, form
     assert not any("batch size" in w for w in conv.report.warnings), conv.report.warnings
     runner = Interpreter(model_content=data).get_signature_runner()
     names = fuselite.runtime.signature_inputs(data, "serving_default")
