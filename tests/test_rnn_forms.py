@@ -280,6 +280,8 @@ SIZED_POINTS = [
     ("keras3.LSTM.plain.u16.t200.f8.b1.last", 1, "fused"),  # an LSTM of 16 units at batch 1 over 200 steps
     ("keras3.LSTM.plain.u64.t50.f8.b1.last", 1, "unrolled"),  # 3.1 MiB of step weights, the last step: at most 8
     ("keras3.LSTM.bidirectional.u16.t200.f8.b4.last", 1, "loop"),  # two directions, the last step, 1.6 MiB
+    ("keras3.GRU.plain.u16.t200.f8.b4.last", 1, "loop"),  # a GRU, the last step, 200 steps, 0.59 MiB
+    ("tf_keras.GRU.plain.u16.t50.f8.b4.last", 1, "unrolled"),  # a GRU, the last step, 0.15 MiB: at most 1
     ("tf_keras.GRU.plain.u64.t50.f8.b4.sequence", 1, "unrolled"),  # 2.3 MiB, the sequence out: at most 16
     ("keras3.LSTM.plain.u256.t50.f8.b4.sequence", 1, "loop"),  # 50 MiB, the sequence out: over 16
     ("keras3.SimpleRNN.plain.u256.t200.f8.b1.last", 1, "loop"),  # 50 MiB

@@ -126,6 +126,9 @@ class SizeRule:
 #   default does not spend it, rnn_form="unrolled" does.
 # * the last step out: the loop at two threads from 200 steps (beyond the small layers at batch 1); at one
 #   thread past 8 MiB of step weights (a Bidirectional layer's, past 1).
+# * a GRU with the last step out, at one thread: the loop from 50 steps and 0.5 MiB (at 4 of the grid's 5 such
+#   points, one direction: the loop 0.80-0.98x the official model, unrolled 0.77-1.15x; a GRU's unrolled step is 12
+#   ops, the reset gate's product split apart and added back).
 # * small layers at batch 1: LiteRT's fused sequence ops run on one thread, which at 2 threads beats splitting a
 #   small layer's tiny products over the pool; at one thread, a small LSTM over 200 steps (the other forms' per-step
 #   ops cost more than its products; a small SimpleRNN's fused op does not win there as often).
@@ -150,6 +153,8 @@ SIZE_RULES: dict[int, tuple[SizeRule, ...]] = {
     1: (SizeRule("fused", f"an LSTM of at most {SMALL_UNITS} units {_BATCH_1} and {LONGEST_MEASURED} steps or more",
                  lambda s: s.family == "LSTM" and _small_at_batch_1(s) and s.steps >= LONGEST_MEASURED),
         _LONG,
+        SizeRule("loop", "a GRU with the last step out over 50 steps or more and 0.5 MiB of step weights or more",
+                 lambda s: s.family == "GRU" and not s.sequence and s.steps >= 50 and s.step_weights >= 0.5),
         SizeRule("unrolled", "at most 1 MiB of step weights", lambda s: s.step_weights <= 1),
         SizeRule("loop", "two directions with the last step out (over 1 MiB of step weights)",
                  lambda s: s.directions == 2 and not s.sequence),
