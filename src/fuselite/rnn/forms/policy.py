@@ -126,9 +126,10 @@ class SizeRule:
 #   default does not spend it, rnn_form="unrolled" does.
 # * the last step out: the loop at two threads from 200 steps (beyond the small layers at batch 1); at one
 #   thread past 8 MiB of step weights (a Bidirectional layer's, past 1).
-# * a GRU with the last step out, at one thread: the loop from 50 steps and 0.5 MiB (at 4 of the grid's 5 such
-#   points, one direction: the loop 0.80-0.98x the official model, unrolled 0.77-1.15x; a GRU's unrolled step is 12
-#   ops, the reset gate's product split apart and added back).
+# * a GRU with the last step out, at one thread: the loop from 50 steps and 0.5 MiB (measured, not explained: at the
+#   grid's five such points of one direction up to 16 MiB the loop 0.80-0.98x the official model, unrolled
+#   0.77-1.15x: 1.14x and 1.15x where the loop takes 0.82x and 0.98x, within 4% of the loop at the other three;
+#   an LSTM's unrolled step is as many ops, 11 to the GRU's 12, and keeps up there).
 # * small layers at batch 1: LiteRT's fused sequence ops run on one thread, which at 2 threads beats splitting a
 #   small layer's tiny products over the pool; at one thread, a small LSTM over 200 steps (the other forms' per-step
 #   ops cost more than its products; a small SimpleRNN's fused op does not win there as often).
