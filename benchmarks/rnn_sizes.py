@@ -395,7 +395,7 @@ def main(argv=None) -> int:
             return
         run = {"started": started.isoformat(), "seconds": time.perf_counter() - t0, "machine": machine_description(),
                "chosen": run_info["chosen"] if done else f"{run_info['chosen']}; stopped after "
-                                                     f"{len({key(r['point']) for r in results})} points"}
+                                                     f"{len({key(r['point']) for r in results})} point(s)"}
         write_atomic_text(args.results, json.dumps({"how": run_info["how"], "versions": run_info["versions"],
                                                     "results": results, "failed": failed, "run": run}, indent=1))
 
