@@ -114,8 +114,8 @@ class SizeRule:
 # The default form of a float model's recurrent layer run at 1 or 2 threads, by its size: the first row that holds.
 # Fitted on benchmarks/rnn_sizes.py's grid (docs/rnn-sizes.md: LSTM, GRU, SimpleRNN x plain / Bidirectional x Keras 3
 # / tf-keras x units 16, 64, 256 x steps 8, 50, 200 x features 8, 64 x batch 1, 4 x sequence / last output, every
-# form and the official converter's model timed side by side; fitted on 192 sampled points and checked on 48 more, docs/rnn.md#by-layer-size) from
-# what the policy can read of a layer. What the rows read:
+# form and the official converter's model timed side by side; fitted on 192 sampled points and checked on 48 more,
+# docs/rnn.md#by-layer-size) from what the policy can read of a layer. What the rows read:
 # * step weights: the unrolled form runs a small FULLY_CONNECTED per step and direction, each with its own copy of
 #   the recurrent weights once XNNPACK has packed them (the process grows by about that on the first invoke,
 #   docs/rnn.md#thread-count): fastest of all while they stay small, 2-6x the loop's time once they do not; the
