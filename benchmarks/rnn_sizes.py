@@ -143,6 +143,8 @@ def measure(p: dict, datas: dict, inputs, names, settings) -> dict:
 def summary(results: list[dict], threads: int, label: str = "") -> list[str]:
     """The default form's scores at ``threads`` (``label``: which points), and the points where it is slower than
     the official model, beside their A/A."""
+    from fuselite.rnn.forms.policy import MAX_STEP_WEIGHTS
+
     rows = [r for r in results if r["threads"] == threads]
     if not rows:
         return []
@@ -152,8 +154,6 @@ def summary(results: list[dict], threads: int, label: str = "") -> list[str]:
     near_allowed = sum(_near_best(r, allowed_forms(r["point"])) for r in rows)
     best = {f: sum(min(forms_of(r["point"]), key=lambda g: r["ratios"][g]) == f for r in rows) for f in FORMS}
     at_most_tf = len(rows) - len(slower)
-    from fuselite.rnn.forms.policy import MAX_STEP_WEIGHTS
-
     beaten = sum(r["ratios"][r["default"]] <= 1.0 for r in beatable)
     lines = [f"- {threads} thread{'s' if threads > 1 else ''}{label}: the default form at most 1.0x the official "
              f"model at {at_most_tf} of {len(rows)} points ({_pct(at_most_tf, rows)}; at {beaten} of the "
@@ -183,7 +183,7 @@ def allowed_forms(p: dict) -> tuple[str, ...]:
     from fuselite.rnn.forms.policy import MAX_STEP_WEIGHTS
 
     too_big = size_of(p).step_weights > MAX_STEP_WEIGHTS
-    return tuple(f for f in forms_of(p) if not (too_big and f == "unrolled")) or forms_of(p)
+    return tuple(f for f in forms_of(p) if not (too_big and f == "unrolled"))
 
 
 def _good(r: dict, form: str) -> bool:
@@ -432,8 +432,8 @@ def main(argv=None) -> int:
         from report import command_line, fuselite_revision
         from report import versions as versions_of
 
-        run_info.update(how=command_line(), versions=f"{versions_of()}; fuselite sources at {fuselite_revision()}",
-                    chosen=chosen)
+        run_info.update(how=command_line(), chosen=chosen,
+                        versions=f"{versions_of()}; fuselite sources at {fuselite_revision()}")
         for n, q in enumerate(points):
             print(f"[rnn-sizes] {n + 1}/{len(points)} {key(q)}: converting ...", file=sys.stderr, flush=True)
             try:

@@ -154,7 +154,7 @@ SIZE_RULES: dict[int, tuple[SizeRule, ...]] = {
     1: (SizeRule("fused", f"an LSTM of at most {SMALL_UNITS} units {_BATCH_1} and {LONGEST_MEASURED} steps or more",
                  lambda s: s.family == "LSTM" and _small_at_batch_1(s) and s.steps >= LONGEST_MEASURED),
         _LONG,
-        SizeRule("loop", "a GRU with the last step out over 50 steps or more and 0.5 MiB of step weights or more",
+        SizeRule("loop", "a GRU with the last step out, 50 steps or more and 0.5 MiB of step weights or more",
                  lambda s: s.family == "GRU" and not s.sequence and s.steps >= 50 and s.step_weights >= 0.5),
         SizeRule("unrolled", "at most 1 MiB of step weights", lambda s: s.step_weights <= 1),
         SizeRule("loop", "two directions with the last step out (over 1 MiB of step weights)",
