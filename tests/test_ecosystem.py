@@ -23,54 +23,60 @@ from fuselite.testing import models as zoo
 
 _OPEN = """
 import json, sys
-results = {}
-path = sys.argv[1]
 import ai_edge_model_explorer_adapter as me
 
 def said(out):  # the adapters answer a list of graph collections, or an object with an error
     return (out.get("error") if isinstance(out, dict) else None) or "ok"
 
-for adapter in sys.argv[2].split(","):
+def verdict(path, adapter):
     if adapter == "mlir":  # Model Explorer's default TFLite adapter (MLIR-based)
-        out = json.loads(me.ConvertFlatbufferToJson(me.VisualizeConfig(), path, True))
-        results[adapter] = said(out)
-    elif adapter == "flatbuffer":  # its flatbuffer adapter
-        out = json.loads(me.ConvertFlatbufferDirectlyToJson(me.VisualizeConfig(), path))
-        results[adapter] = said(out)
-    elif adapter == "tf_importer":  # TensorFlow's flatbuffer -> MLIR importer
+        return said(json.loads(me.ConvertFlatbufferToJson(me.VisualizeConfig(), path, True)))
+    if adapter == "flatbuffer":  # its flatbuffer adapter
+        return said(json.loads(me.ConvertFlatbufferDirectlyToJson(me.VisualizeConfig(), path)))
+    if adapter == "tf_importer":  # TensorFlow's flatbuffer -> MLIR importer
         from tensorflow.compiler.mlir.lite.python import _pywrap_converter_api as api
-        text = api.FlatBufferToMlir(open(path, "rb").read(), False)
-        results[adapter] = "ok" if "func.func" in text else "no module"
-    elif adapter == "quantizer":  # ai-edge-quantizer, dynamic range (int8 weights)
+        return "ok" if "func.func" in api.FlatBufferToMlir(open(path, "rb").read(), False) else "no module"
+    if adapter == "quantizer":  # ai-edge-quantizer, dynamic range (int8 weights)
         from ai_edge_quantizer import quantizer, recipe
         q = quantizer.Quantizer(path)
         q.load_quantization_recipe(recipe.dynamic_wi8_afp32())
-        results[adapter] = "ok" if len(q.quantize().quantized_model) > 0 else "empty"
-    print(json.dumps(results), flush=True)
+        return "ok" if len(q.quantize().quantized_model) > 0 else "empty"
+
+for path, adapter in json.loads(sys.stdin.read()):
+    print(json.dumps([path, adapter, verdict(path, adapter)]), flush=True)
 """
 
 TOOLS = ("mlir", "flatbuffer", "tf_importer", "quantizer")
 
 
-def open_in_tools(data: bytes, tmp_path, tools=TOOLS) -> dict[str, str]:
-    """Each tool's verdict ("ok" or what it said, "crashed ..." for a crash in that tool): all tools in one
-    process, and after a crash the tools it did not reach in a fresh one each."""
-    path = tmp_path / "m.tflite"
-    path.write_bytes(data)
-    verdicts: dict[str, str] = {}
-    pending = list(tools)
+def open_all_in_tools(paths: list, tools=TOOLS) -> dict[str, dict[str, str]]:
+    """Each file's verdict from each tool ("ok" or what it said, "crashed ..." for a crash in that tool), by path:
+    every file and tool in one process (it imports TensorFlow: seconds), and after a crash the ones it did not
+    reach in a fresh one."""
+    verdicts: dict[str, dict[str, str]] = {str(p): {} for p in paths}
+    pending = [(str(p), t) for p in paths for t in tools]
     while pending:
-        out = subprocess.run([sys.executable, "-c", _OPEN, str(path), ",".join(pending)], capture_output=True,
-                             text=True, timeout=600)
-        lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-        verdicts.update(json.loads(lines[-1]) if lines else {})
-        pending = [t for t in pending if t not in verdicts]
+        out = subprocess.run([sys.executable, "-c", _OPEN], input=json.dumps(pending), capture_output=True,
+                             text=True, timeout=1800)
+        for line in out.stdout.splitlines():
+            if line.startswith("["):
+                path, tool, said = json.loads(line)
+                verdicts[path][tool] = said
+        pending = [(p, t) for p, t in pending if t not in verdicts[p]]
         if out.returncode != 0 and pending:  # the first one not answered crashed the process
             said = out.stderr.strip().splitlines()[-1:] if out.stderr.strip() else ""
-            verdicts[pending.pop(0)] = f"crashed (exit {out.returncode}) {said}"
+            path, tool = pending.pop(0)
+            verdicts[path][tool] = f"crashed (exit {out.returncode}) {said}"
         elif out.returncode != 0 or pending:
             raise AssertionError(f"tools process: exit {out.returncode}, {out.stderr[-2000:]}")
     return verdicts
+
+
+def open_in_tools(data: bytes, tmp_path, tools=TOOLS) -> dict[str, str]:
+    """Each tool's verdict on one model (``open_all_in_tools``)."""
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    return open_all_in_tools([path], tools)[str(path)]
 
 
 def _bidirectional(cell: str, merge_mode, sequences: bool):
@@ -108,13 +114,31 @@ CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def case_verdicts(tmp_path_factory):
+    """Every case of CASES converted and opened in the tools, all files in one tools process: (each case's
+    verdicts, each case's conversion error where its conversion failed)."""
+    folder = tmp_path_factory.mktemp("cases")
+    files, errors = {}, {}
+    for n, (case, (build, convert)) in enumerate(sorted(CASES.items())):
+        try:
+            model = build()
+            data = convert(model) if convert else fuselite.Converter.from_keras_model(model).convert()
+        except Exception as e:  # noqa: BLE001 -- that case's test raises it
+            errors[case] = e
+            continue
+        files[case] = folder / f"{n}.tflite"
+        files[case].write_bytes(data)
+    said = open_all_in_tools(list(files.values()))
+    return {case: said[str(path)] for case, path in files.items()}, errors
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_output_opens_in_model_explorer_tensorflow_and_the_quantizer(case, tmp_path):
-    build, convert = CASES[case]
-    model = build()
-    data = convert(model) if convert else fuselite.Converter.from_keras_model(model).convert()
-    verdicts = open_in_tools(data, tmp_path)
-    assert all(v == "ok" for v in verdicts.values()), verdicts
+def test_every_output_opens_in_model_explorer_tensorflow_and_the_quantizer(case, case_verdicts):
+    verdicts, errors = case_verdicts
+    if case in errors:
+        raise errors[case]
+    assert all(v == "ok" for v in verdicts[case].values()), verdicts[case]
 
 
 def _counter() -> bytes:
