@@ -49,6 +49,14 @@ def models(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="module")
+def lstm_tflite(models):
+    """lstm.keras converted once by the command line with its defaults, for the tests that read the file."""
+    out = _run("convert", models / "lstm.keras", "-o", models / "lstm_default.tflite", "-q")
+    assert out.returncode == 0, out.stderr
+    return models / "lstm_default.tflite"
+
+
 def test_version_and_python_dash_m():
     from fuselite import __version__
 
@@ -90,15 +98,14 @@ def test_inspect_reads_fuselite_and_official_models(models):
     assert sig["inputs"][0]["shape"] == [-1, 6] and sig["inputs"][0]["dtype"] == "float32"
 
 
-def test_verify_passes_and_fails_as_it_should(models):
-    _run("convert", models / "lstm.keras", "-o", models / "verify.tflite", "-q")
-    ok = _run("verify", models / "lstm.keras", models / "verify.tflite", "--inputs", models / "inputs.npz")
+def test_verify_passes_and_fails_as_it_should(models, lstm_tflite):
+    ok = _run("verify", models / "lstm.keras", lstm_tflite, "--inputs", models / "inputs.npz")
     assert ok.returncode == 0 and "PASSED" in ok.stdout, ok.stdout + ok.stderr
-    assert _run("verify", models / "saved", models / "verify.tflite").returncode == 0
+    assert _run("verify", models / "saved", lstm_tflite).returncode == 0
     official = _run("verify", models / "mlp.keras", models / "official.tflite", "--json")
     assert official.returncode == 0 and json.loads(official.stdout)["passed"], official.stderr
     # a model of another program: the error is measured and the exit code says so
-    wrong = _run("verify", models / "mlp.keras", models / "verify.tflite")
+    wrong = _run("verify", models / "mlp.keras", lstm_tflite)
     _one_line_error(wrong, 1, "error")
 
 
@@ -111,22 +118,21 @@ def test_bench_one_and_two_models(models):
     assert lines[2].startswith(f"{models / 'official.tflite'} / {models / 'bench.tflite'}: ")
 
 
-def test_bad_input_one_clear_line(models):
-    _run("convert", models / "lstm.keras", "-o", models / "bad.tflite", "-q")
+def test_bad_input_one_clear_line(models, lstm_tflite):
     _one_line_error(_run("inspect", models / "missing.tflite"), 1, "model not found")
     _one_line_error(_run("inspect", models / "junk.tflite"), 1, "not a TFLite model")
     _one_line_error(_run("bench", models / "junk.tflite"), 1, "not a TFLite model")
-    _one_line_error(_run("verify", models / "missing.keras", models / "bad.tflite"), 1, "source model not found")
-    _one_line_error(_run("verify", models / "lstm.keras", models / "bad.tflite", "--inputs", models / "wrong_name.npz"),
+    _one_line_error(_run("verify", models / "missing.keras", lstm_tflite), 1, "source model not found")
+    _one_line_error(_run("verify", models / "lstm.keras", lstm_tflite, "--inputs", models / "wrong_name.npz"),
                     1, "inputs lack sequence")
-    _one_line_error(_run("verify", models / "lstm.keras", models / "bad.tflite", "--inputs",
+    _one_line_error(_run("verify", models / "lstm.keras", lstm_tflite, "--inputs",
                          models / "wrong_shape.npz"), 1, "input 'sequence' has shape [1, 7, 4]")
-    _one_line_error(_run("verify", models / "lstm.keras", models / "bad.tflite", "--inputs", models / "junk.tflite"),
+    _one_line_error(_run("verify", models / "lstm.keras", lstm_tflite, "--inputs", models / "junk.tflite"),
                     1, "cannot read inputs")
     _one_line_error(_run("convert", models / "lstm.keras", "-o", models / "x.tflite", "--tolerance", "1"), 2,
                     "--inputs and --tolerance are for use with --verify")
     _one_line_error(_run("inspect"), 2, "the following arguments are required: model")
-    for verb in (("convert", models / "lstm.keras", "-o", models / "x.tflite"), ("bench", models / "bad.tflite")):
+    for verb in (("convert", models / "lstm.keras", "-o", models / "x.tflite"), ("bench", lstm_tflite)):
         _one_line_error(_run(*verb, "--threads", "0"), 2,  # the option's own check (fuselite/options.py)
                         "threads is the LiteRT num_threads the model will run with, an integer from 1 to 1024, got 0")
 

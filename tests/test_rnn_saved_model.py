@@ -36,6 +36,26 @@ def _save(model, tmp_path):
     return path
 
 
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """``saved(flavour, build, shape=(7, 3))``: the model and SavedModel path ``_saved`` gives, built and saved once
+    in this module (saving takes seconds a model; the tests only read both). ``saved.masked(build)``: the same for
+    ``_masked_tf_keras``; ``saved.once(key, make)``: ``make(folder)``'s once."""
+    cache = {}
+
+    def once(key, make):
+        if key not in cache:
+            cache[key] = make(tmp_path_factory.mktemp("saved"))
+        return cache[key]
+
+    def get(flavour, build, shape=(7, 3)):
+        return once((flavour, build, shape), lambda d: _saved(flavour, build, d, shape))
+
+    get.masked = lambda build: once(("masked", build), lambda d: _masked_tf_keras(d, build))
+    get.once = once  # any other (model, path) maker, by a key of its own
+    return get
+
+
 
 
 
@@ -103,10 +123,9 @@ def _runs_at_batch(data, model, batch: int, seed: int = 4):
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_saved_model_lstm_fused(tmp_path, variant):
+def test_saved_model_lstm_fused(saved, variant):
     build, n = VARIANTS[variant]
-    model = _model(build)
-    path = _save(model, tmp_path)
+    model, path = saved("tf_keras", build)
     conv = fuselite.Converter.from_saved_model(path, rnn_form="fused")  # the unknown batch stays dynamic
     data, ops = check_converted(conv, model, _inputs(model, 1), n_fused=n)
     assert not any("batch size" in w for w in conv.report.warnings), conv.report.warnings
@@ -123,11 +142,11 @@ def test_saved_model_lstm_fused(tmp_path, variant):
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_saved_model_lstm_in_the_loop_form(tmp_path, variant):
+def test_saved_model_lstm_in_the_loop_form(saved, variant):
     """rnn_form="loop": each tf-keras LSTM composite becomes one WHILE without TensorLists, its batch dynamic."""
     build, n = VARIANTS[variant]
-    model = _model(build)
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), rnn_form="loop")
+    model, path = saved("tf_keras", build)
+    conv = fuselite.Converter.from_saved_model(path, rnn_form="loop")
     data = conv.convert()
     ops = litert_op_names(data)
     assert ops.count("WHILE") == n and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops, ops
@@ -137,16 +156,16 @@ def test_saved_model_lstm_in_the_loop_form(tmp_path, variant):
     assert not [w for w in conv.report.warnings if "batch size" in w], conv.report.warnings  # dynamic, as from memory
     _runs_at_batch(data, model, 3)
     if variant == "bidirectional":  # bidirectional="fused" asks for LiteRT's op: the pair stays fused and merges
-        conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), bidirectional="fused")
+        conv = fuselite.Converter.from_saved_model(path, bidirectional="fused")
         _, ops = check_converted(conv, model, _inputs(model, 1), n_fused=n)
         assert ops.count("BIDIRECTIONAL_SEQUENCE_LSTM") == 1, ops
 
 
-def test_saved_model_lstm_default_form_by_its_size(tmp_path):
+def test_saved_model_lstm_default_form_by_its_size(saved):
     """The default at one thread: a small tf-keras LSTM composite unrolled by its size (rnn/forms/policy.py), its
     batch still dynamic (zero initial states); the report says the size and the rule."""
-    model = _model(VARIANTS["stacked"][0])
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path))
+    model, path = saved("tf_keras", VARIANTS["stacked"][0])
+    conv = fuselite.Converter.from_saved_model(path)
     data = conv.convert()
     lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
     assert len(lstm) == 2 and all(r["form"].startswith("unrolled (by size at 1 thread: ") for r in lstm), lstm
@@ -184,14 +203,19 @@ def test_saved_model_text_classifier(tmp_path):
         check_converted(conv, model, [ids])
 
 
-@pytest.mark.parametrize("form", ["fused", "loop"])
-def test_saved_model_initial_states_as_inputs(tmp_path, form):
-    """Non-constant initial states become the fused op's (re-written) state tensors, or the loop's first carries."""
+def _lstm_with_initial_states(folder):
     k = _tf_keras()
     k.utils.set_random_seed(0)
     x, h, c = k.Input((5, 3), name="seq"), k.Input((4,), name="h0"), k.Input((4,), name="c0")
     model = k.Model([x, h, c], k.layers.LSTM(4, return_sequences=True)(x, initial_state=[h, c]))
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), rnn_form=form)
+    return model, _save(model, folder)
+
+
+@pytest.mark.parametrize("form", ["fused", "loop"])
+def test_saved_model_initial_states_as_inputs(saved, form):
+    """Non-constant initial states become the fused op's (re-written) state tensors, or the loop's first carries."""
+    model, path = saved.once("lstm_with_initial_states", _lstm_with_initial_states)
+    conv = fuselite.Converter.from_saved_model(path, rnn_form=form)
     data = conv.convert()
     assert {"fused": "UNIDIRECTIONAL_SEQUENCE_LSTM", "loop": "WHILE"}[form] in litert_op_names(data)
     rng = np.random.default_rng(3)
@@ -419,9 +443,9 @@ def check_unrolled_gru(conv, model, xs, n_layers):
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("variant", sorted(GRU_VARIANTS))
-def test_saved_model_gru_unrolled(tmp_path, flavour, variant):
+def test_saved_model_gru_unrolled(saved, flavour, variant):
     build, shape, n = GRU_VARIANTS[variant]
-    model, path = _saved(flavour, build, tmp_path, shape)
+    model, path = saved(flavour, build, shape)
     grus = check_unrolled_gru(fuselite.Converter.from_saved_model(path, rnn_form="unrolled"), model,
                               _inputs(model, 1), n)
     # recognised loops only (tf-keras' fused "gru_*" composites are reset_after=True and tanh by construction)
@@ -434,11 +458,11 @@ def test_saved_model_gru_unrolled(tmp_path, flavour, variant):
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("variant", ["sequences", "reset_before_backwards_last", "stacked", "state"])
-def test_saved_model_recognised_loops_in_the_loop_form(tmp_path, flavour, variant):
+def test_saved_model_recognised_loops_in_the_loop_form(saved, flavour, variant):
     """By default a recognised GRU loop, and tf-keras' "gru_*" composite, becomes the loop form: the input
     projection, then a WHILE without TensorLists, one per layer."""
     build, shape, n = GRU_VARIANTS[variant]
-    model, path = _saved(flavour, build, tmp_path, shape)
+    model, path = saved(flavour, build, shape)
     conv = fuselite.Converter.from_saved_model(path)
     data = conv.convert()
     loops = [r for r in conv.report.composites if r["interface"] == "Keras GRU loop (recognised)"
@@ -498,9 +522,9 @@ def check_fused_gru_composites(conv, model, xs, n, form="unrolled"):
 
 
 @pytest.mark.parametrize("variant", sorted(TF_KERAS_GRU))
-def test_saved_model_tf_keras_gru_composite_fused(tmp_path, variant):
+def test_saved_model_tf_keras_gru_composite_fused(saved, variant):
     build, shape, n = TF_KERAS_GRU[variant]
-    model, path = _saved("tf_keras", build, tmp_path, shape)
+    model, path = saved("tf_keras", build, shape)
     conv = fuselite.Converter.from_saved_model(path, strict_fusion=True, rnn_form="unrolled")  # batch 1
     check_fused_gru_composites(conv, model, _inputs(model, 1), n)
     assert any("batch size of 1" in w for w in conv.report.warnings), conv.report.warnings
@@ -510,11 +534,11 @@ def test_saved_model_tf_keras_gru_composite_fused(tmp_path, variant):
 
 
 @pytest.mark.parametrize("variant", sorted(v for v in TF_KERAS_GRU if TF_KERAS_GRU[v][2]))
-def test_saved_model_tf_keras_gru_composite_in_the_loop_form(tmp_path, variant):
+def test_saved_model_tf_keras_gru_composite_in_the_loop_form(saved, variant):
     """By default the composite becomes the loop form; where tf-keras leaves the batch unknown at the
     composite (a layer returning its sequence), it stays dynamic."""
     build, shape, n = TF_KERAS_GRU[variant]
-    model, path = _saved("tf_keras", build, tmp_path, shape)
+    model, path = saved("tf_keras", build, shape)
     conv = fuselite.Converter.from_saved_model(path, strict_fusion=True)
     data = check_fused_gru_composites(conv, model, _inputs(model, 1), n, form="loop")
     if variant in ("sequences", "long", "dropout"):
@@ -527,26 +551,27 @@ def test_saved_model_tf_keras_gru_composite_in_the_loop_form(tmp_path, variant):
             np.testing.assert_allclose(got, np.asarray(model(xs[0])), atol=TOL)
 
 
-def _stacked_tf_keras_gru(tmp_path):
-    return _saved("tf_keras", GRU_VARIANTS["stacked"][0], tmp_path)
-
-
-def test_stacked_tf_keras_gru_strict_fusion(tmp_path):
+def test_stacked_tf_keras_gru_strict_fusion(saved):
     """The second GRU's composite sees the static number of steps the first fused one produces."""
-    model, path = _stacked_tf_keras_gru(tmp_path)
+    model, path = saved("tf_keras", GRU_VARIANTS["stacked"][0])
     for form in ("unrolled", "loop"):
         check_fused_gru_composites(fuselite.Converter.from_saved_model(path, strict_fusion=True, rnn_form=form), model,
                                    _inputs(model, 1), 2, form)
 
 
-@pytest.mark.parametrize("form", ["unrolled", "loop"])
-def test_saved_model_tf_keras_gru_initial_state_as_input(tmp_path, form):
-    """A non-constant initial state feeds the first step's recurrent projection (the loop's first carry)."""
+def _gru_with_an_initial_state(folder):
     k = _tf_keras()
     k.utils.set_random_seed(0)
     x, h = k.Input((5, 3), name="seq"), k.Input((4,), name="h0")
     model = k.Model([x, h], k.layers.GRU(4, return_sequences=True, go_backwards=True)(x, initial_state=[h]))
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), strict_fusion=True, rnn_form=form)
+    return model, _save(model, folder)
+
+
+@pytest.mark.parametrize("form", ["unrolled", "loop"])
+def test_saved_model_tf_keras_gru_initial_state_as_input(saved, form):
+    """A non-constant initial state feeds the first step's recurrent projection (the loop's first carry)."""
+    model, path = saved.once("gru_with_an_initial_state", _gru_with_an_initial_state)
+    conv = fuselite.Converter.from_saved_model(path, strict_fusion=True, rnn_form=form)
     data = conv.convert()
     assert litert_op_names(data).count("WHILE") == (form == "loop")
     assert [(r["status"], r["form"]) for r in conv.report.composites if r["interface"].startswith("gru_")] == [
@@ -595,12 +620,12 @@ def _masked_tf_keras(tmp_path, build, batch=3):
 
 
 @pytest.mark.parametrize("variant", sorted(MASKED_TF_KERAS))
-def test_masked_tf_keras_composites_in_the_loop_form(tmp_path, variant):
+def test_masked_tf_keras_composites_in_the_loop_form(saved, variant):
     """tf-keras' masked LSTM / GRU composites (a mask argument; zero_output_for_mask found by evaluation, as
     Bidirectional sets it for sequences) take the loop form by default, strict fusion included: no TensorList,
     a WHILE per layer and direction, stateless and within 1e-5 of Keras for any mask."""
     build, n = MASKED_TF_KERAS[variant]
-    model, path = _masked_tf_keras(tmp_path, build)
+    model, path = saved.masked(build)
     conv = fuselite.Converter.from_saved_model(path, strict_fusion=True)
     data = conv.convert()
     ops = litert_op_names(data)
@@ -625,10 +650,10 @@ def test_masked_tf_keras_lstm_keeps_a_dynamic_batch(tmp_path):
 
 @pytest.mark.parametrize("form", ["unrolled", "fused"])
 @pytest.mark.parametrize("layer", ["LSTM", "GRU"])
-def test_masked_tf_keras_composite_in_other_forms_is_declined_and_correct(tmp_path, layer, form):
+def test_masked_tf_keras_composite_in_other_forms_is_declined_and_correct(saved, layer, form):
     """Only the loop form takes tf-keras' masked composites: in the others the composite is declined with the
     reason and converted, correctly, from its body (strict fusion refuses it)."""
-    model, path = _masked_tf_keras(tmp_path, lambda L, x: getattr(L, layer)(4)(x))
+    model, path = saved.masked(MASKED_TF_KERAS[f"{layer.lower()}_last"][0])
     conv = fuselite.Converter.from_saved_model(path, rnn_form=form)
     data = conv.convert()
     rnns = [r for r in conv.report.composites if r["interface"].startswith(("lstm_", "gru_"))]
