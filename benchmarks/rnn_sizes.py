@@ -249,11 +249,11 @@ def apply(leaves: list, point: dict) -> str:
     raise AssertionError("the leaves cover every point")
 
 
-def fitted(results: list[dict], threads: int) -> list[str]:
+def fitted(results: list[dict], threads: int, depth: int = 2) -> list[str]:
     rows = [r for r in results if r["threads"] == threads]
     if not rows:
         return []
-    leaves, met = fit(rows)
+    leaves, met = fit(rows, depth)
     chosen = [(r, apply(leaves, r["point"])) for r in rows]
     at_most = sum(r["ratios"][f] <= 1.0 for r, f in chosen)
     near = sum(r["ratios"][f] <= 1.05 * min(r["ratios"][g] for g in forms_of(r["point"])) for r, f in chosen)
@@ -265,6 +265,28 @@ def fitted(results: list[dict], threads: int) -> list[str]:
         said = " and ".join(name if want else f"not {name}" for name, _, want in tests)
         lines.append(f"  - {said or 'every point'}: **{form}** ({m} of {n})")
     return lines
+
+
+def cross_validated(results: list[dict], threads: int, folds: int, depth: int, seed: int = 0) -> list[str]:
+    """How a rule fitted as ``fit`` does on points it was not fitted on: the points split into ``folds`` seeded
+    folds, each fold's points given the form of the tree fitted (``depth`` tests) on the other folds."""
+    rows = [r for r in results if r["threads"] == threads]
+    if len(rows) < folds:
+        return []
+    order = sorted(rows, key=lambda r: key(r["point"]))
+    np.random.default_rng(seed).shuffle(order)
+    chosen = []
+    for k in range(folds):
+        held = order[k::folds]
+        leaves, _ = fit([r for r in rows if not any(r is h for h in held)], depth)
+        chosen += [(r, apply(leaves, r["point"])) for r in held]
+    at_most = sum(r["ratios"][f] <= 1.0 for r, f in chosen)
+    beatable = [(r, f) for r, f in chosen if min(r["ratios"][g] for g in forms_of(r["point"])) <= 1.0]
+    near = sum(r["ratios"][f] <= 1.05 * min(r["ratios"][g] for g in forms_of(r["point"])) for r, f in chosen)
+    return [f"- {threads} thread{'s' if threads > 1 else ''}, {folds} folds (seed {seed}), trees of {depth} tests: "
+            f"at most 1.0x the official model at {at_most} of {len(rows)} points (at "
+            f"{sum(r['ratios'][f] <= 1.0 for r, f in beatable)} of the {len(beatable)} where some form is), within "
+            f"5% of the best form at {near} ({_pct(near, rows)})."]
 
 
 def table(results: list[dict], threads: int) -> list[str]:
@@ -282,7 +304,7 @@ def table(results: list[dict], threads: int) -> list[str]:
 
 
 def report(results: list[dict], threads: list[int], how: str, started, seconds: float, settings, machine: str,
-           versions: str, chosen: str) -> str:
+           versions: str, chosen: str, folds: int = 0, depth: int = 2) -> str:
     from report import fuselite_revision
 
     lines = ["# Recurrent forms over layer sizes (issue 48)", "",
@@ -304,14 +326,22 @@ def report(results: list[dict], threads: list[int], how: str, started, seconds: 
             lines += summary([r for r in results if r.get("run", 0) == run], n, f", run {run + 1}'s points")
     lines += ["", "## A rule fitted on these points", "",
               "The bar: a form at most the official model's time and within 5% of the best form (where every form is "
-              "slower than the official model, within 5% of the best). A greedy decision tree of two tests on the "
+              "slower than the official model, within 5% of the best). A greedy decision tree of "
+              f"{'two' if depth == 2 else depth} tests on the "
               "point (family, direction, flavour, output, a size at most a grid value, or the recurrent weights the "
               "unrolled form's steps read at most some MiB) with a form at each leaf, fitted here on the measured "
               "points: in-sample, a check on the form policy's rule (`SIZE_RULES` in `rnn/forms/policy.py`, the "
               "*default* above), which reads the layer's size, batch, output, directions and family, not its flavour.",
               ""]
     for n in threads:
-        lines += fitted(results, n)
+        lines += fitted(results, n, depth)
+    if folds:
+        lines += ["", "### Off the points it was fitted on", "",
+                  f"The same fit, cross-validated (`--cross-validate {folds}`): each point's form from the tree "
+                  "fitted on the other folds' points, scored on that point. What a rule of that size, fitted on "
+                  "measured points, gives at points it has not seen.", ""]
+        for n in threads:
+            lines += cross_validated(results, n, folds, depth)
     for n in threads:
         lines += table(results, n)
     return "\n".join(lines) + "\n"
@@ -348,6 +378,10 @@ def main(argv=None) -> int:
     p.add_argument("--from-results", metavar="FILE.json", nargs="+",
                    help="measure nothing: the report of --results files (several: their points together)")
     p.add_argument("--out", help="write the Markdown report here (atomically); default stdout")
+    p.add_argument("--depth", type=int, default=2, help="tests in the rule fitted on the points (default 2; 3 takes "
+                   "minutes)")
+    p.add_argument("--cross-validate", type=int, default=0, metavar="K",
+                   help="with --from-results: also score the fitted rule on points it was not fitted on (K folds)")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     if args.time:
@@ -370,7 +404,7 @@ def main(argv=None) -> int:
         text = report(saved["results"], threads, saved["how"],
                       datetime.datetime.fromisoformat(meta["started"]) if meta.get("started") else mtime,
                       meta.get("seconds"), settings, meta.get("machine", machine_description()),
-                      saved["versions"], meta.get("chosen", f"{points} measured"))
+                      saved["versions"], meta.get("chosen", f"{points} measured"), args.cross_validate, args.depth)
         failed = saved.get("failed", [])
         emit(text + "".join(f"\n- {f}" for f in ["Not measured:"] * bool(failed) + failed) + "\n" * bool(failed),
              args.out)
