@@ -285,7 +285,10 @@ SIZED_POINTS = [
     ("tf_keras.GRU.plain.u64.t50.f8.b4.sequence", 1, "unrolled"),  # 2.3 MiB, the sequence out: at most 16
     ("keras3.LSTM.plain.u256.t50.f8.b4.sequence", 1, "loop"),  # 50 MiB, the sequence out: over 16
     ("keras3.SimpleRNN.plain.u256.t200.f8.b1.last", 1, "loop"),  # 50 MiB
+    ("tf_keras.LSTM.bidirectional.u64.t200.f8.b1.sequence", 1, "fused"),  # an LSTM, the sequence out, 64 units
+    ("keras3.LSTM.bidirectional.u256.t8.f8.b1.sequence", 1, "loop"),  # an LSTM of two directions, 16 MiB
     ("keras3.LSTM.plain.u16.t50.f8.b4.sequence", 2, "unrolled"),  # 16 units at batch 4
+    ("keras3.LSTM.bidirectional.u16.t200.f64.b4.sequence", 2, "fused"),  # two directions of 16, the sequence out
     ("keras3.GRU.plain.u64.t200.f8.b4.last", 2, "loop"),  # 200 steps, the last step out
     ("tf_keras.LSTM.plain.u16.t8.f8.b1.last", 2, "fused"),  # 16 units at batch 1
     ("keras3.GRU.plain.u64.t200.f8.b1.sequence", 2, "unrolled"),  # 9.4 MiB, the sequence out: at most 16

@@ -115,7 +115,7 @@ class SizeRule:
 # Fitted on benchmarks/rnn_sizes.py's grid (docs/rnn-sizes.md: LSTM, GRU, SimpleRNN x plain / Bidirectional x Keras 3
 # / tf-keras x units 16, 64, 256 x steps 8, 50, 200 x features 8, 64 x batch 1, 4 x sequence / last output, every
 # form and the official converter's model timed side by side; fitted on 192 sampled points and checked on 48 more,
-# docs/rnn.md#by-layer-size) from what the policy can read of a layer. What the rows read:
+# then on 96 more, where two LSTM rows were added: docs/rnn.md#by-layer-size) from what the policy can read of a layer. What the rows read:
 # * step weights: the unrolled form runs a small FULLY_CONNECTED per step and direction, each with its own copy of
 #   the recurrent weights once XNNPACK has packed them (the process grows by about that on the first invoke,
 #   docs/rnn.md#thread-count): fastest of all while they stay small, 2-6x the loop's time once they do not; the
@@ -130,6 +130,14 @@ class SizeRule:
 #   grid's five such points of one direction up to 16 MiB the loop 0.80-0.98x the official model, unrolled
 #   0.77-1.15x: 1.14x and 1.15x where the loop takes 0.82x and 0.98x, within 4% of the loop at the other three;
 #   an LSTM's unrolled step is as many ops, 11 to the GRU's 12, and keeps up there).
+# * an LSTM with the sequence out and 200 steps, at both thread counts: its fused op at up to 64 units at batch 1
+#   and at 16 units in two directions (the fastest form at all 11 such grid points at both counts, 0.11-1.03x the
+#   official model, 1.03x only where it is the official model's own op; the loop writes each step of each
+#   direction: 1.54x and 1.85x the official fused ops of a tf-keras Bidirectional LSTM of 64 units, the unrolled
+#   form 1.71x at 16 units and batch 4).
+# * an LSTM of two directions over 8 MiB of step weights (256 units over 8 steps): the loop (0.28-0.94x the official
+#   model, the fastest form at 8 of the 12 timings of the grid's 6 such points, within 5% at 9; the unrolled form
+#   1.27x at one of them).
 # * small layers at batch 1: LiteRT's fused sequence ops run on one thread, which at 2 threads beats splitting a
 #   small layer's tiny products over the pool; at one thread, a small LSTM over 200 steps (the other forms' per-step
 #   ops cost more than its products; a small SimpleRNN's fused op does not win there as often).
@@ -145,15 +153,27 @@ def _small_at_batch_1(s: LayerSize) -> bool:
     return s.units <= SMALL_UNITS and s.batch in (1, None)
 
 
+def _long_lstm_sequence(s: LayerSize) -> bool:
+    return s.family == "LSTM" and bool(s.sequence) and s.steps >= LONGEST_MEASURED and (
+        (s.units <= 2 * SMALL_UNITS and s.batch in (1, None)) or (s.units <= SMALL_UNITS and s.directions == 2))
+
+
 _BATCH_1 = "at batch 1 or a run-time batch"
 _LONG = SizeRule("loop", f"over {LONGEST_MEASURED} steps", lambda s: s.steps > LONGEST_MEASURED)
 _BOUNDED = SizeRule("unrolled", f"at most {MAX_STEP_WEIGHTS} MiB of step weights",
                     lambda s: s.step_weights <= MAX_STEP_WEIGHTS)
 _ELSE = SizeRule("loop", f"over {MAX_STEP_WEIGHTS} MiB of step weights", lambda s: True)
+_LONG_LSTM_SEQUENCE = SizeRule(
+    "fused", f"an LSTM with the sequence out and {LONGEST_MEASURED} steps or more: at most {2 * SMALL_UNITS} units "
+    f"{_BATCH_1}, or at most {SMALL_UNITS} units in two directions", _long_lstm_sequence)
+_WIDE_BIDIRECTIONAL_LSTM = SizeRule("loop", "an LSTM of two directions over 8 MiB of step weights",
+                                    lambda s: s.family == "LSTM" and s.directions == 2 and s.step_weights > 8)
 SIZE_RULES: dict[int, tuple[SizeRule, ...]] = {
     1: (SizeRule("fused", f"an LSTM of at most {SMALL_UNITS} units {_BATCH_1} and {LONGEST_MEASURED} steps or more",
                  lambda s: s.family == "LSTM" and _small_at_batch_1(s) and s.steps >= LONGEST_MEASURED),
+        _LONG_LSTM_SEQUENCE,
         _LONG,
+        _WIDE_BIDIRECTIONAL_LSTM,
         SizeRule("loop", "a GRU with the last step out, 50 steps or more and 0.5 MiB of step weights or more",
                  lambda s: s.family == "GRU" and not s.sequence and s.steps >= 50 and s.step_weights >= 0.5),
         SizeRule("unrolled", "at most 1 MiB of step weights", lambda s: s.step_weights <= 1),
@@ -164,7 +184,9 @@ SIZE_RULES: dict[int, tuple[SizeRule, ...]] = {
         SizeRule("loop", "the last step out and over 8 MiB of step weights", lambda s: not s.sequence),
         _BOUNDED, _ELSE),
     2: (SizeRule("fused", f"at most {SMALL_UNITS} units {_BATCH_1}", _small_at_batch_1),
+        _LONG_LSTM_SEQUENCE,
         _LONG,
+        _WIDE_BIDIRECTIONAL_LSTM,
         SizeRule("loop", f"{LONGEST_MEASURED} steps or more with the last step out",
                  lambda s: not s.sequence and s.steps >= LONGEST_MEASURED),
         SizeRule("unrolled", f"at most {SMALL_UNITS} units at a larger batch", lambda s: s.units <= SMALL_UNITS),
