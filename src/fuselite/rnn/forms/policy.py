@@ -115,7 +115,8 @@ class SizeRule:
 # Fitted on benchmarks/rnn_sizes.py's grid (docs/rnn-sizes.md: LSTM, GRU, SimpleRNN x plain / Bidirectional x Keras 3
 # / tf-keras x units 16, 64, 256 x steps 8, 50, 200 x features 8, 64 x batch 1, 4 x sequence / last output, every
 # form and the official converter's model timed side by side; fitted on 192 sampled points and checked on 48 more,
-# then on 96 more, where two LSTM rows were added: docs/rnn.md#by-layer-size) from what the policy can read of a layer. What the rows read:
+# then on 96 more, which gave the two LSTM rows: docs/rnn.md#by-layer-size) from what the policy can read of a
+# layer. What the rows read:
 # * step weights: the unrolled form runs a small FULLY_CONNECTED per step and direction, each with its own copy of
 #   the recurrent weights once XNNPACK has packed them (the process grows by about that on the first invoke,
 #   docs/rnn.md#thread-count): fastest of all while they stay small, 2-6x the loop's time once they do not; the
