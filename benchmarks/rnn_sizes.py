@@ -254,9 +254,7 @@ def fitted(results: list[dict], threads: int, depth: int = 2) -> list[str]:
     if not rows:
         return []
     leaves, met = fit(rows, depth)
-    chosen = [(r, apply(leaves, r["point"])) for r in rows]
-    at_most = sum(r["ratios"][f] <= 1.0 for r, f in chosen)
-    near = sum(r["ratios"][f] <= 1.05 * min(r["ratios"][g] for g in forms_of(r["point"])) for r, f in chosen)
+    at_most, near = _scores([(r, apply(leaves, r["point"])) for r in rows])
     lines = [f"- {threads} thread{'s' if threads > 1 else ''}: the rule meets the bar at {met} of {len(rows)} points "
              f"(the current default at {sum(_good(r, r['default']) for r in rows)}); at most 1.0x the official "
              f"model at {at_most} ({100 * at_most / len(rows):.0f}%), within 5% of the best form at {near} "
@@ -265,6 +263,14 @@ def fitted(results: list[dict], threads: int, depth: int = 2) -> list[str]:
         said = " and ".join(name if want else f"not {name}" for name, _, want in tests)
         lines.append(f"  - {said or 'every point'}: **{form}** ({m} of {n})")
     return lines
+
+
+def _scores(chosen: list[tuple[dict, str]]) -> tuple[int, int]:
+    """Of (point, form) pairs: at how many the form is at most the official model's time, at how many within 5%
+    of the point's best form."""
+    at_most = sum(r["ratios"][f] <= 1.0 for r, f in chosen)
+    near = sum(r["ratios"][f] <= 1.05 * min(r["ratios"][g] for g in forms_of(r["point"])) for r, f in chosen)
+    return at_most, near
 
 
 def cross_validated(results: list[dict], threads: int, folds: int, depth: int, seed: int = 0) -> list[str]:
@@ -278,11 +284,11 @@ def cross_validated(results: list[dict], threads: int, folds: int, depth: int, s
     chosen = []
     for k in range(folds):
         held = order[k::folds]
-        leaves, _ = fit([r for r in rows if not any(r is h for h in held)], depth)
+        out = {id(r) for r in held}
+        leaves, _ = fit([r for r in rows if id(r) not in out], depth)
         chosen += [(r, apply(leaves, r["point"])) for r in held]
-    at_most = sum(r["ratios"][f] <= 1.0 for r, f in chosen)
+    at_most, near = _scores(chosen)
     beatable = [(r, f) for r, f in chosen if min(r["ratios"][g] for g in forms_of(r["point"])) <= 1.0]
-    near = sum(r["ratios"][f] <= 1.05 * min(r["ratios"][g] for g in forms_of(r["point"])) for r, f in chosen)
     return [f"- {threads} thread{'s' if threads > 1 else ''}, {folds} folds (seed {seed}), trees of {depth} tests: "
             f"at most 1.0x the official model at {at_most} of {len(rows)} points (at "
             f"{sum(r['ratios'][f] <= 1.0 for r, f in beatable)} of the {len(beatable)} where some form is), within "
