@@ -175,6 +175,26 @@ def test_saved_model_lstm_default_form_by_its_size(saved):
     _runs_at_batch(data, model, 3)
 
 
+def _stacked_long(L, i):
+    return L.LSTM(64)(L.LSTM(64, return_sequences=True)(i))
+
+
+def test_saved_model_lstm_default_form_reads_whether_its_sequence_is_used(saved):
+    """Two tf-keras LSTMs of 64 units over 200 steps at batch 1, one thread: the composite whose ``outputs`` the
+    model reads returns its sequence (the fused op by size, as the same layer from memory), the other its last step
+    (12.5 MiB of step weights: the loop); the batch is read at run time. Without the sequence read both would be the loop."""
+    model, path = saved("tf_keras", _stacked_long, (200, 8))
+    conv = fuselite.Converter.from_saved_model(path)
+    data = conv.convert()
+    lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
+    forms = sorted(r["form"] for r in lstm)
+    assert [form_name(f) for f in forms] == ["fused", "loop"], lstm
+    assert "the sequence out" in forms[0] and "the sequence out" not in forms[1], forms
+    ops = litert_op_names(data)
+    assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 1 and ops.count("WHILE") == 1, ops
+    assert_stateless_and_matches(data, model, _inputs(model, 1), TOL)  # XNNPACK and the builtin kernels
+
+
 def test_saved_model_lstm_takes_the_official_fused_op_from_two_threads(tmp_path):
     """threads=2: a tf-keras SavedModel's LSTM composite keeps LiteRT's fused op (the official converter's form,
     which the loop does not beat at more than one thread); its GRU stays in the loop."""

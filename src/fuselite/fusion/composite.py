@@ -61,12 +61,16 @@ class Result:
 
     ``placeholder``: the body computes it from none of the arguments (a constant, as the stand-in bodies of
     exported detectors return ``tf.constant(0.0)``), so its shape says nothing about what the composite computes:
-    the fused op's shape is taken instead (callers' shapes follow)."""
+    the fused op's shape is taken instead (callers' shapes follow). ``used``: some call site reads it (an op takes
+    it, or its function returns it); a rule must still compute an unused one (it is the composite's result), but
+    may read what the caller wants from it (a tf-keras LSTM's ``outputs``: read only where the layer returns its
+    sequence)."""
 
     index: int
     dtype: Any
     shape: tuple | None
     placeholder: bool = False
+    used: bool = True
 
 
 class Composite:

@@ -90,6 +90,13 @@ def _args(fn: Function, sites, read_variable) -> list[Arg]:
     return args
 
 
+def _used(sites, i: int) -> bool:
+    """Whether some call site reads the composite's result ``i`` (an op of its caller takes it, or the caller
+    returns it)."""
+    return any(i < len(call.outputs) and (caller.uses(call.outputs[i]) or caller.is_output(call.outputs[i]))
+               for caller, call in sites)
+
+
 def _from_no_argument(fn: Function, v: Value) -> bool:
     """Whether ``fn`` computes ``v`` from none of its arguments (a placeholder result such as ``tf.constant(0.0)``)."""
     inputs = {x.uid for x in fn.inputs}
@@ -202,7 +209,8 @@ def prepare_composites(module: Module, rules: RuleSet, strict: bool = False,
         else:
             record["rule"] = getattr(rule, "__qualname__", getattr(rule, "__name__", repr(rule)))
             c = Composite(fn, iface, attrs, _args(fn, sites[fname], read_variable),
-                          [Result(i, v.dtype, v.shape, _from_no_argument(fn, v)) for i, v in enumerate(fn.outputs)])
+                          [Result(i, v.dtype, v.shape, _from_no_argument(fn, v), _used(sites[fname], i))
+                           for i, v in enumerate(fn.outputs)])
             c.batch_size = batch_size
             c.dynamic_batch = dynamic_batch
             c.taken_names = set(module.functions)

@@ -107,15 +107,16 @@ def tf_keras_composite(c, what: str, arg_names: tuple, n_results: int, fused_for
 def _size(c, kind: str, recurrent_kernel: int, needs_batch: frozenset[str]) -> LayerSize | None:
     """A tf-keras composite's size as the default form's rule reads it (``policy.sized_form``), its time axis
     where tf-keras' ``time_major`` attribute says (``needs_batch``: as ``LayerSize`` says); None where the steps
-    or the weights' shapes are not known. A tf-keras Bidirectional is a composite per direction here, and whether
-    the layer returns its sequence is found only later (by evaluation): read as the last step."""
+    or the weights' shapes are not known. The layer returns its sequence where a call site reads the composite's
+    ``outputs`` (tf-keras' layer returns ``last_output`` otherwise). A tf-keras Bidirectional is a composite per
+    direction here: read as one direction each."""
     x, rk = c.args[0], c.args[recurrent_kernel] if len(c.args) > recurrent_kernel else None
     fdef = c.function.attrs.get("_function_def")
     tm = bool(fdef is not None and "time_major" in fdef.attr and fdef.attr["time_major"].b)
     if rk is None or x.rank != 3 or rk.rank != 2 or not x.shape[0 if tm else 1] or not rk.shape[0]:
         return None
     return LayerSize(kind, rk.shape[0], x.shape[0 if tm else 1], x.shape[1 if tm else 0] or c.batch_size,
-                     needs_batch=needs_batch)
+                     needs_batch=needs_batch, sequence=len(c.results) > 1 and c.results[1].used)
 
 
 @fusion("lstm_*")
