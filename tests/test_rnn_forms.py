@@ -239,7 +239,8 @@ def test_default_forms_are_the_measured_ones():
         data = conv.convert()
         (form,) = [r["form"] for r in conv.report.composites]
         want = SMALL_LAYER_FORMS[1][kind]
-        assert form.startswith(f"{want} (by size at 1 thread: 6 units x 7 steps, a run-time batch: "), form
+        assert form.startswith(f"{want} (by size at 1 thread: 6 units x 7 steps of 3 features, a run-time batch: "), \
+            form
         assert ("static batch" in form) == (kind == "GRU") and not conv.report.warnings, (form, conv.report.warnings)
         assert_stateless_and_matches(data, model, _inputs(model), TOL)
         runner = Interpreter(model_content=data).get_signature_runner()  # the batch stays dynamic
@@ -287,12 +288,18 @@ SIZED_POINTS = [
     ("keras3.SimpleRNN.plain.u256.t200.f8.b1.last", 1, "loop"),  # 50 MiB
     ("tf_keras.LSTM.bidirectional.u64.t200.f8.b1.sequence", 1, "fused"),  # an LSTM, the sequence out, 64 units
     ("keras3.LSTM.bidirectional.u256.t8.f8.b1.sequence", 1, "loop"),  # an LSTM of two directions, 16 MiB
+    ("tf_keras.SimpleRNN.plain.u16.t200.f8.b1.last", 1, "fused"),  # a SimpleRNN of 16 units, 200 steps of 8 features
     ("keras3.LSTM.plain.u16.t50.f8.b4.sequence", 2, "unrolled"),  # 16 units at batch 4
     ("keras3.LSTM.bidirectional.u16.t200.f64.b4.sequence", 2, "fused"),  # two directions of 16, the sequence out
     ("keras3.GRU.plain.u64.t200.f8.b4.last", 2, "loop"),  # 200 steps, the last step out
     ("tf_keras.LSTM.plain.u16.t8.f8.b1.last", 2, "fused"),  # 16 units at batch 1
     ("keras3.GRU.plain.u64.t200.f8.b1.sequence", 2, "unrolled"),  # 9.4 MiB, the sequence out: at most 16
     ("tf_keras.SimpleRNN.bidirectional.u256.t50.f8.b1.last", 2, "loop"),  # 25 MiB
+    ("keras3.SimpleRNN.plain.u16.t50.f64.b1.last", 2, "unrolled"),  # a small SimpleRNN at batch 1, 64 features
+    ("keras3.SimpleRNN.plain.u64.t200.f8.b1.sequence", 2, "fused"),  # a SimpleRNN, 200 steps of 8, the sequence out
+    ("tf_keras.LSTM.bidirectional.u16.t50.f8.b4.last", 2, "loop"),  # two directions, the last step, batch 4, 50 steps
+    ("keras3.GRU.plain.u16.t200.f8.b1.last", 2, "loop"),  # a small GRU at batch 1 (no fused op), 200 steps, the last
+    ("keras3.SimpleRNN.plain.u256.t50.f8.b4.last", 2, "loop"),  # the last step out, 12.5 MiB: over 8
 ]
 
 
@@ -312,7 +319,8 @@ def test_default_form_follows_the_layer_size(point, threads, want):
     data = conv.convert()
     (form,) = [r["form"] for r in conv.report.composites]
     assert form.startswith(f"{want} (by size at {threads} thread"), form
-    assert f"{p['units']} units x {p['steps']} steps" in form and f"batch {p['batch']}" in form
+    assert f"{p['units']} units x {p['steps']} steps of {p['features']} features" in form, form
+    assert f"batch {p['batch']}" in form, form
     assert_stateless_and_matches(data, model, _inputs(model, batch=p["batch"]), TOL, num_threads=threads)
 
 

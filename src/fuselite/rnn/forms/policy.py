@@ -76,8 +76,8 @@ BY_SIZE = "by_size"  # the rnn_forms entry of a conversion whose default forms a
 class LayerSize:
     """What a recurrent layer's default form is chosen from (:func:`sized_form`): its family ("LSTM", "GRU",
     "SimpleRNN"), units, time steps, batch (None: known only at run time) and directions (2: a Keras
-    Bidirectional converted as one layer) and whether it returns its whole sequence (``sequence``; None: not
-    known where the form is chosen, read as the last step only). ``needs_batch``: the forms that would need a
+    Bidirectional converted as one layer), whether it returns its whole sequence (``sequence``; None: not
+    known where the form is chosen, read as the last step only) and its input's features (None: not known). ``needs_batch``: the forms that would need a
     static batch for this layer (an unrolled GRU; the unrolled and fused forms of a layer given initial states),
     which a layer whose batch is known only at run time does not take (the loop keeps the batch dynamic)."""
 
@@ -88,6 +88,7 @@ class LayerSize:
     directions: int = 1
     needs_batch: frozenset[str] = frozenset()
     sequence: bool | None = None
+    features: int | None = None
 
     @property
     def step_weights(self) -> float:
@@ -97,7 +98,8 @@ class LayerSize:
         return self.steps * self.directions * gates * self.units ** 2 * 4 / 2 ** 20
 
     def __str__(self) -> str:
-        return (f"{self.units} units x {self.steps} steps" + (" x 2 directions" if self.directions == 2 else "") +
+        return (f"{self.units} units x {self.steps} steps" + (f" of {self.features} features" if self.features else "") +
+                (" x 2 directions" if self.directions == 2 else "") +
                 (f", batch {self.batch}" if self.batch else ", a run-time batch") +
                 f"{', the sequence out' if self.sequence else ''}: {self.step_weights:.2g} MiB of step weights")
 
@@ -115,8 +117,9 @@ class SizeRule:
 # Fitted on benchmarks/rnn_sizes.py's grid (docs/rnn-sizes.md: LSTM, GRU, SimpleRNN x plain / Bidirectional x Keras 3
 # / tf-keras x units 16, 64, 256 x steps 8, 50, 200 x features 8, 64 x batch 1, 4 x sequence / last output, every
 # form and the official converter's model timed side by side; fitted on 192 sampled points and checked on 48 more,
-# then on 96 more, which gave the two LSTM rows: docs/rnn.md#by-layer-size) from what the policy can read of a
-# layer. What the rows read:
+# then on 96 more, which gave the two LSTM rows, then on 96 more (432 in all), which with the others gave the
+# SimpleRNN rows by features and three more at two threads: docs/rnn.md#by-layer-size) from what the policy can
+# read of a layer. What the rows read:
 # * step weights: the unrolled form runs a small FULLY_CONNECTED per step and direction, each with its own copy of
 #   the recurrent weights once XNNPACK has packed them (the process grows by about that on the first invoke,
 #   docs/rnn.md#thread-count): fastest of all while they stay small, 2-6x the loop's time once they do not; the
@@ -125,8 +128,11 @@ class SizeRule:
 #   still with the sequence out at batch 4 (at 7 of the grid's 9 such points: 0.14-0.63x the official model where
 #   the loop takes 0.44-0.75x), but it would hold that many MiB of packed weights (up to 400 on the grid): the
 #   default does not spend it, rnn_form="unrolled" does.
-# * the last step out: the loop at two threads from 200 steps (beyond the small layers at batch 1); at one
-#   thread past 8 MiB of step weights (a Bidirectional layer's, past 1).
+# * the last step out: the loop past 8 MiB of step weights at both thread counts (at one thread a Bidirectional
+#   layer's past 1 MiB), at two threads from 200 steps (beyond the small layers at batch 1), and for an LSTM or GRU
+#   of two directions at a batch over 1 from 50 steps (the fastest form at 6 of the grid's 7 such points, 0.46-0.85x
+#   the official model, where the unrolled form takes up to 2.15x the loop's time; at 8 steps the unrolled form
+#   is the fastest at 6 of 8 such points).
 # * a GRU with the last step out, at one thread: the loop from 50 steps and 0.5 MiB (measured, not explained: at the
 #   grid's five such points of one direction up to 16 MiB the loop 0.80-0.98x the official model, unrolled
 #   0.77-1.15x: 1.14x and 1.15x where the loop takes 0.82x and 0.98x, within 4% of the loop at the other three;
@@ -139,19 +145,35 @@ class SizeRule:
 # * an LSTM of two directions over 8 MiB of step weights (256 units over 8 steps): the loop (0.28-0.94x the official
 #   model, the fastest form at 8 of the 12 timings of the grid's 6 such points, within 5% at 9; the unrolled form
 #   1.27x at one of them).
+# * a SimpleRNN's fused op by its input's features: LiteRT's UNIDIRECTIONAL_SEQUENCE_RNN multiplies each step's
+#   input by the input weights inside the step (kernel_utils.cc RnnBatchStep: a matrix-vector product per step on
+#   the builtin kernels), where the other forms take all the steps' inputs in one FULLY_CONNECTED (forms/__init__).
+#   Over 200 steps of 8 features it is the fastest form at 15 of the 17 grid points the two fused SimpleRNN rows
+#   take (0.03-0.23x the official model; the unrolled form up to 2.44x its time, the loop 10.24x): at up to 32
+#   units at batch 1 or with the sequence out, and at two threads with the sequence out at batch 1 at any size
+#   (with the last step out at batch 4 the unrolled form wins: the op 1.24-1.92x). At 64 features and up to 32
+#   units at batch 1 under 200 steps, at two threads, the unrolled form (0.06-0.22x the official model, the op
+#   up to 1.66x its time).
 # * small layers at batch 1: LiteRT's fused sequence ops run on one thread, which at 2 threads beats splitting a
-#   small layer's tiny products over the pool; at one thread, a small LSTM over 200 steps (the other forms' per-step
-#   ops cost more than its products; a small SimpleRNN's fused op does not win there as often).
+#   small layer's tiny products over the pool (not a GRU's, which has no such op: unrolled, or the loop from 200
+#   steps with the last step out); at one thread, a small LSTM over 200 steps (the other forms' per-step ops cost
+#   more than its products) and a small SimpleRNN of few features (above).
 # A batch known only at run time is read as 1. Sizes between the grid's are not measured: the unit boundary sits
-# between 16 and 64, at 32. Over 200 steps (the longest measured) the loop, or a small LSTM's fused op: the
-# unrolled file grows with the steps (up to 45x the loop's file at 200 steps of 16 units, +0.8 MB).
+# between 16 and 64, at 32; the features' between 8 and 64, at 16. Over 200 steps (the longest measured) the loop,
+# or a small LSTM's or SimpleRNN's fused op: the unrolled file grows with the steps (up to 45x the loop's file at
+# 200 steps of 16 units, +0.8 MB).
 SMALL_UNITS = 32
 LONGEST_MEASURED = 200
 MAX_STEP_WEIGHTS = 16  # MiB: the most packed weight the unrolled form may hold by default
+SMALL_FEATURES = 16  # the grid's features: 8 and 64
 
 
 def _small_at_batch_1(s: LayerSize) -> bool:
     return s.units <= SMALL_UNITS and s.batch in (1, None)
+
+
+def _few_features(s: LayerSize) -> bool:
+    return s.features is not None and s.features <= SMALL_FEATURES
 
 
 def _long_lstm_sequence(s: LayerSize) -> bool:
@@ -169,9 +191,15 @@ _LONG_LSTM_SEQUENCE = SizeRule(
     f"{_BATCH_1}, or at most {SMALL_UNITS} units in two directions", _long_lstm_sequence)
 _WIDE_BIDIRECTIONAL_LSTM = SizeRule("loop", "an LSTM of two directions over 8 MiB of step weights",
                                     lambda s: s.family == "LSTM" and s.directions == 2 and s.step_weights > 8)
+_LAST_PAST_8_MIB = SizeRule("loop", "the last step out and over 8 MiB of step weights",
+                            lambda s: not s.sequence and s.step_weights > 8)
 SIZE_RULES: dict[int, tuple[SizeRule, ...]] = {
     1: (SizeRule("fused", f"an LSTM of at most {SMALL_UNITS} units {_BATCH_1} and {LONGEST_MEASURED} steps or more",
                  lambda s: s.family == "LSTM" and _small_at_batch_1(s) and s.steps >= LONGEST_MEASURED),
+        SizeRule("fused", f"a SimpleRNN of at most {SMALL_UNITS} units over {LONGEST_MEASURED} steps or more of at "
+                 f"most {SMALL_FEATURES} features, {_BATCH_1} or the sequence out",
+                 lambda s: s.family == "SimpleRNN" and s.units <= SMALL_UNITS and s.steps >= LONGEST_MEASURED
+                 and _few_features(s) and (s.batch in (1, None) or bool(s.sequence))),
         _LONG_LSTM_SEQUENCE,
         _LONG,
         _WIDE_BIDIRECTIONAL_LSTM,
@@ -182,15 +210,28 @@ SIZE_RULES: dict[int, tuple[SizeRule, ...]] = {
                  lambda s: s.directions == 2 and not s.sequence),
         SizeRule("unrolled", "the last step out and at most 8 MiB of step weights",
                  lambda s: not s.sequence and s.step_weights <= 8),
-        SizeRule("loop", "the last step out and over 8 MiB of step weights", lambda s: not s.sequence),
+        _LAST_PAST_8_MIB,
         _BOUNDED, _ELSE),
-    2: (SizeRule("fused", f"at most {SMALL_UNITS} units {_BATCH_1}", _small_at_batch_1),
+    2: (SizeRule("unrolled", f"a SimpleRNN of at most {SMALL_UNITS} units {_BATCH_1} over fewer than "
+                 f"{LONGEST_MEASURED} steps of over {SMALL_FEATURES} features",
+                 lambda s: s.family == "SimpleRNN" and _small_at_batch_1(s) and s.steps < LONGEST_MEASURED
+                 and s.features is not None and s.features > SMALL_FEATURES),
+        SizeRule("fused", f"an LSTM or a SimpleRNN of at most {SMALL_UNITS} units {_BATCH_1}",
+                 lambda s: s.family != "GRU" and _small_at_batch_1(s)),
+        SizeRule("fused", f"a SimpleRNN with the sequence out over {LONGEST_MEASURED} steps or more of at most "
+                 f"{SMALL_FEATURES} features: at most {SMALL_UNITS} units, or {_BATCH_1}",
+                 lambda s: s.family == "SimpleRNN" and bool(s.sequence) and s.steps >= LONGEST_MEASURED
+                 and _few_features(s) and (s.units <= SMALL_UNITS or s.batch in (1, None))),
         _LONG_LSTM_SEQUENCE,
         _LONG,
         _WIDE_BIDIRECTIONAL_LSTM,
         SizeRule("loop", f"{LONGEST_MEASURED} steps or more with the last step out",
                  lambda s: not s.sequence and s.steps >= LONGEST_MEASURED),
+        SizeRule("loop", "an LSTM or a GRU of two directions with the last step out, 50 steps or more at a batch "
+                 "over 1", lambda s: s.family != "SimpleRNN" and s.directions == 2 and not s.sequence
+                 and s.steps >= 50 and (s.batch or 1) > 1),
         SizeRule("unrolled", f"at most {SMALL_UNITS} units at a larger batch", lambda s: s.units <= SMALL_UNITS),
+        _LAST_PAST_8_MIB,
         _BOUNDED, _ELSE),
 }
 
@@ -352,15 +393,15 @@ def layer_steps(c) -> int | None:
 
 
 def layer_size(c, kind: str, directions: int = 1, needs_batch: frozenset[str] = frozenset()) -> LayerSize | None:
-    """The size of a Keras recurrent composite (units, its sequence input's steps and batch, whether it returns
-    its sequence) as :func:`sized_form` reads it (``directions``, ``needs_batch``: as :class:`LayerSize` says);
+    """The size of a Keras recurrent composite (units, its sequence input's steps, batch and features, whether it
+    returns its sequence) as :func:`sized_form` reads it (``directions``, ``needs_batch``: as :class:`LayerSize` says);
     None where the steps are known only at run time."""
     x, steps = c.args[0] if c.args else None, layer_steps(c)
     if not steps or "units" not in c.attrs:
         return None
     batch = x.shape[1 if c.attrs.get("time_major") else 0] or c.batch_size
     return LayerSize(kind, int(c.attrs["units"]), steps, batch, directions, needs_batch,
-                     bool(c.attrs.get("return_sequences")))
+                     bool(c.attrs.get("return_sequences")), x.shape[-1])
 
 
 def chosen_form(c, kind: str, forms: dict, fallback: str = "fused", key: str | None = None,

@@ -63,7 +63,7 @@ def _form(op, m, rnn_forms: dict, batch_size: int | None) -> tuple[str, str]:
     known = m.steps and m.xt.shape is not None and len(m.xt.shape) == 3
     needs = frozenset(f for f in ("unrolled", "fused") if _static_batch_needed(op, m, f))
     size = LayerSize(m.cell, m.units, m.steps, m.xt.shape[1] or batch_size, needs_batch=needs,
-                     sequence=bool(m.sequences)) if known else None
+                     sequence=bool(m.sequences), features=m.xt.shape[2]) if known else None
     form, note = traced_form(rnn_forms, m.cell, stateful, masked=m.mask is not None, size=size)
     if form not in ("loop", "unrolled"):
         form = "unrolled" if m.cell == "GRU" or m.mask is not None else "fused"

@@ -116,7 +116,7 @@ def _size(c, kind: str, recurrent_kernel: int, needs_batch: frozenset[str]) -> L
     if rk is None or x.rank != 3 or rk.rank != 2 or not x.shape[0 if tm else 1] or not rk.shape[0]:
         return None
     return LayerSize(kind, rk.shape[0], x.shape[0 if tm else 1], x.shape[1 if tm else 0] or c.batch_size,
-                     needs_batch=needs_batch, sequence=len(c.results) > 1 and c.results[1].used)
+                     needs_batch=needs_batch, sequence=len(c.results) > 1 and c.results[1].used, features=x.shape[2])
 
 
 @fusion("lstm_*")
