@@ -338,7 +338,8 @@ def report(results: list[dict], threads: list[int], how: str, started, seconds: 
               "point (family, direction, flavour, output, a size at most a grid value, or the recurrent weights the "
               "unrolled form's steps read at most some MiB) with a form at each leaf, fitted here on the measured "
               "points: in-sample, a check on the form policy's rule (`SIZE_RULES` in `rnn/forms/policy.py`, the "
-              "*default* above), which reads the layer's size, features, batch, output, directions and family, not its flavour.",
+              "*default* above), which reads the layer's size, features, batch, output, directions and family, not "
+              "its flavour.",
               ""]
     for n in threads:
         lines += fitted(results, n, depth)

@@ -182,7 +182,8 @@ def _stacked_long(L, i):
 def test_saved_model_lstm_default_form_reads_whether_its_sequence_is_used(saved):
     """Two tf-keras LSTMs of 64 units over 200 steps at batch 1, one thread: the composite whose ``outputs`` the
     model reads returns its sequence (the fused op by size, as the same layer from memory), the other its last step
-    (12.5 MiB of step weights: the loop); the batch is read at run time. Without the sequence read both would be the loop."""
+    (12.5 MiB of step weights: the loop); the batch is read at run time. Read as the last step, both would be the
+    loop."""
     model, path = saved("tf_keras", _stacked_long, (200, 8))
     conv = fuselite.Converter.from_saved_model(path)
     data = conv.convert()

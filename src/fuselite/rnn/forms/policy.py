@@ -77,9 +77,10 @@ class LayerSize:
     """What a recurrent layer's default form is chosen from (:func:`sized_form`): its family ("LSTM", "GRU",
     "SimpleRNN"), units, time steps, batch (None: known only at run time) and directions (2: a Keras
     Bidirectional converted as one layer), whether it returns its whole sequence (``sequence``; None: not
-    known where the form is chosen, read as the last step only) and its input's features (None: not known). ``needs_batch``: the forms that would need a
-    static batch for this layer (an unrolled GRU; the unrolled and fused forms of a layer given initial states),
-    which a layer whose batch is known only at run time does not take (the loop keeps the batch dynamic)."""
+    known where the form is chosen, read as the last step only) and its input's features (None: not known).
+    ``needs_batch``: the forms that would need a static batch for this layer (an unrolled GRU; the unrolled and
+    fused forms of a layer given initial states), which a layer whose batch is known only at run time does not
+    take (the loop keeps the batch dynamic)."""
 
     family: str
     units: int
@@ -98,7 +99,8 @@ class LayerSize:
         return self.steps * self.directions * gates * self.units ** 2 * 4 / 2 ** 20
 
     def __str__(self) -> str:
-        return (f"{self.units} units x {self.steps} steps" + (f" of {self.features} features" if self.features else "") +
+        return (f"{self.units} units x {self.steps} steps" +
+                (f" of {self.features} features" if self.features else "") +
                 (" x 2 directions" if self.directions == 2 else "") +
                 (f", batch {self.batch}" if self.batch else ", a run-time batch") +
                 f"{', the sequence out' if self.sequence else ''}: {self.step_weights:.2g} MiB of step weights")
