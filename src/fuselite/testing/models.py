@@ -142,6 +142,30 @@ def stateful_lstm(k):
     return k.Model(i, k.layers.LSTM(64, stateful=True)(i), name="stateful_lstm")
 
 
+def keyword_spotter(k):
+    """A Conv1D + GRU keyword spotter over 49 frames of 40 log-mel features (12 keywords)."""
+    L = k.layers
+    i = k.Input((49, 40), name="frames")
+    x = L.Conv1D(32, 5, strides=2, activation="relu")(i)
+    x = L.GRU(32)(x)
+    return k.Model(i, L.Dense(12, activation="softmax")(x), name="keyword_spotter")
+
+
+def text_bilstm(k):
+    """Embedding + Bidirectional LSTM text classifier (Keras' own IMDB example, small)."""
+    L = k.layers
+    i = k.Input((40,), dtype="int32", name="token_ids")
+    x = L.Embedding(1000, 32)(i)
+    x = L.Bidirectional(L.LSTM(32))(x)
+    return k.Model(i, L.Dense(2, activation="softmax")(x), name="text_bilstm")
+
+
+def stateful_gru(k):
+    """GRU(32), stateful (batch 1), over 20 steps of 8 features."""
+    i = k.Input((20, 8), batch_size=1, name="sequence")
+    return k.Model(i, k.layers.GRU(32, stateful=True)(i), name="stateful_gru")
+
+
 BUILDERS = {
     "mlp": mlp, "cnn": cnn, "mobilenet_v2": mobilenet_v2, "resnet_block": resnet_block,
     "transformer_block": transformer_block, "text_model": text_model,
@@ -154,7 +178,16 @@ RNN_BUILDERS = {
 # masked: the recurrent forms benchmark's padded model (benchmarks/rnn_forms.py)
 MASKED_BUILDERS = {"masked_text_lstm": lambda k: text_lstm(k, masked=True)}
 # stateful: outputs depend on earlier invokes (not in the stateless model sweeps)
-STATEFUL_BUILDERS = {"stateful_lstm": stateful_lstm}
+STATEFUL_BUILDERS = {"stateful_lstm": stateful_lstm, "stateful_gru": stateful_gru}
+# the models people put on phones that LiteRT's accelerators are measured on (benchmarks/accelerators.py,
+# docs/accelerators.md); INTEGER_ACCELERATOR_MODELS: those also converted to int8 there
+ACCELERATOR_BUILDERS = {
+    "mlp": mlp, "cnn": cnn, "mobilenet_v2": mobilenet_v2, "transformer_block": transformer_block,
+    "lstm_sequence": lstm_sequence, "lstm_last_step": lstm_64, "bidirectional_lstm": bidirectional_lstm,
+    "keyword_spotter": keyword_spotter, "simple_rnn": simple_rnn, "text_bilstm": text_bilstm,
+    "stateful_gru": stateful_gru,
+}
+INTEGER_ACCELERATOR_MODELS = ("mlp", "cnn", "mobilenet_v2", "lstm_last_step", "keyword_spotter")
 # max abs error allowed against TF eager (issue acceptance)
 TOLERANCE = {"mobilenet_v2": 1e-4, "transformer_block": 1e-4}
 
@@ -170,7 +203,7 @@ def _has_gelu(k) -> bool:
 def build(name: str, k, seed: int = 0):
     """Build model ``name`` with Keras flavour ``k``, seeded and with non-trivial BN stats."""
     k.utils.set_random_seed(seed)
-    model = {**BUILDERS, **RNN_BUILDERS, **MASKED_BUILDERS, **STATEFUL_BUILDERS}[name](k)
+    model = {**BUILDERS, **RNN_BUILDERS, **MASKED_BUILDERS, **STATEFUL_BUILDERS, **ACCELERATOR_BUILDERS}[name](k)
     _randomize_batchnorm(model, seed)
     return model
 
