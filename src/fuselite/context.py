@@ -74,6 +74,12 @@ class ConversionContext:
         """The model runs on TFLite Micro (target "micro", or "ethos-u": what Vela leaves to the CPU runs there)."""
         return target_named(self.target).runs_on_micro
 
+    @property
+    def for_compiled_model(self) -> bool:
+        """The file must load in LiteRT's CompiledModel API too (no variable tensors): every target but TFLite
+        Micro's, unless ``litert_api="interpreter"``."""
+        return not self.on_micro and self.litert_api != "interpreter"
+
     def selects(self, group: str) -> bool:
         """Whether the target (``fuselite/targets/``) runs the pipeline group ``group`` in this conversion."""
         return target_named(self.target).selects(group, self)

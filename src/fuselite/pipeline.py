@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from fuselite.lower import lower_module
 from fuselite.passes.ethos_u_forms import reverse_as_split_concat
+from fuselite.passes.gpu_forms import expand_and_squeeze_as_reshape, gathers_with_1d_indices, unused_parts_as_slices
 from fuselite.passes.manager import Group, Pass, check_pipeline
 from fuselite.passes.micro_forms import (
     expand_gelu,
@@ -25,7 +26,7 @@ from fuselite.passes.optimize import optimize
 from fuselite.passes.pack_slices import slices_of_packs
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.reset_witness import add_reset_witnesses
-from fuselite.stages.checks import check_on_litert
+from fuselite.stages.checks import check_on_compiled_model, check_on_litert
 from fuselite.stages.export import export_flatbuffer
 from fuselite.stages.graph import (
     freeze_read_only_variables,
@@ -40,6 +41,7 @@ from fuselite.stages.graph import (
     record_text_kernels,
     split_bidirectional_ops,
     unroll_rnns,
+    variables_as_signature_io,
 )
 from fuselite.stages.groups import DCE, SETTLE, SPECIALIZE
 from fuselite.stages.quantization import (
@@ -53,6 +55,7 @@ from fuselite.stages.quantization import (
     settle_quantization_mode,
 )
 from fuselite.targets.ethos_u import compile_for_ethos_u
+from fuselite.targets.gpu import check_static_gpu_inputs, run_on_the_gpu
 from fuselite.targets.micro import check_micro_target, check_static_inputs, run_on_tflite_micro
 
 # -- the declaration ---------------------------------------------------------------------
@@ -68,6 +71,11 @@ PIPELINE = [
         Pass("check-static-inputs", check_static_inputs,
              "an input with a dynamic dimension besides the batch is an error (TFLite Micro runs static shapes)"),
     ], "the micro target's inputs", when=lambda m, ctx: ctx.selects("micro-inputs")),
+    Group("gpu-inputs", [
+        Pass("check-static-gpu-inputs", check_static_gpu_inputs,
+             "an input with a dynamic dimension besides the batch is an error; a dynamic batch is converted as 1 "
+             "(LiteRT's GPU accelerator runs static shapes)"),
+    ], "the GPU target's inputs", when=lambda m, ctx: ctx.selects("gpu-inputs")),
     Pass("settle-quantization-mode", settle_quantization_mode,
          "a quantization-aware-trained program (FakeQuant ops) asked to be optimized is made int8 from its ranges"),
     Pass("inline-calls", inline_plain_calls, "inline every call except to composite functions"),
@@ -90,6 +98,11 @@ PIPELINE = [
          "a slice that takes one operand of a tf.stack back reads that operand (a stacked KV cache, no copy)"),
     Pass("lower-tensor-lists", lower_tensor_list_ops, "TensorLists of RNN loops become dense tensors"),
     DCE,
+    Group("gpu-state", [
+        Pass("variables-as-signature-io", variables_as_signature_io,
+             "assigned variables become signature inputs and outputs (LiteRT's GPU accelerator runs no resource "
+             "variable op; the app feeds the state back, as LiteRT-LM's KV cache)"),
+    ], "the GPU target's state", when=lambda m, ctx: ctx.selects("gpu-state")),
     Pass("materialize-variables", materialize_mutable_variables,
          "assigned variables become LiteRT resource variables (init, reset signature)"),
     Pass("materialize-tables", materialize_lookup_tables,
@@ -122,6 +135,16 @@ PIPELINE = [
              "REVERSE_V2 to the NPU on the Ethos-U85 only)"),
     ], "the forms of ops the Ethos-U55 / U65 NPU takes",
         when=lambda m, ctx: ctx.selects("ethos-u-forms")),
+    Group("gpu-forms", [
+        Pass("gathers-with-1d-indices", lambda m, ctx: gathers_with_1d_indices(m),
+             "a GATHER of indices not of rank 1 (a Keras Embedding) gathers them flattened, then reshapes"),
+        Pass("expand-and-squeeze-as-reshape", lambda m, ctx: expand_and_squeeze_as_reshape(m),
+             "EXPAND_DIMS and SQUEEZE (a Keras Conv1D's) become RESHAPE"),
+        Pass("unused-parts-as-slices", lambda m, ctx: unused_parts_as_slices(m),
+             "a SPLIT / SPLIT_V / UNPACK with an unread output (int8 ones crash the GPU accelerator) becomes a "
+             "STRIDED_SLICE per part read"),
+        DCE,
+    ], "the forms of ops LiteRT's GPU accelerator takes", when=lambda m, ctx: ctx.selects("gpu-forms")),
     Group("quantize", [
         Group("float16", [
             Pass("quantize-float16", quantize_float16_weights,
@@ -158,6 +181,18 @@ PIPELINE = [
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
     Pass("check-on-litert", check_on_litert,
          "prepare the model on stock LiteRT and invoke it on zeros: an op or dtype its kernels reject is an error"),
+    Group("compiled-model", [
+        Pass("check-on-compiled-model", check_on_compiled_model,
+             "load the model in LiteRT's CompiledModel API (CPU) and run it against the Interpreter; a file only the "
+             "Interpreter loads (variable tensors) only where the conversion asked for such a form, said in the "
+             "report"),
+    ], "LiteRT's CompiledModel API (the GPU and NPU accelerators' entry point)",
+        when=lambda m, ctx: not ctx.on_micro and not ctx.micro_only),
+    Group("on-gpu", [
+        Pass("run-on-gpu", run_on_the_gpu,
+             "load the model on LiteRT's GPU accelerator (a child process, where a Vulkan driver is present): an op "
+             "left on the CPU is an error with LiteRT's reason; the GPU's outputs against the CPU's"),
+    ], "run on LiteRT's GPU accelerator", when=lambda m, ctx: ctx.selects("on-gpu")),
     Group("on-micro", [
         Pass("run-on-tflite-micro", run_on_tflite_micro,
              "load and run the model on TFLite Micro's interpreter (a subprocess); for --micro-sources, measure "

@@ -41,6 +41,17 @@ class Report:
     # Converter.from_causal_lm (fuselite.generative.summary): {"signatures", "cache_length", "layers", "kv_heads",
     # "head_dim", "cache_bytes_per_token", "cache_bytes", "weight_bytes", "weight_bytes_read_per_token"}
     generative: dict = field(default_factory=dict)
+    # the LiteRT APIs the file loads in (stages/checks.py check_on_compiled_model): {"apis": ["Interpreter",
+    # "CompiledModel"] or ["Interpreter"], "why", "variable_tensors": [...] (where CompiledModel's loader refuses
+    # it), "compiled_model_error": CompiledModel's outputs against the Interpreter's, a fraction of the range}
+    litert_api: dict = field(default_factory=dict)
+    # LiteRT's GPU accelerator (target="gpu": fuselite.runtime.accelerators.run_on_gpu): {"ran", "fully_on_gpu",
+    # "cpu_ops": [[op, reason]], "gpu_op_count", "cpu_op_count", "error", "error_against_cpu": {output: fraction
+    # of its range}} or {"ran": False, "why"}; other targets: {"predicted": ..., "problems": [...]} (static)
+    gpu: dict = field(default_factory=dict)
+    # variables passed as signature inputs and outputs (target="gpu": passes/state_io.py): [{"name", "shape",
+    # "dtype"}], each fed back by the app, zeros first
+    state_io: list = field(default_factory=list)
     size_bytes: int = 0
     subgraphs: int = 0
 
@@ -129,6 +140,13 @@ class Report:
                          f"{self.calibration['tensors']} tensor range(s)")
         if self.quantization:
             lines += _quantization_lines(self.quantization)
+        if self.litert_api:
+            lines.append(_litert_api_line(self.litert_api))
+        if self.gpu:
+            lines.append(_gpu_line(self.gpu))
+        if self.state_io:
+            lines.append("  state as signature inputs and outputs (feed each output back into the input of its name, "
+                         "zeros first): " + ", ".join(f"{s['name']} {s['dtype']}{s['shape']}" for s in self.state_io))
         if self.micro:
             lines += _micro_lines(self.micro)
         if self.ethos_u:
@@ -136,6 +154,29 @@ class Report:
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
+
+
+def _litert_api_line(a: dict) -> str:
+    if "CompiledModel" not in a["apis"]:
+        return f"  LiteRT API: the Interpreter alone ({a['why']})"
+    err = a.get("compiled_model_error")
+    ran = f"; run there on the CPU, {100 * err:.2g}% of the range from the Interpreter" if err is not None else ""
+    return f"  LiteRT API: the Interpreter and CompiledModel (GPU / NPU accelerators' API){ran}"
+
+
+def _gpu_line(g: dict) -> str:
+    if "predicted" in g:
+        if g["predicted"]:
+            return "  LiteRT GPU: every op is one its GPU accelerator takes (static check; target='gpu' runs it there)"
+        problems = g["problems"]
+        return (f"  LiteRT GPU: would not run fully on its GPU accelerator ({'; '.join(problems[:3])}"
+                f"{' ...' if len(problems) > 3 else ''}): target='gpu' writes forms it runs")
+    if not g.get("ran"):
+        return f"  LiteRT GPU: not run ({g.get('why')})"
+    errors = g.get("error_against_cpu") or {}
+    worst = max(errors.values(), default=None)
+    against = f"; outputs {100 * worst:.2g}% of their range from the CPU's" if worst is not None else ""
+    return f"  LiteRT GPU: every op on its GPU accelerator (run there before writing{against})"
 
 
 def ethos_u_lines(e: dict) -> list[str]:

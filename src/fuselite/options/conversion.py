@@ -202,6 +202,7 @@ def _target_help() -> str:
 # -- the declarations ------------------------------------------------------------------------------
 _IO_TYPES = ["float32", "int8", "uint8", "int16"]
 BIDIRECTIONAL_FORMS = ("split", "fused")
+LITERT_APIS = ("any", "interpreter")
 for _option in (
     Option("batch_size", None, "fix unknown batch dimensions to this size", _batch_size, "--batch-size",
            {"metavar": "N"}, parse=_integer_text, eager=True),
@@ -256,11 +257,17 @@ for _option in (
            "Explorer and TensorFlow's importer) or fused (LiteRT's bidirectional op, LiteRT only; as fast); default "
            "split", one_of("bidirectional", lambda: BIDIRECTIONAL_FORMS), "--bidirectional",
            {"choices": BIDIRECTIONAL_FORMS}),
-    Option("rnn_form", "default", "LSTM / SimpleRNN / GRU: fused (LiteRT's sequence op), unrolled (builtins step by "
-           "step), loop (a WHILE over the steps, no TensorLists), auto (each timed on this machine at --threads, the "
-           "fastest kept); default for float models: the loop at 1 and 2 threads (tf-keras LSTMs fused at 2), LSTM "
-           "and SimpleRNN fused at 3 or more; the fused ops for integer quantization and TFLite Micro "
-           "(docs/rnn.md#forms)", one_of("rnn_form", _rnn_forms), "--rnn-form", {"choices": _rnn_forms}),
+    Option("litert_api", "any", "the LiteRT API the file is for (target litert): any (default: the Interpreter and "
+           "CompiledModel, the API of LiteRT's GPU and NPU accelerators, whose loader refuses variable tensors: "
+           "recurrent layers in forms without them, checked in both before writing) or interpreter (the Interpreter "
+           "alone: LiteRT's fused sequence ops where they are the fastest form, its integer LSTM kernel for int8 "
+           "and the reset witness, which keep state in variable tensors; docs/accelerators.md)",
+           one_of("litert_api", lambda: LITERT_APIS), "--litert-api", {"choices": LITERT_APIS}),
+    Option("rnn_form", "default", "LSTM / SimpleRNN / GRU: fused (LiteRT's sequence op; the Interpreter API only), "
+           "unrolled (builtins step by step), loop (a WHILE over the steps, no TensorLists), auto (each timed on this "
+           "machine at --threads, the fastest kept); default: for float models each layer's form by its size and "
+           "--threads, for int8 / 16x8 LSTMs unrolled (the fused ops where --litert-api interpreter, for TFLite Micro "
+           "and Ethos-U) (docs/rnn.md#forms)", one_of("rnn_form", _rnn_forms), "--rnn-form", {"choices": _rnn_forms}),
     Option("buffer_offsets", None, "write the constants after the flatbuffer (the schema's Buffer.offset / size, "
            "which LiteRT reads from a path and from bytes): unset, where they pass 2 GiB (a flatbuffer holds less); "
            "True, always; False, never (a larger model is then an error). The official converter's "

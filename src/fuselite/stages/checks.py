@@ -11,7 +11,7 @@ from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.ir import BlockwiseQuantization
 from fuselite.quantize.select import op_name
 from fuselite.runtime.kernel_errors import MissingKernelError
-from fuselite.runtime.prepare_check import litert_problem
+from fuselite.runtime.prepare_check import INVOKE_BELOW, litert_problem
 from fuselite.runtime.signatures import packs_too_much
 
 DYNAMIC_SIZE = 3  # the size the check before writing gives a dynamic input dimension, beside the written one
@@ -137,3 +137,95 @@ def _operand(v) -> str:
     if len(v.quant.scale) > 1:
         return f"{v.dtype} (scales {min(v.quant.scale):.3g}..{max(v.quant.scale):.3g} per channel)"
     return f"{v.dtype} (scale {v.quant.scale[0]:.3g}, zero point {v.quant.zero_point[0]})"
+
+
+# -- LiteRT's CompiledModel API -------------------------------------------------------------------------
+
+COMPILED_TOLERANCE = 1e-5  # float outputs: CompiledModel's against the Interpreter's, as a fraction of the range
+
+
+def check_on_compiled_model(module, ctx) -> None:
+    """Load the written model in LiteRT's CompiledModel API on the CPU (its loader is not the Interpreter's) and
+    run its first signature on the inputs the Interpreter checks it with: a file that loads nowhere but the
+    Interpreter is written only where the conversion asked for a form that needs it (the report says which API
+    the file is for, and why); CompiledModel's outputs against the Interpreter's (XNNPACK) go into the report."""
+    from fuselite.runtime.compiled import VARIABLE_TENSORS, CompiledModelError, loader_problems, run_compiled
+
+    problems = loader_problems(ctx.output)
+    if problems:
+        why = _interpreter_reason(ctx)
+        ctx.report.litert_api = {"apis": ["Interpreter"], "why": f"{why}: {VARIABLE_TENSORS}",
+                                 "variable_tensors": problems}
+        if ctx.for_compiled_model:
+            ctx.report.warn(f"this file is for LiteRT's Interpreter API alone: {why} keep state in "
+                            f"{VARIABLE_TENSORS} ({problems[0]}{' ...' if len(problems) > 1 else ''})")
+        return
+    inputs = _check_inputs(ctx)
+    ctx.report.litert_api = {"apis": ["Interpreter", "CompiledModel"],
+                             "why": "no variable tensors: CompiledModel's loader takes it"}
+    if inputs is None or len(ctx.output) >= INVOKE_BELOW:
+        return
+    from fuselite.runtime import run
+
+    try:
+        got = run_compiled(ctx.output, inputs)
+    except CompiledModelError as e:
+        raise ConversionError(f"{e} (the file runs on LiteRT's Interpreter; litert_api='interpreter' writes it "
+                              "for that API alone)") from None
+    try:
+        want = run(ctx.output, inputs)
+    except Exception:  # the Interpreter's own check already passed on zeros; these inputs are the check's own
+        return
+    errors = {name: _relative(got[name], want[name]) for name in want if name in got}
+    worst = max(errors.values(), default=0.0)
+    ctx.report.litert_api["compiled_model_error"] = worst
+    if worst > COMPILED_TOLERANCE:
+        name = max(errors, key=errors.get)
+        ctx.report.warn(f"LiteRT's CompiledModel gives output '{name}' {100 * worst:.3g}% of its range away from "
+                        "the Interpreter's (on the CPU, the same inputs)")
+
+
+def _interpreter_reason(ctx) -> str:
+    """What made a file need variable tensors, in words (the forms asked for, or kept by default)."""
+    if ctx.on_micro:
+        return f"target={ctx.target!r}: LiteRT's fused sequence ops, which TFLite Micro runs,"
+    if ctx.litert_api == "interpreter":
+        return "litert_api='interpreter': LiteRT's fused sequence ops (and the reset witness)"
+    if ctx.rnn_form == "fused":
+        return "rnn_form='fused': LiteRT's fused sequence ops"
+    if ctx.bidirectional == "fused":
+        return "bidirectional='fused': LiteRT's bidirectional sequence ops"
+    return ("LiteRT's fused sequence ops where no other form can be written (an integer LSTM of a length known only "
+            "at run time: give it with input_shapes)")
+
+
+def _check_inputs(ctx) -> dict | None:
+    """The first signature's inputs for the CompiledModel check: the first calibration sample where there is one,
+    else seeded normal floats and integer zeros at the file's shapes; None where an input is not numeric."""
+    samples = getattr(ctx, "error_samples", None)
+    details = _input_details(ctx.output)
+    if details is None:
+        return None
+    if samples and set(samples[0]) == set(details):
+        return {k: np.asarray(v, details[k]["dtype"]) for k, v in samples[0].items()}
+    rng = np.random.default_rng(0)
+    inputs = {}
+    for name, d in details.items():
+        dtype = np.dtype(d["dtype"])
+        if dtype.kind not in "biuf":
+            return None
+        shape = tuple(int(n) for n in d["shape"])
+        inputs[name] = rng.standard_normal(shape).astype(dtype) if dtype.kind == "f" else np.zeros(shape, dtype)
+    return inputs
+
+
+def _relative(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| over b's range (1 where it is 0), NaNs where both have them counted equal."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    both = np.isnan(a) & np.isnan(b)
+    diff = np.where(both, 0.0, np.abs(a - b))
+    finite = b[np.isfinite(b)]
+    span = float(finite.max() - finite.min()) if finite.size else 0.0
+    return float(np.nanmax(diff, initial=0.0)) / (span or 1.0) if not np.isnan(diff).any() else float("inf")

@@ -56,22 +56,30 @@ def _dynamic_batch(ctx) -> bool:
     TFLite Micro (its FILL needs constant dims) nor for integer quantization (the integer LSTM's calibration
     replays a static state shape). The same conversions keep the fused LSTM by default (rnn/forms/policy.py,
     QUANTIZED_FORMS)."""
-    return not ctx.on_micro and ctx.quantization not in ("int8", "int16x8")
+    return not ctx.on_micro and ctx.quantization not in ("int8", "int16x8") and ctx.target != "gpu"
 
 
 def _forms(ctx) -> dict:
     """The recurrent layers' forms for this conversion (rnn/forms/policy.py); the report says why."""
     quantized = ctx.on_micro or ctx.quantization in QUANTIZED
     sixteen = ctx.quantization == "int16x8" and not ctx.on_micro  # LiteRT has no 16x8 LSTM kernel
+    if ctx.target == "gpu" and ctx.rnn_form == "default":  # LiteRT's GPU accelerator runs no WHILE, FILL or SHAPE
+        ctx.report.recurrent = {"threads": ctx.threads, "target": ctx.target, "rnn_form": ctx.rnn_form,
+                                "reason": "unrolled for LiteRT's GPU accelerator (it runs no WHILE, and LiteRT's "
+                                "fused sequence ops keep state in variable tensors, which CompiledModel refuses)"}
+        return rnn_forms("unrolled", quantized, ctx.bidirectional, ctx.threads, _static_length(ctx), sixteen)
     ctx.report.recurrent = {"threads": ctx.threads, "target": ctx.target, "rnn_form": ctx.rnn_form,
                             "reason": forms_reason(ctx.rnn_form, quantized, ctx.threads, ctx.target, sixteen)}
-    return rnn_forms(ctx.rnn_form, quantized, ctx.bidirectional, ctx.threads, _static_length(ctx), sixteen)
+    return rnn_forms(ctx.rnn_form, quantized, ctx.bidirectional, ctx.threads, _static_length(ctx), sixteen,
+                     compiled=ctx.for_compiled_model, integer=ctx.quantization in ("int8", "int16x8"))
 
 
 def _static_length(ctx) -> str | None:
     """Why a recurrent layer of unknown length cannot take the loop form in this conversion (None: it can)."""
     if ctx.on_micro:
         return "TFLite Micro runs the shapes written in the model only"
+    if ctx.target == "gpu":
+        return "LiteRT's GPU accelerator runs static shapes and no WHILE (target='gpu')"
     if ctx.integer_only and ctx.quantization in ("int8", "int16x8"):
         return ("an integer-only model (target_spec.supported_ops without TFLITE_BUILTINS) has no integer loop "
                 "form in fuselite")
@@ -99,10 +107,23 @@ def lower_tensor_list_ops(module, ctx) -> None:
     lower_tensor_lists(module, ctx.report, dynamic_batch=_dynamic_batch(ctx))
 
 
+def variables_as_signature_io(module, ctx) -> int:
+    from fuselite.passes.state_io import variables_as_signature_io as state_io
+
+    ctx.report.state_io = state_io(module, ctx.zero_initial, why=f"target={ctx.target!r}")
+    return len(ctx.report.state_io)
+
+
 def materialize_mutable_variables(module, ctx) -> int:
     ctx.report.mutable_variables = materialize_variables(module, zero_initial=ctx.zero_initial)
     ctx.report.signatures = list(module.signatures)
-    if ctx.report.mutable_variables and ctx.integer_only and ctx.target == "litert":
+    if ctx.report.mutable_variables and ctx.target == "litert" and ctx.for_compiled_model and not ctx.integer_only:
+        ctx.report.warn("model with variables: reset them by invoking its 'reset_variables' signature (or "
+                        "fuselite.runtime.reset_variables(interpreter)); LiteRT's interpreter.reset_all_variables() "
+                        "leaves them as they are: the float witness that would make it reset them is a variable "
+                        "tensor, which CompiledModel's loader refuses (litert_api='interpreter' writes it; "
+                        "docs/variables.md)")
+    elif ctx.report.mutable_variables and ctx.integer_only and ctx.target == "litert":
         ctx.report.warn("integer-only model with variables: LiteRT's interpreter.reset_all_variables() does not "
                         "reset them (its float witness is left out, see docs/variables.md); invoke the "
                         "'reset_variables' signature or call fuselite.runtime.reset_variables(interpreter)")

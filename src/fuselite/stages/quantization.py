@@ -174,7 +174,10 @@ def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], d
     def wide(op) -> bool:
         if ctx.quantization == "int16x8":  # every op with a 16x8 kernel; the others int8 (the LSTM: 8x8->16)
             return True
-        # the steps of unrolled recurrent cells run 16x8 (as the integer LSTM's insides are int16)
+        # the steps of unrolled recurrent cells run 16x8 (as the integer LSTM's insides are int16), except on
+        # LiteRT's GPU accelerator, which takes no int16 tensor ("Tensor type(INT16) is not supported")
+        if ctx.target == "gpu":
+            return False
         return bool(op.attrs.get("_recurrent_cell")) or layer_of(op_name(op)) in promoted_
 
     keep = list(ctx.keep_float)

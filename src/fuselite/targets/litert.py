@@ -13,8 +13,9 @@ class LiteRT(Target):
     what = "the stock LiteRT interpreter"
 
     def selects(self, group: str, ctx: Any) -> bool:
-        if group == "reset-witness":  # LiteRT's reset_all_variables() resets resource variables too
-            return not ctx.integer_only and bool(ctx.report.mutable_variables)
+        if group == "reset-witness":  # LiteRT's reset_all_variables() resets resource variables too (the
+            # Interpreter's: the witness is a variable tensor, which CompiledModel's loader refuses)
+            return not ctx.integer_only and bool(ctx.report.mutable_variables) and not ctx.for_compiled_model
         if group == "on-micro":  # asked for TFLite Micro's sources: the model is run there for its arena
             return bool(ctx.micro_sources)
         return False

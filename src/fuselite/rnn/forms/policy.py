@@ -70,6 +70,10 @@ HOW_TO_FIX_LENGTH = ("give the model's input a static length (keras.Input(shape=
 # -- the default form by a layer's size (float models run at 1 or 2 threads; issue 48) ------------------------
 
 BY_SIZE = "by_size"  # the rnn_forms entry of a conversion whose default forms are chosen per layer by its size
+# the rnn_forms entry of a conversion whose file must load in LiteRT's CompiledModel API (litert_api="any"): its
+# loader refuses variable tensors, in which LiteRT's fused sequence ops (float, hybrid and integer) keep their
+# state, so the default forms are never the fused ones there (sized_form skips the rules' fused rows)
+COMPILED = "compiled_model"
 
 
 @dataclass(frozen=True)
@@ -245,7 +249,8 @@ def sized_form(rnn_forms: dict, size: LayerSize | None) -> tuple[str, str] | Non
     threads = rnn_forms.get(BY_SIZE)
     if threads is None or size is None or not size.steps or not size.units or ("keras", size.family) not in GATE_ORDERS:
         return None
-    rule = next(r for r in SIZE_RULES[threads] if r.test(size))
+    compiled = bool(rnn_forms.get(COMPILED))
+    rule = next(r for r in SIZE_RULES[threads] if r.test(size) and not (compiled and r.form == "fused"))
     form = "unrolled" if rule.form == "fused" and size.family == "GRU" else rule.form
     why = f"by size at {threads} thread{'s' if threads > 1 else ''}: {size}, {rule.when}"
     if size.batch is None and form in size.needs_batch:
@@ -270,7 +275,7 @@ def form_key(rnn_forms: dict, kind: str, flavour: str | None) -> str:
 
 def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
               threads: int = DEFAULT_THREADS, static_length: str | None = None,
-              sixteen: bool = False) -> dict[str, str]:
+              sixteen: bool = False, compiled: bool = False, integer: bool = False) -> dict[str, str]:
     """The form of each family ({"LSTM": ..., "SimpleRNN": ..., "GRU": ..., "stateful": ...}) for the option
     ``rnn_form`` ("default", "fused", "unrolled" or "loop"; "auto" is resolved by the converter into the
     others), a quantized (dynamic range, int8, 16x8) or TFLite Micro conversion (``quantized``) and the LiteRT
@@ -279,7 +284,9 @@ def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
     layers fused. A layer of unknown length whose form needs a static one (unrolled) takes the loop form (the
     ``"unknown_length"`` entry), unless ``static_length`` says why no loop may be written (TFLite Micro, an
     integer-only model): then :func:`at_length` raises :class:`NeedsStaticLength` with that reason. ``sixteen``:
-    a 16x8 conversion for LiteRT (its LSTMs unrolled into 16x8 builtins: LiteRT has no 16x8 LSTM kernel)."""
+    a 16x8 conversion for LiteRT (its LSTMs unrolled into 16x8 builtins: LiteRT has no 16x8 LSTM kernel).
+    ``compiled``: the file must load in LiteRT's CompiledModel API (no variable tensors): the default forms are
+    never the fused ones (:func:`compiled_forms`); ``integer``: the conversion is int8 or 16x8."""
     length = {STATIC_LENGTH: static_length} if static_length else {UNKNOWN_LENGTH: "loop"}
     if rnn_form in ("fused", "unrolled", "loop"):
         return {**dict.fromkeys((*DEFAULT_FORMS, "stateful"), rnn_form),
@@ -293,9 +300,26 @@ def rnn_forms(rnn_form: str, quantized: bool, bidirectional: str = "split",
              **length}
     if not quantized and threads in SIZE_RULES:
         forms[BY_SIZE] = threads  # each layer's form by its size where known (sized_form)
+    if compiled:
+        forms = compiled_forms(forms, integer)
     if bidirectional == "fused":
         forms["Bidirectional"] = "fused"
     return forms
+
+
+def compiled_forms(forms: dict, integer: bool) -> dict:
+    """``forms`` (the defaults) for a file LiteRT's CompiledModel loads: every fused form (its state in variable
+    tensors) becomes the loop, or for int8 / 16x8 the unrolled form (the integer rules do not enter a loop's body;
+    an LSTM of unknown length keeps LiteRT's integer LSTM op, for the Interpreter alone: the report says so); the
+    size rules' fused rows are skipped (``COMPILED``)."""
+    instead = "unrolled" if integer else "loop"
+    # an int8 / 16x8 SimpleRNN's fused op is the quantizer's own unrolled form's start (passes/unroll_rnn.py)
+    keep = {"SimpleRNN"} if integer else set()
+    out = {key: instead if form == "fused" and key not in keep else form for key, form in forms.items()}
+    if integer:
+        out["LSTM.unknown_length"] = "fused"
+    out[COMPILED] = True
+    return out
 
 
 NO_SETTINGS = {"LSTM": "fused", "SimpleRNN": "fused"}  # a composite fused outside a conversion's pipeline

@@ -1,0 +1,101 @@
+"""target="gpu": LiteRT's GPU accelerator (``CompiledModel`` with ``HardwareAccelerator.GPU``) — static shapes,
+recurrent layers unrolled, forms of ops it takes (``passes/gpu_forms.py``), state as signature inputs and
+outputs (``passes/state_io.py``), float32 / float16 weights or int8 without int16 tensors; before writing, where a
+Vulkan driver is present, the model runs on the accelerator: every op placed there or an error listing each op
+left on the CPU with LiteRT's reason, and the GPU's outputs against the CPU's in the report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fuselite.errors import ConversionError, NeedsStaticBatch
+from fuselite.quantize import QuantizationOptionError
+from fuselite.targets.base import Target, register
+
+# how far the GPU's outputs may be from the CPU's (its arithmetic is float16 by default): a fraction of each
+# output's range, as docs/accelerators.md measures it
+GPU_TOLERANCE = 0.01
+
+
+class Gpu(Target):
+    name = "gpu"
+    help = ("gpu: LiteRT's GPU accelerator (CompiledModel, HardwareAccelerator.GPU): static shapes, recurrent layers "
+            "unrolled, ops and types it takes; run on it before writing where a Vulkan driver is present")
+    what = "LiteRT's GPU accelerator"
+    groups = frozenset({"gpu-inputs", "gpu-forms", "gpu-state", "on-gpu"})
+    cli_refused_quantize = ("int16x8", "int4", "dynamic")
+
+    def check_mode(self, mode: str | None) -> None:
+        if mode in ("int16x8", "int4", "dynamic"):
+            what = {"int16x8": "int16 activations (\"Tensor type(INT16) is not supported\")",
+                    "int4": "int4 weights", "dynamic": "hybrid kernels (int8 weights with float activations)"}[mode]
+            raise QuantizationOptionError(f"target='gpu': LiteRT's GPU accelerator takes no {what}; its weights "
+                                          "are float32 or float16 (target_spec.supported_types=[tf.float16]), or "
+                                          "the model int8 with a representative_dataset")
+
+
+GPU = register(Gpu())
+
+
+def check_static_gpu_inputs(module, ctx) -> None:
+    """target="gpu": an input with a dynamic dimension besides the batch is an error naming ``input_shapes``; a
+    dynamic batch is converted as 1 (or ``batch_size``)."""
+    from fuselite.tflite.micro import dynamic_input_problems
+
+    problems = [p.replace("TFLite Micro runs the shapes written in the model only",
+                          "LiteRT's GPU accelerator runs static shapes").replace(
+                              "the batch may stay dynamic: it runs as 1", "the batch is fixed at 1 or batch_size")
+                for p in dynamic_input_problems(module)]
+    if problems:
+        raise ConversionError(f"LiteRT's GPU accelerator cannot run this model (target='gpu'): {len(problems)} "
+                              "problem(s):\n  " + "\n  ".join(problems))
+    if ctx.batch_size is None:
+        for fn in (module.functions[f] for f in dict.fromkeys(module.signatures.values())):
+            if any(v.shape and v.shape[0] is None for v in fn.inputs):
+                raise NeedsStaticBatch("LiteRT's GPU accelerator runs static shapes (target='gpu')")
+
+
+def run_on_the_gpu(module, ctx: Any) -> None:
+    """Load the written model on LiteRT's GPU accelerator (a child process) and run it on the inputs the CPU check
+    used: an op left on the CPU is an error listing each with LiteRT's reason; the GPU's outputs against the
+    CPU's go into the report (``report.gpu``). Without a Vulkan driver, a warning says so."""
+    from fuselite.runtime.accelerators import GpuUnavailable, run_on_gpu
+    from fuselite.runtime.compiled import loader_problems
+    from fuselite.stages.checks import _check_inputs, _relative
+
+    problems = loader_problems(ctx.output)
+    if problems:
+        raise ConversionError("LiteRT's GPU accelerator cannot load the model (CompiledModel's loader refuses "
+                              "variable tensors): " + "; ".join(problems))
+    inputs = _check_inputs(ctx)
+    if inputs is None:
+        raise ConversionError("target='gpu': the model has inputs that are not numbers (strings), which LiteRT's "
+                              "GPU accelerator does not take")
+    try:
+        result = run_on_gpu(ctx.output, inputs)
+    except GpuUnavailable as e:
+        ctx.report.gpu = {"ran": False, "why": str(e)}
+        ctx.report.warn(f"not run on LiteRT's GPU accelerator before writing: {e}")
+        return
+    report = {"ran": True, **result.to_json()}
+    ctx.report.gpu = report
+    if result.cpu_ops or not result.fully_on_gpu:
+        listed = "\n  ".join(f"{op}: {why}" for op, why in result.cpu_ops) or (result.error or "not fully on the GPU")
+        counts = (f" ({result.gpu_op_count} op(s) on the GPU, {result.cpu_op_count} on the CPU)"
+                  if result.cpu_op_count else "")
+        raise ConversionError(f"LiteRT's GPU accelerator leaves ops of this model to the CPU{counts} "
+                              f"(target='gpu'):\n  {listed}")
+    if result.error:
+        raise ConversionError(f"LiteRT's GPU accelerator could not run the model: {result.error}")
+    from fuselite.runtime import run
+
+    want = run(ctx.output, inputs)
+    errors = {name: _relative(result.outputs[name], want[name]) for name in want if name in result.outputs}
+    report["error_against_cpu"] = errors
+    worst = max(errors.values(), default=0.0)
+    if not np.isfinite(worst) or worst > GPU_TOLERANCE:
+        name = max(errors, key=errors.get)
+        ctx.report.warn(f"LiteRT's GPU accelerator gives output '{name}' {100 * worst:.3g}% of its range away from "
+                        f"the CPU's (above {100 * GPU_TOLERANCE:g}%; its arithmetic is float16)")
