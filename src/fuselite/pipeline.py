@@ -13,8 +13,15 @@ Adding a stage (quantization, a target check) is a body there and one entry here
 from __future__ import annotations
 
 from fuselite.lower import lower_module
+from fuselite.passes.accelerator_forms import (
+    expand_and_squeeze_as_reshape,
+    gathers_with_1d_indices,
+    neg_as_mul,
+    reshape_shape_options,
+    split_v_as_slices,
+    unused_parts_as_slices,
+)
 from fuselite.passes.ethos_u_forms import reverse_as_split_concat
-from fuselite.passes.gpu_forms import expand_and_squeeze_as_reshape, gathers_with_1d_indices, unused_parts_as_slices
 from fuselite.passes.manager import Group, Pass, check_pipeline
 from fuselite.passes.micro_forms import (
     expand_gelu,
@@ -57,6 +64,7 @@ from fuselite.stages.quantization import (
 from fuselite.targets.ethos_u import compile_for_ethos_u
 from fuselite.targets.gpu import check_static_gpu_inputs, run_on_the_gpu
 from fuselite.targets.micro import check_micro_target, check_static_inputs, run_on_tflite_micro
+from fuselite.targets.npu import compile_on_npu
 
 # -- the declaration ---------------------------------------------------------------------
 
@@ -71,11 +79,11 @@ PIPELINE = [
         Pass("check-static-inputs", check_static_inputs,
              "an input with a dynamic dimension besides the batch is an error (TFLite Micro runs static shapes)"),
     ], "the micro target's inputs", when=lambda m, ctx: ctx.selects("micro-inputs")),
-    Group("gpu-inputs", [
-        Pass("check-static-gpu-inputs", check_static_gpu_inputs,
+    Group("static-inputs", [
+        Pass("check-fixed-shapes", check_static_gpu_inputs,
              "an input with a dynamic dimension besides the batch is an error; a dynamic batch is converted as 1 "
              "(LiteRT's GPU accelerator runs static shapes)"),
-    ], "the GPU target's inputs", when=lambda m, ctx: ctx.selects("gpu-inputs")),
+    ], "the accelerator targets' static inputs", when=lambda m, ctx: ctx.selects("static-inputs")),
     Pass("settle-quantization-mode", settle_quantization_mode,
          "a quantization-aware-trained program (FakeQuant ops) asked to be optimized is made int8 from its ranges"),
     Pass("inline-calls", inline_plain_calls, "inline every call except to composite functions"),
@@ -98,11 +106,11 @@ PIPELINE = [
          "a slice that takes one operand of a tf.stack back reads that operand (a stacked KV cache, no copy)"),
     Pass("lower-tensor-lists", lower_tensor_list_ops, "TensorLists of RNN loops become dense tensors"),
     DCE,
-    Group("gpu-state", [
+    Group("state-io", [
         Pass("variables-as-signature-io", variables_as_signature_io,
              "assigned variables become signature inputs and outputs (LiteRT's GPU accelerator runs no resource "
              "variable op; the app feeds the state back, as LiteRT-LM's KV cache)"),
-    ], "the GPU target's state", when=lambda m, ctx: ctx.selects("gpu-state")),
+    ], "the accelerator targets' state as signature inputs and outputs", when=lambda m, ctx: ctx.selects("state-io")),
     Pass("materialize-variables", materialize_mutable_variables,
          "assigned variables become LiteRT resource variables (init, reset signature)"),
     Pass("materialize-tables", materialize_lookup_tables,
@@ -135,16 +143,26 @@ PIPELINE = [
              "REVERSE_V2 to the NPU on the Ethos-U85 only)"),
     ], "the forms of ops the Ethos-U55 / U65 NPU takes",
         when=lambda m, ctx: ctx.selects("ethos-u-forms")),
+    Group("accelerator-forms", [
+        Pass("expand-and-squeeze-as-reshape", lambda m, ctx: expand_and_squeeze_as_reshape(m),
+             "EXPAND_DIMS and SQUEEZE (a Keras Conv1D's) become RESHAPE"),
+    ], "the forms of ops LiteRT's GPU accelerator and NPU plugins take",
+        when=lambda m, ctx: ctx.selects("accelerator-forms")),
     Group("gpu-forms", [
         Pass("gathers-with-1d-indices", lambda m, ctx: gathers_with_1d_indices(m),
              "a GATHER of indices not of rank 1 (a Keras Embedding) gathers them flattened, then reshapes"),
-        Pass("expand-and-squeeze-as-reshape", lambda m, ctx: expand_and_squeeze_as_reshape(m),
-             "EXPAND_DIMS and SQUEEZE (a Keras Conv1D's) become RESHAPE"),
         Pass("unused-parts-as-slices", lambda m, ctx: unused_parts_as_slices(m),
              "a SPLIT / SPLIT_V / UNPACK with an unread output (int8 ones crash the GPU accelerator) becomes a "
              "STRIDED_SLICE per part read"),
         DCE,
     ], "the forms of ops LiteRT's GPU accelerator takes", when=lambda m, ctx: ctx.selects("gpu-forms")),
+    Group("npu-forms", [
+        Pass("split-v-as-slices", lambda m, ctx: split_v_as_slices(m),
+             "SPLIT_V becomes a STRIDED_SLICE per part (Intel OpenVINO's plugin takes no SPLIT_V)"),
+        Pass("neg-as-mul", lambda m, ctx: neg_as_mul(m), "a float NEG becomes MUL by -1 (Intel OpenVINO's plugin takes no "
+             "NEG)"),
+        DCE,
+    ], "the forms of ops the NPU plugins take", when=lambda m, ctx: ctx.selects("npu-forms")),
     Group("quantize", [
         Group("float16", [
             Pass("quantize-float16", quantize_float16_weights,
@@ -178,6 +196,10 @@ PIPELINE = [
         Pass("check-micro-target", check_micro_target,
              "every op TFLite Micro has no kernel (or no such operand types) for, listed together, is an error"),
     ], "the micro target's compatibility check", when=lambda m, ctx: ctx.selects("micro-target")),
+    Group("npu-shapes", [
+        Pass("reshape-shape-options", lambda m, ctx: reshape_shape_options(m),
+             "a RESHAPE names its shape in its options too (Intel OpenVINO's plugin reads them)"),
+    ], "RESHAPE options for the NPU plugins", when=lambda m, ctx: ctx.selects("on-npu")),
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
     Pass("check-on-litert", check_on_litert,
          "prepare the model on stock LiteRT and invoke it on zeros: an op or dtype its kernels reject is an error"),
@@ -193,6 +215,11 @@ PIPELINE = [
              "load the model on LiteRT's GPU accelerator (a child process, where a Vulkan driver is present): an op "
              "left on the CPU is an error with LiteRT's reason; the GPU's outputs against the CPU's"),
     ], "run on LiteRT's GPU accelerator", when=lambda m, ctx: ctx.selects("on-gpu")),
+    Group("on-npu", [
+        Pass("compile-on-npu", compile_on_npu,
+             "compile the model with the vendor's NPU plugin (a child process): partitions, ops offloaded, each op "
+             "left to the CPU with the plugin's words; run where it compiles here (Intel OpenVINO), against the CPU"),
+    ], "LiteRT's NPU compiler plugins", when=lambda m, ctx: ctx.selects("on-npu")),
     Group("on-micro", [
         Pass("run-on-tflite-micro", run_on_tflite_micro,
              "load and run the model on TFLite Micro's interpreter (a subprocess); for --micro-sources, measure "

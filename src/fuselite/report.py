@@ -49,6 +49,9 @@ class Report:
     # "cpu_ops": [[op, reason]], "gpu_op_count", "cpu_op_count", "error", "error_against_cpu": {output: fraction
     # of its range}} or {"ran": False, "why"}; other targets: {"predicted": ..., "problems": [...]} (static)
     gpu: dict = field(default_factory=dict)
+    # target="npu" (fuselite.runtime.npu.compile_for_npu): {"vendor", "soc", "compiled", "partitions", "npu_ops",
+    # "ops", "cpu_ops": [{"op", "reason", "count"}], "error", "error_against_cpu"}
+    npu: dict = field(default_factory=dict)
     # variables passed as signature inputs and outputs (target="gpu": passes/state_io.py): [{"name", "shape",
     # "dtype"}], each fed back by the app, zeros first
     state_io: list = field(default_factory=list)
@@ -144,6 +147,14 @@ class Report:
             lines.append(_litert_api_line(self.litert_api))
         if self.gpu:
             lines.append(_gpu_line(self.gpu))
+        if self.npu:
+            n = self.npu
+            left = ", ".join(f"{c['op']} x{c['count']}" for c in n.get("cpu_ops", []))
+            errors = n.get("error_against_cpu") or {}
+            against = (f"; outputs {100 * max(errors.values()):.2g}% of their range from the CPU's" if errors else "")
+            lines.append(f"  NPU ({n['vendor']} {n['soc']}): {n.get('partitions', 0)} partition(s), "
+                         f"{n.get('npu_ops', 0)} of {n.get('ops', 0)} ops offloaded"
+                         f"{'; on the CPU: ' + left if left else ''}{against}")
         if self.state_io:
             lines.append("  state as signature inputs and outputs (feed each output back into the input of its name, "
                          "zeros first): " + ", ".join(f"{s['name']} {s['dtype']}{s['shape']}" for s in self.state_io))

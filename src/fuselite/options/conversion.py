@@ -130,10 +130,17 @@ def _default_threads():
 
 
 def _accelerator_config(value):
-    if value is not None and value not in _accelerators():
-        raise InputError(f"accelerator_config must be one of Vela's configurations: {', '.join(_accelerators())}; "
-                         f"got {value!r}")
+    """A string (the target checks it: Vela's configurations for ethos-u, a vendor[:SoC] for npu)."""
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"accelerator_config is a string (target='ethos-u': Vela's configuration; target='npu': "
+                         f"a vendor, optionally with its SoC), got {value!r}")
     return value
+
+
+def _npu_vendors():
+    from fuselite.runtime.npu import VENDORS
+
+    return VENDORS
 
 
 def _default_accelerator():
@@ -246,7 +253,8 @@ for _option in (
     Option("target", "litert", _target_help, one_of("target", _target_names), "--target",
            {"choices": _target_names}),
     Option("accelerator_config", None, lambda: f"--target ethos-u: the NPU configuration, as Vela names it: "
-           f"{', '.join(_accelerators())} (default {_default_accelerator()})",
+           f"{', '.join(_accelerators())} (default {_default_accelerator()}); --target npu: the vendor of LiteRT's "
+           f"compiler plugin, optionally :SOC ({', '.join(_npu_vendors())}; default intel_openvino)",
            _accelerator_config, "--accelerator-config", {"metavar": "CONFIG"}),
     Option("vela_output", None, "--target ethos-u: keep Vela's compiled model (NAME_vela.tflite) and its summary CSV "
            "in DIR", None, "--vela-output", {"metavar": "DIR"}),

@@ -43,7 +43,12 @@ import numpy as np
 from ai_edge_litert.compiled_model import CompiledModel, HardwareAccelerator
 
 path, feed, out = sys.argv[1], sys.argv[2], sys.argv[3]
-inputs = dict(np.load(feed, allow_pickle=False))
+with np.load(feed, allow_pickle=False) as z:
+    samples = {}
+    for key in z.files:  # "<sample>/<input name>"
+        k, name = key.split("/", 1)
+        samples.setdefault(int(k), {})[name] = z[key]
+samples = [samples[k] for k in sorted(samples)]
 result = {}
 
 def say(**kw):
@@ -60,18 +65,19 @@ def run(cm):
     key = next(iter(sigs))
     index = cm.get_signature_index(key)
     details, names = cm.get_input_tensor_details(key), sigs[key]["inputs"]
-    for k, name in enumerate(names):
-        if tuple(details[name]["shape"]) != inputs[name].shape:
-            cm.resize_input_tensor(k, list(inputs[name].shape), index)
-    ins, outs = cm.create_input_buffers(index), cm.create_output_buffers(index)
-    for name, b in zip(names, ins):
-        b.write(np.ascontiguousarray(inputs[name], dtype=details[name]["dtype"]))
-    cm.run_by_index(index, ins, outs)
-    od = cm.get_output_tensor_details(key)
     got = {}
-    for name, b in zip(sigs[key]["outputs"], outs):
-        shape = tuple(int(n) for n in od[name]["shape"])
-        got[name] = np.asarray(b.read(int(np.prod(shape)), od[name]["dtype"])).reshape(shape)
+    for s, inputs in enumerate(samples):
+        for k, name in enumerate(names):
+            if tuple(details[name]["shape"]) != inputs[name].shape:
+                cm.resize_input_tensor(k, list(inputs[name].shape), index)
+        ins, outs = cm.create_input_buffers(index), cm.create_output_buffers(index)
+        for name, b in zip(names, ins):
+            b.write(np.ascontiguousarray(inputs[name], dtype=details[name]["dtype"]))
+        cm.run_by_index(index, ins, outs)
+        od = cm.get_output_tensor_details(key)
+        for name, b in zip(sigs[key]["outputs"], outs):
+            shape = tuple(int(n) for n in od[name]["shape"])
+            got[f"{s}/{name}"] = np.asarray(b.read(int(np.prod(shape)), od[name]["dtype"])).reshape(shape)
     np.savez(out + ".npz", **got)
 
 log("gpu")
@@ -111,15 +117,20 @@ class GpuUnavailable(RuntimeError):
 class GpuResult:
     """What LiteRT's GPU accelerator did with a model: whether every op ran there (``fully_on_gpu``), each op it
     left to the CPU with its reason (``cpu_ops``: (op, reason), as LiteRT words it), how many ops ran where
-    (``gpu_op_count`` / ``cpu_op_count``, None where it did not say), the outputs of a run (GPU + CPU where the
-    GPU alone could not load it; {} where it did not run) and any error."""
+    (``gpu_op_count`` / ``cpu_op_count``, None where it did not say), the outputs of each sample's run
+    (``samples``: GPU + CPU where the GPU alone could not load it; [] where it did not run) and any error."""
 
     fully_on_gpu: bool
     cpu_ops: list[tuple[str, str]]
     gpu_op_count: int | None
     cpu_op_count: int | None
-    outputs: dict[str, np.ndarray]
+    samples: list[dict[str, np.ndarray]]
     error: str | None = None
+
+    @property
+    def outputs(self) -> dict[str, np.ndarray]:
+        """The first sample's outputs ({} where it did not run)."""
+        return self.samples[0] if self.samples else {}
 
     def to_json(self) -> dict:
         return {"fully_on_gpu": self.fully_on_gpu, "cpu_ops": [list(p) for p in self.cpu_ops],
@@ -158,9 +169,10 @@ def parse_placement(stderr: str) -> tuple[list[tuple[str, str]], int | None, int
     return ops, sum(int(g) for g, _ in split), sum(int(c) for _, c in split)
 
 
-def run_on_gpu(model: bytes, inputs: dict[str, np.ndarray], timeout: float = TIMEOUT_S) -> GpuResult:
+def run_on_gpu(model: bytes, inputs: dict[str, np.ndarray] | list[dict[str, np.ndarray]],
+               timeout: float = TIMEOUT_S) -> GpuResult:
     """Load ``model`` on LiteRT's GPU accelerator in a child process and run its first signature on ``inputs``
-    (by name). Raises :class:`GpuUnavailable` where there is no Vulkan driver (or one the accelerator refuses);
+    (by name; a list: one run per sample, in order, as a stateful app would). Raises :class:`GpuUnavailable` where there is no Vulkan driver (or one the accelerator refuses);
     a crash, a time-out or a refusal is the result's ``error``."""
     problem = vulkan_problem()
     if problem:
@@ -169,7 +181,8 @@ def run_on_gpu(model: bytes, inputs: dict[str, np.ndarray], timeout: float = TIM
         path, feed, out = (os.path.join(tmp, n) for n in ("model.tflite", "inputs.npz", "result"))
         with open(path, "wb") as f:
             f.write(model)
-        np.savez(feed, **{k: np.asarray(v) for k, v in inputs.items()})
+        samples = [inputs] if isinstance(inputs, dict) else list(inputs)
+        np.savez(feed, **{f"{s}/{k}": np.asarray(v) for s, sample in enumerate(samples) for k, v in sample.items()})
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         runtime_dir = os.path.join(tmp, "xdg")
         os.mkdir(runtime_dir, 0o700)
@@ -178,13 +191,15 @@ def run_on_gpu(model: bytes, inputs: dict[str, np.ndarray], timeout: float = TIM
             proc = subprocess.run([sys.executable, "-I", "-c", _CHILD, path, feed, out], capture_output=True,
                                   text=True, errors="replace", timeout=timeout, cwd=tmp, env=env)
         except subprocess.TimeoutExpired:
-            return GpuResult(False, [], None, None, {}, f"LiteRT's GPU accelerator did not finish in {timeout:.0f} s")
+            return GpuResult(False, [], None, None, [], f"LiteRT's GPU accelerator did not finish in {timeout:.0f} s")
         state = json.load(open(out + ".json")) if os.path.exists(out + ".json") else {}
         cpu_ops, gpu_count, cpu_count = parse_placement(proc.stderr)
-        outputs = {}
+        runs: dict[int, dict] = {}
         if os.path.exists(out + ".npz"):
             with np.load(out + ".npz", allow_pickle=False) as z:
-                outputs = {k: z[k] for k in z.files}
+                for key in z.files:
+                    k, name = key.split("/", 1)
+                    runs.setdefault(int(k), {})[name] = z[key]
     refused = _refused_driver(proc.stderr)
     if refused:
         raise GpuUnavailable(refused)
@@ -197,7 +212,7 @@ def run_on_gpu(model: bytes, inputs: dict[str, np.ndarray], timeout: float = TIM
     fully = bool(state.get("gpu_only") and state.get("fully") and not cpu_ops)
     if not fully and not cpu_ops and state.get("gpu_error") and error is None:
         error = state["gpu_error"]
-    return GpuResult(fully, cpu_ops, gpu_count, cpu_count, outputs, error)
+    return GpuResult(fully, cpu_ops, gpu_count, cpu_count, [runs[k] for k in sorted(runs)], error)
 
 
 def _refused_driver(stderr: str) -> str | None:

@@ -7,10 +7,11 @@ supported", ``model_load.cc``, LiteRT 2.3 and the 2.4 nightlies) — the state o
 (``UNIDIRECTIONAL_SEQUENCE_LSTM`` / ``_RNN``, the bidirectional ones, the integer LSTM) and fuselite's reset
 witness. :func:`loader_problems` finds them in a file without loading it, naming the op that holds each.
 
-* :func:`run_compiled`: one signature run in ``CompiledModel`` on the CPU, in this process (a load costs a few
-  milliseconds once the wrapper is imported), as the check before writing does;
-* the GPU and NPU accelerators run in a child process (``fuselite.runtime.accelerators``): their drivers can
-  crash a process, and LiteRT prints which ops they leave to the CPU, and why, on the native stderr.
+:func:`run_compiled` runs one signature in ``CompiledModel`` on the CPU in a *worker process*, started once per
+process and kept (a model then loads and runs in milliseconds): ``libLiteRt.so`` loaded into a process that
+has TensorFlow aborts TensorFlow's later ops (seen: SIGABRT in ``floor_mod``, SIGSEGV in ``set_random_seed``),
+and a native runtime can crash on a file — the worker is started again and the call says so. The GPU and NPU
+accelerators run in child processes of their own (``fuselite.runtime.accelerators``, ``fuselite.runtime.npu``).
 
 Example::
 
@@ -21,15 +22,20 @@ Example::
 
 from __future__ import annotations
 
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 
 import numpy as np
 
 API = "CompiledModel"
 VARIABLE_TENSORS = "variable tensors, which CompiledModel's loader refuses (\"Variable tensors not yet supported\")"
-
-_lock = threading.Lock()
-_environment = None
+TIMEOUT_S = 600
 
 
 class CompiledModelError(RuntimeError):
@@ -60,67 +66,166 @@ def loader_problems(model: bytes) -> list[str]:
     return problems
 
 
-def _shared_environment():
-    """One LiteRT environment for this process's CPU runs (creating one per model loads the accelerator
-    registry each time)."""
-    global _environment
-    with _lock:
-        if _environment is None:
-            from ai_edge_litert.compiled_model import Environment
+# The worker: one request a line on stdin ({"model", "inputs", "out", "signature", "threads"}: file paths), one
+# answer a line on stdout ({"ok": true} with the outputs in "out", or {"error": LiteRT's words}).
+_WORKER = r"""
+import json, sys
+import numpy as np
+from ai_edge_litert.compiled_model import CompiledModel, CpuOptions, Environment, HardwareAccelerator, Options
 
-            _environment = Environment.create()
-        return _environment
+env = Environment.create()
+answer = sys.stdout
+sys.stdout = sys.stderr  # LiteRT's own prints never mix with the answers
 
-
-def load_compiled(model: bytes, num_threads: int = 1):
-    """``model`` loaded in ``CompiledModel`` on the CPU (XNNPACK and LiteRT's builtin kernels), or a
-    :class:`CompiledModelError` with the loader's reason (read from the file where LiteRT's own message is only
-    "Failed to load model")."""
-    problems = loader_problems(model)
-    if problems:
-        raise CompiledModelError(f"CompiledModel cannot load the model: {VARIABLE_TENSORS}: " + "; ".join(problems))
-    from ai_edge_litert.compiled_model import CompiledModel, CpuOptions, HardwareAccelerator, Options
-
-    options = Options(hardware_accelerators=HardwareAccelerator.CPU, cpu_options=CpuOptions(num_threads=num_threads))
+def run(req):
+    options = Options(hardware_accelerators=HardwareAccelerator.CPU,
+                      cpu_options=CpuOptions(num_threads=int(req.get("threads", 1))))
     try:
-        return CompiledModel.from_buffer(bytes(model), environment=_shared_environment(), options=options)
-    except (RuntimeError, ValueError) as e:
-        raise CompiledModelError(f"CompiledModel cannot load the model: {' '.join(str(e).split())}") from None
-
-
-def run_compiled(model: bytes, inputs: dict, signature_key: str | None = None, num_threads: int = 1,
-                 compiled=None) -> dict[str, np.ndarray]:
-    """Run one signature of ``model`` in ``CompiledModel`` on the CPU: ``{output name: array}`` for ``inputs``
-    by name (every input of the signature). Input shapes other than the file's are resized to (a dynamic
-    dimension). ``compiled``: a model :func:`load_compiled` made (run it again without loading it again).
-    Raises :class:`CompiledModelError` with LiteRT's reason."""
-    cm = compiled if compiled is not None else load_compiled(model, num_threads)
+        cm = CompiledModel.from_file(req["model"], environment=env, options=options)
+    except Exception as e:
+        return {"error": "CompiledModel cannot load the model: " + " ".join(str(e).split())}
+    if req.get("inputs") is None:
+        return {"ok": True}
     sigs = cm.get_signature_list()
-    if not sigs:
-        raise CompiledModelError("CompiledModel: the model has no signatures")
-    key = signature_key or next(iter(sigs))
+    key = req.get("signature") or next(iter(sigs))
     if key not in sigs:
-        raise CompiledModelError(f"CompiledModel: no signature '{key}' (the model has {', '.join(sigs)})")
+        return {"error": f"CompiledModel: no signature '{key}' (the model has {', '.join(sigs)})"}
+    with np.load(req["inputs"], allow_pickle=False) as z:
+        inputs = {k: z[k] for k in z.files}
     names, outs = sigs[key]["inputs"], sigs[key]["outputs"]
     missing = sorted(set(names) - set(inputs))
     if missing:
-        raise CompiledModelError(f"CompiledModel: signature '{key}' needs the inputs {', '.join(missing)}")
-    index = cm.get_signature_index(key)
+        return {"error": f"CompiledModel: signature '{key}' needs the inputs {', '.join(missing)}"}
     try:
+        index = cm.get_signature_index(key)
         details = cm.get_input_tensor_details(key)
         for k, name in enumerate(names):
-            value = np.asarray(inputs[name])
-            if tuple(details[name]["shape"]) != value.shape:
-                cm.resize_input_tensor(k, list(value.shape), index)
-        in_buffers, out_buffers = cm.create_input_buffers(index), cm.create_output_buffers(index)
-        for name, buffer in zip(names, in_buffers):
-            buffer.write(np.ascontiguousarray(inputs[name], dtype=details[name]["dtype"]))
-        cm.run_by_index(index, in_buffers, out_buffers)
-        out_details = cm.get_output_tensor_details(key)
-        result = {}
-        for name, buffer in zip(outs, out_buffers):
-            shape = tuple(int(n) for n in out_details[name]["shape"])
-            result[name] = np.asarray(buffer.read(int(np.prod(shape)), out_details[name]["dtype"])).reshape(shape)
-        return result
-    except (RuntimeError, ValueError, TypeError) as e:
-        raise CompiledModelError(f"CompiledModel cannot run signature '{key}': {' '.join(str(e).split())}") from None
+            if tuple(details[name]["shape"]) != inputs[name].shape:
+                cm.resize_input_tensor(k, list(inputs[name].shape), index)
+        ins, bufs = cm.create_input_buffers(index), cm.create_output_buffers(index)
+        for name, b in zip(names, ins):
+            b.write(np.ascontiguousarray(inputs[name], dtype=details[name]["dtype"]))
+        cm.run_by_index(index, ins, bufs)
+        od = cm.get_output_tensor_details(key)
+        got = {}
+        for name, b in zip(outs, bufs):
+            shape = tuple(int(n) for n in od[name]["shape"])
+            got[name] = np.asarray(b.read(int(np.prod(shape)), od[name]["dtype"])).reshape(shape)
+    except Exception as e:
+        return {"error": f"CompiledModel cannot run signature '{key}': " + " ".join(str(e).split())}
+    np.savez(req["out"], **got)
+    return {"ok": True}
+
+for line in sys.stdin:
+    answer.write(json.dumps(run(json.loads(line))) + "\n")
+    answer.flush()
+"""
+
+
+class _Worker:
+    """The CompiledModel worker process of this process (started on first use, again after a crash)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.tmp: str | None = None
+
+    def _start(self) -> None:
+        self.tmp = self.tmp or tempfile.mkdtemp(prefix="fuselite-compiled-")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        # -I: no code from the working directory; LiteRT's log lines go to a file, not the user's terminal
+        self.log = open(os.path.join(self.tmp, "litert.log"), "w+")
+        self.proc = subprocess.Popen([sys.executable, "-I", "-c", _WORKER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=self.tmp, env=env)
+
+    def call(self, request: dict, timeout: float) -> dict:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            request = {**request, "out": os.path.join(self.tmp, "out.npz")}
+            paths = {}
+            for key in ("model", "inputs"):
+                if request.get(key) is not None:
+                    paths[key] = os.path.join(self.tmp, f"{key}.bin")
+                    with open(paths[key], "wb") as f:
+                        f.write(request[key])
+                    request[key] = paths[key]
+            result: list = []
+            reader = threading.Thread(target=lambda: result.append(self.proc.stdout.readline()), daemon=True)
+            try:
+                self.proc.stdin.write(json.dumps(request) + "\n")
+                self.proc.stdin.flush()
+                reader.start()
+                reader.join(timeout)
+            except (BrokenPipeError, OSError):
+                pass
+            line = result[0] if result else ""
+            if not line:
+                code = self.proc.poll()
+                self._stop()
+                why = f"did not answer in {timeout:.0f} s" if code is None else f"ended with {_exit(code)}"
+                return {"error": f"LiteRT's CompiledModel {why} on this model (run in a worker process)"}
+            answer = json.loads(line)
+            if answer.get("ok") and request.get("inputs") is not None:
+                with np.load(request["out"], allow_pickle=False) as z:
+                    answer["outputs"] = {k: z[k] for k in z.files}
+            return answer
+
+    def _stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def close(self) -> None:
+        self._stop()
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+_worker = _Worker()
+atexit.register(_worker.close)
+
+
+def _exit(code: int) -> str:
+    import signal
+
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
+def load_compiled(model: bytes, num_threads: int = 1) -> None:
+    """Load ``model`` in ``CompiledModel`` on the CPU (in the worker process): a :class:`CompiledModelError`
+    with the loader's reason where it does not (read from the file where LiteRT's own message is only "Failed to
+    load model")."""
+    problems = loader_problems(model)
+    if problems:
+        raise CompiledModelError(f"CompiledModel cannot load the model: {VARIABLE_TENSORS}: " + "; ".join(problems))
+    answer = _worker.call({"model": bytes(model), "inputs": None, "threads": num_threads}, TIMEOUT_S)
+    if "error" in answer:
+        raise CompiledModelError(answer["error"])
+
+
+def run_compiled(model: bytes, inputs: dict, signature_key: str | None = None, num_threads: int = 1,
+                 timeout: float = TIMEOUT_S) -> dict[str, np.ndarray]:
+    """Run one signature of ``model`` in ``CompiledModel`` on the CPU (in the worker process): ``{output name:
+    array}`` for ``inputs`` by name (every input of the signature). Input shapes other than the file's are
+    resized to (a dynamic dimension). Raises :class:`CompiledModelError` with LiteRT's reason."""
+    problems = loader_problems(model)
+    if problems:
+        raise CompiledModelError(f"CompiledModel cannot load the model: {VARIABLE_TENSORS}: " + "; ".join(problems))
+    import io
+
+    feed = io.BytesIO()
+    np.savez(feed, **{k: np.asarray(v) for k, v in inputs.items()})
+    answer = _worker.call({"model": bytes(model), "inputs": feed.getvalue(), "signature": signature_key,
+                           "threads": num_threads}, timeout)
+    if "error" in answer:
+        raise CompiledModelError(answer["error"])
+    return answer["outputs"]

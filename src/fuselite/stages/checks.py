@@ -149,7 +149,13 @@ def check_on_compiled_model(module, ctx) -> None:
     run its first signature on the inputs the Interpreter checks it with: a file that loads nowhere but the
     Interpreter is written only where the conversion asked for a form that needs it (the report says which API
     the file is for, and why); CompiledModel's outputs against the Interpreter's (XNNPACK) go into the report."""
-    from fuselite.runtime.compiled import VARIABLE_TENSORS, CompiledModelError, loader_problems, run_compiled
+    from fuselite.runtime.compiled import (
+        VARIABLE_TENSORS,
+        CompiledModelError,
+        load_compiled,
+        loader_problems,
+        run_compiled,
+    )
 
     problems = loader_problems(ctx.output)
     if problems:
@@ -163,18 +169,29 @@ def check_on_compiled_model(module, ctx) -> None:
     inputs = _check_inputs(ctx)
     ctx.report.litert_api = {"apis": ["Interpreter", "CompiledModel"],
                              "why": "no variable tensors: CompiledModel's loader takes it"}
-    if inputs is None or len(ctx.output) >= INVOKE_BELOW:
+    if len(ctx.output) >= INVOKE_BELOW:  # read, not loaded (as the Interpreter's check prepares, not invokes)
+        return
+    if inputs is None:  # loaded, not run (string inputs)
+        try:
+            load_compiled(ctx.output)
+        except CompiledModelError as e:
+            raise ConversionError(f"{e} (the file runs on LiteRT's Interpreter; litert_api='interpreter' writes "
+                                  "it for that API alone)") from None
         return
     from fuselite.runtime import run
 
     try:
-        got = run_compiled(ctx.output, inputs)
+        want = run(ctx.output, inputs)
+    except Exception:  # the Interpreter's own check passed on zeros; these inputs are the check's own: load only
+        want = None
+    try:
+        if want is None:
+            load_compiled(ctx.output)
+        got = run_compiled(ctx.output, inputs) if want is not None else None
     except CompiledModelError as e:
         raise ConversionError(f"{e} (the file runs on LiteRT's Interpreter; litert_api='interpreter' writes it "
                               "for that API alone)") from None
-    try:
-        want = run(ctx.output, inputs)
-    except Exception:  # the Interpreter's own check already passed on zeros; these inputs are the check's own
+    if got is None:
         return
     errors = {name: _relative(got[name], want[name]) for name in want if name in got}
     worst = max(errors.values(), default=0.0)
@@ -200,23 +217,43 @@ def _interpreter_reason(ctx) -> str:
 
 
 def _check_inputs(ctx) -> dict | None:
-    """The first signature's inputs for the CompiledModel check: the first calibration sample where there is one,
-    else seeded normal floats and integer zeros at the file's shapes; None where an input is not numeric."""
-    samples = getattr(ctx, "error_samples", None)
+    """The first signature's inputs for the CompiledModel check (the first of :func:`check_samples`)."""
+    samples = check_samples(ctx, 1)
+    return samples[0] if samples else None
+
+
+def check_samples(ctx, count: int) -> list[dict] | None:
+    """``count`` samples of the first signature's inputs for the checks on LiteRT's other runtimes: the
+    calibration samples where there are enough, else seeded normal floats and integers of 0 or 1 at the file's
+    shapes; None where an input is not numeric."""
+    samples = getattr(ctx, "error_samples", None) or []
     details = _input_details(ctx.output)
     if details is None:
         return None
-    if samples and set(samples[0]) == set(details):
-        return {k: np.asarray(v, details[k]["dtype"]) for k, v in samples[0].items()}
+    if len(samples) >= count and all(set(s) == set(details) for s in samples[:count]):
+        return [{k: np.asarray(v, details[k]["dtype"]) for k, v in s.items()} for s in samples[:count]]
     rng = np.random.default_rng(0)
-    inputs = {}
-    for name, d in details.items():
-        dtype = np.dtype(d["dtype"])
-        if dtype.kind not in "biuf":
-            return None
-        shape = tuple(int(n) for n in d["shape"])
-        inputs[name] = rng.standard_normal(shape).astype(dtype) if dtype.kind == "f" else np.zeros(shape, dtype)
-    return inputs
+    out = []
+    for _ in range(count):
+        inputs = {}
+        for name, d in details.items():
+            dtype = np.dtype(d["dtype"])
+            if dtype.kind not in "biuf":
+                return None
+            shape = tuple(int(n) for n in d["shape"])
+            if dtype.kind == "f":
+                inputs[name] = rng.standard_normal(shape).astype(dtype)
+            else:  # ids 0 and 1 (an index any table of two rows takes), or either bool
+                inputs[name] = rng.integers(0, 2, shape).astype(dtype)
+        out.append(inputs)
+    return out
+
+
+def relative_error(got: list[dict], want: list[dict]) -> dict[str, float]:
+    """Each output's max |got - want| over all samples, as a fraction of want's range over all samples."""
+    names = [n for n in want[0] if all(n in g for g in got)] if want and got else []
+    return {n: _relative(np.concatenate([np.ravel(g[n]) for g in got]),
+                         np.concatenate([np.ravel(w[n]) for w in want])) for n in names}
 
 
 def _relative(a: np.ndarray, b: np.ndarray) -> float:

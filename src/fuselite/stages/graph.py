@@ -56,17 +56,18 @@ def _dynamic_batch(ctx) -> bool:
     TFLite Micro (its FILL needs constant dims) nor for integer quantization (the integer LSTM's calibration
     replays a static state shape). The same conversions keep the fused LSTM by default (rnn/forms/policy.py,
     QUANTIZED_FORMS)."""
-    return not ctx.on_micro and ctx.quantization not in ("int8", "int16x8") and ctx.target != "gpu"
+    return not ctx.on_micro and ctx.quantization not in ("int8", "int16x8") and ctx.target not in ("gpu", "npu")
 
 
 def _forms(ctx) -> dict:
     """The recurrent layers' forms for this conversion (rnn/forms/policy.py); the report says why."""
     quantized = ctx.on_micro or ctx.quantization in QUANTIZED
     sixteen = ctx.quantization == "int16x8" and not ctx.on_micro  # LiteRT has no 16x8 LSTM kernel
-    if ctx.target == "gpu" and ctx.rnn_form == "default":  # LiteRT's GPU accelerator runs no WHILE, FILL or SHAPE
+    if ctx.target in ("gpu", "npu") and ctx.rnn_form == "default":  # no WHILE, FILL or SHAPE there
+        where = "LiteRT's GPU accelerator" if ctx.target == "gpu" else "the NPU plugins"
         ctx.report.recurrent = {"threads": ctx.threads, "target": ctx.target, "rnn_form": ctx.rnn_form,
-                                "reason": "unrolled for LiteRT's GPU accelerator (it runs no WHILE, and LiteRT's "
-                                "fused sequence ops keep state in variable tensors, which CompiledModel refuses)"}
+                                "reason": f"unrolled for {where} (static shapes, no WHILE; LiteRT's fused sequence "
+                                "ops keep state in variable tensors, which CompiledModel refuses)"}
         return rnn_forms("unrolled", quantized, ctx.bidirectional, ctx.threads, _static_length(ctx), sixteen)
     ctx.report.recurrent = {"threads": ctx.threads, "target": ctx.target, "rnn_form": ctx.rnn_form,
                             "reason": forms_reason(ctx.rnn_form, quantized, ctx.threads, ctx.target, sixteen)}
@@ -78,8 +79,8 @@ def _static_length(ctx) -> str | None:
     """Why a recurrent layer of unknown length cannot take the loop form in this conversion (None: it can)."""
     if ctx.on_micro:
         return "TFLite Micro runs the shapes written in the model only"
-    if ctx.target == "gpu":
-        return "LiteRT's GPU accelerator runs static shapes and no WHILE (target='gpu')"
+    if ctx.target in ("gpu", "npu"):
+        return f"target={ctx.target!r} runs static shapes and no WHILE"
     if ctx.integer_only and ctx.quantization in ("int8", "int16x8"):
         return ("an integer-only model (target_spec.supported_ops without TFLITE_BUILTINS) has no integer loop "
                 "form in fuselite")

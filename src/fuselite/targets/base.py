@@ -67,7 +67,8 @@ def target_named(name: str) -> Target:
 def refuse_other_targets_options(conv: Any, target: Target) -> None:
     """An option of another target, set for this one, is an error naming that target."""
     for other in TARGETS.values():
-        given = [n for n in other.options if other is not target and getattr(conv, n, None) is not None]
+        given = [n for n in other.options if other is not target and n not in target.options
+                 and getattr(conv, n, None) is not None]
         if given:
             raise InputError(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for target={other.name!r} "
                              f"({other.what}), not target={target.name!r}")

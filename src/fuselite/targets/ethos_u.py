@@ -40,7 +40,12 @@ class EthosU(Micro):
         return conv.accelerator_config or DEFAULT_ACCELERATOR
 
     def check_options(self, conv: Any) -> None:
-        """Vela installed (the configuration's name is the option's own check, fuselite/options.py)."""
+        """Vela installed, the configuration one of Vela's."""
+        from fuselite.runtime.vela import ACCELERATORS
+
+        if conv.accelerator_config is not None and conv.accelerator_config not in ACCELERATORS:
+            raise InputError(f"accelerator_config must be one of Vela's configurations: {', '.join(ACCELERATORS)}; "
+                             f"got {conv.accelerator_config!r}")
         if conv.vela_output is not None:
             check_directory(conv.vela_output, "vela_output")
         if not vela_available():

@@ -17,6 +17,8 @@ from fuselite.targets.base import Target, register
 # how far the GPU's outputs may be from the CPU's (its arithmetic is float16 by default): a fraction of each
 # output's range, as docs/accelerators.md measures it
 GPU_TOLERANCE = 0.01
+GPU_SAMPLES = 4
+TARGET_WORDS = {"gpu": "LiteRT's GPU accelerator", "npu": "the NPU"}  # the inputs the GPU check runs (the calibration samples where there are as many)
 
 
 class Gpu(Target):
@@ -24,7 +26,7 @@ class Gpu(Target):
     help = ("gpu: LiteRT's GPU accelerator (CompiledModel, HardwareAccelerator.GPU): static shapes, recurrent layers "
             "unrolled, ops and types it takes; run on it before writing where a Vulkan driver is present")
     what = "LiteRT's GPU accelerator"
-    groups = frozenset({"gpu-inputs", "gpu-forms", "gpu-state", "on-gpu"})
+    groups = frozenset({"static-inputs", "accelerator-forms", "gpu-forms", "state-io", "on-gpu"})
     cli_refused_quantize = ("int16x8", "int4", "dynamic")
 
     def check_mode(self, mode: str | None) -> None:
@@ -40,21 +42,21 @@ GPU = register(Gpu())
 
 
 def check_static_gpu_inputs(module, ctx) -> None:
-    """target="gpu": an input with a dynamic dimension besides the batch is an error naming ``input_shapes``; a
-    dynamic batch is converted as 1 (or ``batch_size``)."""
+    """target="gpu" / "npu": an input with a dynamic dimension besides the batch is an error naming
+    ``input_shapes``; a dynamic batch is converted as 1 (or ``batch_size``)."""
     from fuselite.tflite.micro import dynamic_input_problems
 
     problems = [p.replace("TFLite Micro runs the shapes written in the model only",
-                          "LiteRT's GPU accelerator runs static shapes").replace(
+                          f"target={ctx.target!r} runs static shapes").replace(
                               "the batch may stay dynamic: it runs as 1", "the batch is fixed at 1 or batch_size")
                 for p in dynamic_input_problems(module)]
     if problems:
-        raise ConversionError(f"LiteRT's GPU accelerator cannot run this model (target='gpu'): {len(problems)} "
+        raise ConversionError(f"{TARGET_WORDS[ctx.target]} cannot run this model (target={ctx.target!r}): {len(problems)} "
                               "problem(s):\n  " + "\n  ".join(problems))
     if ctx.batch_size is None:
         for fn in (module.functions[f] for f in dict.fromkeys(module.signatures.values())):
             if any(v.shape and v.shape[0] is None for v in fn.inputs):
-                raise NeedsStaticBatch("LiteRT's GPU accelerator runs static shapes (target='gpu')")
+                raise NeedsStaticBatch(f"target={ctx.target!r} runs static shapes")
 
 
 def run_on_the_gpu(module, ctx: Any) -> None:
@@ -63,18 +65,18 @@ def run_on_the_gpu(module, ctx: Any) -> None:
     CPU's go into the report (``report.gpu``). Without a Vulkan driver, a warning says so."""
     from fuselite.runtime.accelerators import GpuUnavailable, run_on_gpu
     from fuselite.runtime.compiled import loader_problems
-    from fuselite.stages.checks import _check_inputs, _relative
+    from fuselite.stages.checks import check_samples, relative_error
 
     problems = loader_problems(ctx.output)
     if problems:
         raise ConversionError("LiteRT's GPU accelerator cannot load the model (CompiledModel's loader refuses "
                               "variable tensors): " + "; ".join(problems))
-    inputs = _check_inputs(ctx)
-    if inputs is None:
+    samples = check_samples(ctx, GPU_SAMPLES)
+    if samples is None:
         raise ConversionError("target='gpu': the model has inputs that are not numbers (strings), which LiteRT's "
                               "GPU accelerator does not take")
     try:
-        result = run_on_gpu(ctx.output, inputs)
+        result = run_on_gpu(ctx.output, samples)
     except GpuUnavailable as e:
         ctx.report.gpu = {"ran": False, "why": str(e)}
         ctx.report.warn(f"not run on LiteRT's GPU accelerator before writing: {e}")
@@ -91,9 +93,9 @@ def run_on_the_gpu(module, ctx: Any) -> None:
         raise ConversionError(f"LiteRT's GPU accelerator could not run the model: {result.error}")
     from fuselite.runtime import run
 
-    want = run(ctx.output, inputs)
-    errors = {name: _relative(result.outputs[name], want[name]) for name in want if name in result.outputs}
+    errors = relative_error(result.samples, [run(ctx.output, inputs) for inputs in samples])
     report["error_against_cpu"] = errors
+    report["samples"] = len(samples)
     worst = max(errors.values(), default=0.0)
     if not np.isfinite(worst) or worst > GPU_TOLERANCE:
         name = max(errors, key=errors.get)

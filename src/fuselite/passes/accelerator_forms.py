@@ -1,6 +1,11 @@
-"""Forms of LiteRT ops that LiteRT's GPU accelerator runs (target="gpu"): the same values from ops it takes.
+"""Forms of LiteRT ops that LiteRT's accelerators take (target="gpu", target="npu"): the same values from ops they
+run.
 
-Its op rules (``tflite/delegates/gpu/common/model_builder.cc``, and what the WebGPU accelerator printed here:
+Intel OpenVINO's NPU compiler plugin (target="npu") takes no ``SPLIT_V`` ("op type 102 is not supported"), which
+becomes a ``STRIDED_SLICE`` per part, and reads a ``RESHAPE``'s shape from its options, which are written
+(``reshape_shape_options``); ``EXPAND_DIMS`` and ``SQUEEZE`` become ``RESHAPE`` there too.
+
+The GPU accelerator's op rules (``tflite/delegates/gpu/common/model_builder.cc``, and what the WebGPU accelerator printed here:
 docs/accelerators.md):
 
 * ``GATHER`` takes indices of rank 1 only ("Only support 1D indices"): a Keras ``Embedding`` gathers a
@@ -93,6 +98,38 @@ def _split_parts(op) -> tuple | None:
     return x, axis, list(zip(starts.tolist(), sizes)), False
 
 
+def _slices(fn, op, parts: tuple, used: list[bool]) -> tuple[list, list]:
+    """(new ops, outputs) for ``op`` (a SPLIT / SPLIT_V / UNPACK of ``parts``, :func:`_split_parts`): a
+    ``STRIDED_SLICE`` per part ``used`` (a ``RESHAPE`` after it where the part drops the axis); an unused part
+    keeps its (now producerless, unread) value."""
+    x, axis, spans, drops = parts
+    rank = len(x.shape)
+    axis %= rank
+    new, outs = [], []
+    for k, (out, (start, size)) in enumerate(zip(op.outputs, spans)):
+        if not used[k]:
+            outs.append(out)
+            continue
+        begin, end = [0] * rank, list(x.shape)
+        begin[axis], end[axis] = start, start + size
+        shape = (*x.shape[:axis], size, *x.shape[axis + 1:])
+        piece = fn.make_op("tfl.STRIDED_SLICE", [x, fn.const(np.array(begin, np.int32), "begin"),
+                                                 fn.const(np.array(end, np.int32), "end"),
+                                                 fn.const(np.ones(rank, np.int32), "strides")],
+                           [(x.dtype, shape)], {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0,
+                                                "new_axis_mask": 0, "shrink_axis_mask": 0, "offset": False},
+                           name=f"{op.name}/{k}", location=op.location)
+        new.append(piece)
+        value = piece.outputs[0]
+        if drops:
+            r = fn.make_op("tfl.RESHAPE", [value, fn.const(np.array(out.shape, np.int32), "shape")],
+                           [(out.dtype, out.shape)], {}, name=f"{op.name}/{k}/shaped", location=op.location)
+            new.append(r)
+            value = r.outputs[0]
+        outs.append(value)
+    return new, outs
+
+
 def unused_parts_as_slices(module: Module) -> int:
     """Every ``SPLIT`` / ``SPLIT_V`` / ``UNPACK`` with an output nothing reads -> one ``STRIDED_SLICE`` per part
     read (and a ``RESHAPE`` where the part drops the axis); how many."""
@@ -103,31 +140,50 @@ def unused_parts_as_slices(module: Module) -> int:
             parts = _split_parts(op) if not all(used) else None
             if parts is None:
                 continue
-            x, axis, spans, drops = parts
-            rank = len(x.shape)
-            axis %= rank
-            new, outs = [], []
-            for k, (out, (start, size)) in enumerate(zip(op.outputs, spans)):
-                if not used[k]:
-                    outs.append(out)
-                    continue
-                begin, end = [0] * rank, list(x.shape)
-                begin[axis], end[axis] = start, start + size
-                shape = (*x.shape[:axis], size, *x.shape[axis + 1:])
-                piece = fn.make_op("tfl.STRIDED_SLICE", [x, fn.const(np.array(begin, np.int32), "begin"),
-                                                         fn.const(np.array(end, np.int32), "end"),
-                                                         fn.const(np.ones(rank, np.int32), "strides")],
-                                   [(x.dtype, shape)], {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0,
-                                                        "new_axis_mask": 0, "shrink_axis_mask": 0, "offset": False},
-                                   name=f"{op.name}/{k}", location=op.location)
-                new.append(piece)
-                value = piece.outputs[0]
-                if drops:
-                    r = fn.make_op("tfl.RESHAPE", [value, fn.const(np.array(out.shape, np.int32), "shape")],
-                                   [(out.dtype, out.shape)], {}, name=f"{op.name}/{k}/shaped", location=op.location)
-                    new.append(r)
-                    value = r.outputs[0]
-                outs.append(value)
-            fn.replace_op(op, new, outs)
+            fn.replace_op(op, *_slices(fn, op, parts, used))
+            count += 1
+    return count
+
+
+def split_v_as_slices(module: Module) -> int:
+    """Every ``SPLIT_V`` of static operands -> one ``STRIDED_SLICE`` per part read (Intel OpenVINO's compiler
+    plugin takes no ``SPLIT_V``: "op type 102 is not supported"); how many."""
+    count = 0
+    for fn in module.functions.values():
+        for op in [op for op in fn.ops if op.kind == "SPLIT_V"]:
+            parts = _split_parts(op)
+            if parts is None:
+                continue
+            fn.replace_op(op, *_slices(fn, op, parts, [bool(fn.uses(o)) or fn.is_output(o) for o in op.outputs]))
+            count += 1
+    return count
+
+
+def reshape_shape_options(module: Module) -> int:
+    """Every ``RESHAPE`` to a static shape also names it in its options (``ReshapeOptions.new_shape``), which
+    Intel OpenVINO's compiler plugin reads instead of the shape operand (without it: "Requested output shape []
+    is incompatible with input shape"); how many."""
+    count = 0
+    for fn in module.functions.values():
+        for op in fn.ops:
+            out = op.outputs[0] if op.outputs else None
+            if op.kind == "RESHAPE" and out is not None and _static(out.shape) and "new_shape" not in op.attrs:
+                op.attrs["new_shape"] = [int(d) for d in out.shape]
+                count += 1
+    return count
+
+
+def neg_as_mul(module: Module) -> int:
+    """Every float ``NEG`` -> ``MUL`` by -1 (Intel OpenVINO's plugin takes no ``NEG``: "op type 59 is not
+    supported"; a Keras LayerNormalization's mean is subtracted through one); how many."""
+    count = 0
+    for fn in module.functions.values():
+        for op in [op for op in fn.ops if op.kind == "NEG"]:
+            x, out = op.inputs[0], op.outputs[0]
+            if x.dtype != np.float32:
+                continue
+            mul = fn.make_op("tfl.MUL", [x, fn.const(np.array(-1.0, np.float32), "minus_one")], [(out.dtype, out.shape)],
+                             {"fused_activation_function": "NONE"}, name=op.name, location=op.location)
+            fn.replace_op(op, [mul], [mul.outputs[0]])
             count += 1
     return count
