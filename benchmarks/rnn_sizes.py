@@ -80,13 +80,15 @@ def forms_of(p: dict) -> tuple[str, ...]:
     return FORMS[1:] if p["family"] == "GRU" else FORMS  # LiteRT has no GRU op: its "fused" is the unrolled form
 
 
-def default_form(p: dict, threads: int) -> str:
+def default_form(p: dict, threads: int, compiled: bool = False) -> str:
     """The form ``rnn_form="default"`` gives the point's layer at ``threads`` (``rnn/forms/policy.py``): by its
     size where the policy chooses so, as ``from_keras_model`` sees the layer (a Bidirectional of either flavour:
-    one layer of two directions; the batch static); tests/test_rnn_forms.py checks it against conversions."""
+    one layer of two directions; the batch static); tests/test_rnn_forms.py checks it against conversions.
+    The grid times the forms on the Interpreter: ``litert_api="interpreter"``'s defaults; ``compiled``: the
+    default's (``litert_api="any"``: no fused form, the file loads in CompiledModel too)."""
     from fuselite.rnn.forms.policy import form_key, rnn_forms, sized_form
 
-    forms = rnn_forms("default", False, threads=threads)
+    forms = rnn_forms("default", False, threads=threads, compiled=compiled)
     sized = sized_form(forms, size_of(p))
     form = sized[0] if sized else forms[form_key(forms, p["family"], "tf_keras" if p["flavour"] == "tf_keras"
                                                  else "keras")]

@@ -320,13 +320,15 @@ def test_keras3_saved_model_lstm_is_fused(tmp_path, variant, form):
 
 
 def test_keras3_saved_model_lstm_loops_follow_the_thread_count(tmp_path):
-    """A recognised Keras 3 LSTM loop takes the default form of the thread count, as an in-memory layer: the
-    fused op at two threads (a small layer, by its size) and at three (by the thread count)."""
+    """A recognised Keras 3 LSTM loop takes the default form of the thread count, as an in-memory layer: for
+    the Interpreter (litert_api="interpreter") the fused op at two threads (a small layer, by its size) and at
+    three (by the thread count); by default (a file CompiledModel loads too) the unrolled form and the loop."""
     k = keras_flavour("keras3")
     model = _model(k, K3_SAVED["sequences"])
     x = np.random.default_rng(1).standard_normal((1, 7, 3)).astype(np.float32)
-    for threads, form in ((2, "fused"), (3, "fused")):
-        conv, data = _export_and_convert(model, tmp_path / str(threads), threads=threads)
+    for threads, form, api in ((2, "fused", "interpreter"), (3, "fused", "interpreter"), (2, "unrolled", "any"),
+                               (3, "loop", "any")):
+        conv, data = _export_and_convert(model, tmp_path / f"{threads}{api}", threads=threads, litert_api=api)
         loops = [r for r in conv.report.composites if r["interface"] == "Keras LSTM loop (recognised)"]
         assert [form_name(r["form"]) for r in loops] == [form], loops
         first, second = invoke_twice(data, [x], num_threads=threads)

@@ -20,6 +20,7 @@ import fuselite
 from fuselite.errors import InputError
 from fuselite.quantize import QuantizationOptionError
 from fuselite.rnn.forms.policy import QUANTIZED_FORMS, default_forms, form_key, rnn_forms
+from fuselite.runtime.compiled import loader_problems
 
 TOL = 1e-5
 SEQUENCE_OPS = {"LSTM": "UNIDIRECTIONAL_SEQUENCE_LSTM", "SimpleRNN": "UNIDIRECTIONAL_SEQUENCE_RNN"}
@@ -254,12 +255,13 @@ def test_default_forms_are_the_measured_ones():
 def test_default_forms_follow_the_thread_count(flavour, threads):
     """threads=N: each layer's default form for a model run with N LiteRT threads (at 1 and 2 by its size, at
     more by its family: LSTM and SimpleRNN fused, a GRU in the loop), exact and stateless at that thread count;
-    the report says which form each layer got and why."""
+    the report says which form each layer got and why. The fused ops (variable tensors) are the Interpreter's
+    alone: litert_api="interpreter" here; by default such a layer takes the loop (below)."""
     k = keras_flavour(flavour)
     for name in ("lstm_last", "bidirectional_lstm", "simple_rnn", "gru_last"):
         kind, build = LAYERS[name]
         model = _model(k, build)
-        conv = fuselite.Converter.from_keras_model(model, threads=threads)
+        conv = fuselite.Converter.from_keras_model(model, threads=threads, litert_api="interpreter")
         data = conv.convert()
         want = SMALL_LAYER_FORMS[threads][kind]
         if threads > 2:
@@ -274,6 +276,12 @@ def test_default_forms_follow_the_thread_count(flavour, threads):
         text = str(conv.report)
         assert f"(form: {want}" in text and f"the defaults for {threads} thread" in text, text
         assert_stateless_and_matches(data, model, _inputs(model), TOL, num_threads=threads)
+        if want == "fused":  # the default (litert_api="any"): a form CompiledModel loads
+            default = fuselite.Converter.from_keras_model(model, threads=threads)
+            default_data = default.convert()
+            (form,) = [r["form"] for r in default.report.composites]
+            assert not form.startswith("fused") and loader_problems(default_data) == [], form
+            assert_stateless_and_matches(default_data, model, _inputs(model), TOL, num_threads=threads)
 
 
 # grid points of benchmarks/rnn_sizes.py and the form the measured rule gives each (its key, threads, form)
@@ -315,13 +323,22 @@ def test_default_form_follows_the_layer_size(point, threads, want):
     (p,) = [q for q in rnn_sizes.grid() if rnn_sizes.key(q) == point]
     assert rnn_sizes.default_form(p, threads) == want
     model = rnn_sizes.build(p)
-    conv = fuselite.Converter.from_keras_model(model, threads=threads)
+    # the measured rule is the Interpreter's (its fused rows write variable tensors): litert_api="interpreter"
+    conv = fuselite.Converter.from_keras_model(model, threads=threads, litert_api="interpreter")
     data = conv.convert()
     (form,) = [r["form"] for r in conv.report.composites]
     assert form.startswith(f"{want} (by size at {threads} thread"), form
     assert f"{p['units']} units x {p['steps']} steps of {p['features']} features" in form, form
     assert f"batch {p['batch']}" in form, form
     assert_stateless_and_matches(data, model, _inputs(model, batch=p["batch"]), TOL, num_threads=threads)
+    if want == "fused":  # by default the next row that holds and is not fused: a file CompiledModel loads
+        default = fuselite.Converter.from_keras_model(model, threads=threads)
+        default_data = default.convert()
+        (form,) = [r["form"] for r in default.report.composites]
+        instead = rnn_sizes.default_form(p, threads, compiled=True)
+        assert instead != "fused" and form.startswith(f"{instead} (by size at {threads} thread"), form
+        assert loader_problems(default_data) == []
+        assert_stateless_and_matches(default_data, model, _inputs(model, batch=p["batch"]), TOL, num_threads=threads)
 
 
 def test_thread_count_leaves_quantized_and_micro_forms_alone():

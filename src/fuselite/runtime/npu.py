@@ -28,7 +28,7 @@ import tempfile
 import numpy as np
 
 TIMEOUT_S = 600
-OPENVINO = "openvino==2026.3.*"
+OPENVINO = "fuselite[npu]"
 # vendor -> (its aot target module, default SoC, what installs its SDK)
 VENDORS = {
     "intel_openvino": ("intel_openvino", "LNL", f"pip install '{OPENVINO}' (Intel's plugin links libopenvino.so.2631)"),
