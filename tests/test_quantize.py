@@ -199,6 +199,9 @@ HYBRID = {
 
 
 def _dynamic(model, **options):
+    """Dynamic range; by default for the Interpreter (litert_api="interpreter": LiteRT's hybrid sequence kernels,
+    which these tests check); the default API's forms are tested with litert_api="any"."""
+    options.setdefault("litert_api", "interpreter")
     conv = fuselite.Converter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     for key, value in options.items():
@@ -275,12 +278,13 @@ def _max_relative_error(data: bytes, model, samples) -> float:
 @pytest.mark.parametrize("name", DYNAMIC_MODELS)
 def test_dynamic_range_int8_weights_on_every_hybrid_op_close_to_keras(built_models, flavour, name):
     model, _, _ = built_models(flavour, name)
-    conv, data = _dynamic(model)
+    conv, data = _dynamic(model, litert_api="any")
     float_data = fuselite.Converter.from_keras_model(model).convert()
     seen = check_hybrid_ops(data)
-    fused = {"gru": "FULLY_CONNECTED", "simple_rnn": "UNIDIRECTIONAL_SEQUENCE_RNN", "mlp": "FULLY_CONNECTED",
-             "cnn": "CONV_2D"}
-    assert fused.get(name, "UNIDIRECTIONAL_SEQUENCE_LSTM") in seen
+    # by default (a file CompiledModel loads: no variable tensors) recurrent layers are loops or unrolled steps,
+    # whose FULLY_CONNECTEDs are the hybrid ops; the hybrid sequence kernels: litert_api="interpreter" (below)
+    assert ("CONV_2D" if name == "cnn" else "FULLY_CONNECTED") in seen
+    assert not {"UNIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN"} & set(seen)
     if name == "text_lstm":
         assert "EMBEDDING_LOOKUP" in seen  # Keras' GATHER on the table became the hybrid lookup
     samples = [zoo.sample_inputs(model, seed=100 + i) for i in range(5)]
@@ -302,6 +306,21 @@ def test_dynamic_range_int8_weights_on_every_hybrid_op_close_to_keras(built_mode
     # every step, where the model returns the last) measured 0.2-2.0% of its range
     errors = [r["output_error"]["relative_error"] for r in quantized if "output_error" in r]
     assert errors and max(errors) <= 2.5 * DYNAMIC_RELATIVE_TOLERANCE
+
+
+@pytest.mark.parametrize("name, op", [("lstm_64", "UNIDIRECTIONAL_SEQUENCE_LSTM"),
+                                      ("bidirectional_lstm", "UNIDIRECTIONAL_SEQUENCE_LSTM"),
+                                      ("simple_rnn", "UNIDIRECTIONAL_SEQUENCE_RNN")])
+def test_dynamic_range_keeps_the_hybrid_sequence_kernels_for_the_interpreter(built_models, name, op):
+    """litert_api="interpreter": the hybrid sequence kernels (int8 weights, variable state tensors) as before,
+    within the same tolerance, and the report says the file is the Interpreter's."""
+    model, _, _ = built_models("keras3", name)
+    conv, data = _dynamic(model, litert_api="interpreter")
+    seen = check_hybrid_ops(data)
+    assert op in seen, seen
+    samples = [zoo.sample_inputs(model, seed=100 + i) for i in range(5)]
+    assert _max_relative_error(data, model, samples) <= DYNAMIC_RELATIVE_TOLERANCE
+    assert conv.report.litert_api["apis"] == ["Interpreter"]
 
 
 def test_dynamic_range_mobilenet_v2(built_models):
@@ -415,6 +434,9 @@ def test_int8_mobilenet_v2(built_models):
 
 
 def _int8(model, samples, integer_only=True, io=tf.int8, **options):
+    """int8; by default for the Interpreter (litert_api="interpreter": LiteRT's integer LSTM kernel, which these
+    tests check); the default API's unrolled integer LSTMs: test_int8_default_lstms_are_integer_builtins."""
+    options.setdefault("litert_api", "interpreter")
     conv = fuselite.Converter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = lambda: iter(samples)
@@ -445,6 +467,28 @@ def _int8_error(data: bytes, model, samples, absolute: bool = False) -> float:
         got.append((y - zp) * scale if scale else y)
     got, want = np.stack(got), _keras_outputs(model, samples)
     return float(np.abs(got - want).max() / (1.0 if absolute else np.ptp(want)))
+
+
+@pytest.mark.parametrize("name", ["lstm_64", "lstm_sequence", "stacked_lstm", "bidirectional_lstm", "text_lstm"])
+def test_int8_default_lstms_are_integer_builtins(built_models, name):
+    """By default (a file CompiledModel loads: no variable tensors) an int8 LSTM is unrolled into integer builtins,
+    its steps 16x8 as the integer LSTM's insides are: every tensor integer, no LSTM op, close to Keras."""
+    from fuselite.runtime.compiled import loader_problems
+
+    model, _, _ = built_models("keras3", name)
+    calibration = [zoo.sample_inputs(model, seed=200 + i) for i in range(50)]
+    conv, data = _int8(model, calibration, litert_api="any")
+    assert loader_problems(data) == [] and conv.report.litert_api["apis"] == ["Interpreter", "CompiledModel"]
+    m, ops = _tensors(data)
+    kinds = {m.operatorCodes[op.opcodeIndex].builtinCode for _, op in ops}
+    assert schema.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM not in kinds
+    assert all(t.type in (schema.TensorType.INT8, schema.TensorType.INT32, schema.TensorType.BOOL,
+                          schema.TensorType.INT16, schema.TensorType.INT64) for sg in m.subgraphs for t in sg.tensors)
+    held_out = [zoo.sample_inputs(model, seed=100 + i) for i in range(20)]
+    if name in FIXED_SCALE_OUTPUTS:  # a softmax output (scale 1/256): within one step, as the integer LSTM's
+        assert _int8_error(data, model, held_out, absolute=True) <= 1 / 256
+    else:
+        assert _int8_error(data, model, held_out) <= INT8_RELATIVE_TOLERANCE
 
 
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])

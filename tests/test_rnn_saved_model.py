@@ -185,7 +185,7 @@ def test_saved_model_lstm_default_form_reads_whether_its_sequence_is_used(saved)
     (12.5 MiB of step weights: the loop); the batch is read at run time. Read as the last step, both would be the
     loop."""
     model, path = saved("tf_keras", _stacked_long, (200, 8))
-    conv = fuselite.Converter.from_saved_model(path)
+    conv = fuselite.Converter.from_saved_model(path, litert_api="interpreter")  # the size rule as measured
     data = conv.convert()
     lstm = [r for r in conv.report.composites if r["interface"].startswith("lstm_")]
     forms = sorted(r["form"] for r in lstm)
@@ -197,11 +197,11 @@ def test_saved_model_lstm_default_form_reads_whether_its_sequence_is_used(saved)
 
 
 def test_saved_model_lstm_takes_the_official_fused_op_from_two_threads(tmp_path):
-    """threads=2: a tf-keras SavedModel's LSTM composite keeps LiteRT's fused op (the official converter's form,
-    which the loop does not beat at more than one thread); its GRU stays in the loop."""
+    """threads=2, for the Interpreter: a tf-keras SavedModel's LSTM composite keeps LiteRT's fused op (the
+    official converter's form, which the loop does not beat at more than one thread); its GRU stays in the loop."""
     build = lambda L, i: L.GRU(3)(L.LSTM(5, return_sequences=True)(i))  # noqa: E731
     model = _model(build)
-    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), threads=2)
+    conv = fuselite.Converter.from_saved_model(_save(model, tmp_path), threads=2, litert_api="interpreter")
     data = conv.convert()
     forms = {r["interface"].split("_")[0]: form_name(r["form"]) for r in conv.report.composites if r.get("form")}
     assert forms == {"lstm": "fused", "gru": "loop"}, conv.report.composites

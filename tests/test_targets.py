@@ -52,12 +52,12 @@ def test_the_cli_takes_its_target_choices_from_the_registry(build_only, capsys):
     with pytest.raises(SystemExit):
         main(["convert", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "{litert,micro,ethos-u,micro-build-only-test}" in shown and build_only.help in shown
+    assert "{litert,micro,ethos-u,gpu,npu,micro-build-only-test}" in shown and build_only.help in shown
 
 
 def test_unknown_and_duplicate_targets_are_refused():
-    with pytest.raises(InputError, match="target must be one of 'litert', 'micro', 'ethos-u', got 'npu'"):
-        target_named("npu")
+    with pytest.raises(InputError, match="target must be one of 'litert', 'micro', 'ethos-u', 'gpu', 'npu', got 'dsp'"):
+        target_named("dsp")
     with pytest.raises(ValueError, match="'micro' is empty or taken"):
         register(Micro())
 
