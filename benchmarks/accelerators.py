@@ -123,6 +123,9 @@ def placement(data: bytes | None, samples: list[dict]) -> dict:
         row["compiled_error"] = max(relative_error([got], [want]).values(), default=0.0)
     except CompiledModelError as e:
         row["compiled"], row["compiled_why"] = False, str(e)[:200]
+    from fuselite.runtime.gpu_rules import gpu_problems
+
+    row["gpu_predicted"] = not gpu_problems(data)
     try:
         g = run_on_gpu(data, samples)
         row.update(gpu_full=g.fully_on_gpu, gpu_cpu_ops=g.cpu_ops, gpu_error=g.error, gpu_samples=g.samples)
@@ -222,6 +225,11 @@ def render(rows: list[dict], command: str) -> str:
               f"| official converter (defaults) | {count('official', lambda x: x.get('compiled'))} / {n} "
               f"({n - count('official', lambda x: x.get('converts'))} do not convert) | "
               f"{count('official', lambda x: x.get('gpu_full'))} / {n} |", "",
+              "The report's static GPU check (`fuselite.runtime.gpu_rules`, read from the file) against the "
+              "accelerator: it agreed on "
+              f"{sum(1 for r in rows for k in ('fuselite', 'official') if 'gpu_full' in r[k] and r[k]['gpu_full'] is not None and r[k]['gpu_predicted'] == r[k]['gpu_full'])}"
+              f" of {sum(1 for r in rows for k in ('fuselite', 'official') if r[k].get('gpu_full') is not None)} "
+              "files (fuselite's defaults and the official converter's).", "",
               "## CompiledModel and the GPU, by model", "",
               "| model | fuselite: CompiledModel | fuselite: GPU (ops left to the CPU) | official: CompiledModel | "
               "official: GPU (ops left to the CPU) |", "|---|---|---|---|---|"]

@@ -307,3 +307,89 @@ def test_report_json_names_the_api():
     conv = fuselite.Converter.from_keras_model(_model("mlp"))
     conv.convert()
     assert json.loads(conv.report.to_json())["litert_api"]["apis"] == ["Interpreter", "CompiledModel"]
+
+
+# -- target="npu" through LiteRT's vendor plugins ----------------------------------------------------------------
+
+from fuselite.runtime.npu import openvino_libs  # noqa: E402
+
+needs_openvino = pytest.mark.skipif(openvino_libs() is None, reason="Intel's NPU plugin needs openvino (fuselite[npu])")
+
+
+@needs_openvino
+@pytest.mark.parametrize("name, mode", [("cnn", "float"), ("mobilenet_v2", "float"), ("cnn", "int8"),
+                                        ("mobilenet_v2", "int8"), ("lstm_last_step", "float"),
+                                        ("keyword_spotter", "int8")])
+def test_npu_target_intel_openvino_compiles_in_one_partition(name, mode):
+    """Intel OpenVINO's plugin (OpenVINO's CPU device) takes every op of these in one partition (SPLIT_V, NEG and
+    the shape-less RESHAPE written in forms it takes); the compiled model's outputs against the CPU's."""
+    options = {"target": "npu"}
+    if mode == "int8":
+        conv, _ = _int8(name, **options)
+    else:
+        conv = fuselite.Converter.from_keras_model(_model(name), **options)
+        conv.convert()
+    npu = conv.report.npu
+    assert npu["compiled"] and npu["partitions"] == 1 and npu["npu_ops"] == npu["ops"] and npu["cpu_ops"] == [], npu
+    assert max(npu["error_against_cpu"].values()) < 0.05, npu
+    assert f"NPU (intel_openvino LNL): 1 partition(s), {npu['ops']} of {npu['ops']} ops offloaded" in str(conv.report)
+
+
+def test_npu_target_without_the_vendor_sdk_says_what_to_install_in_one_line():
+    conv = fuselite.Converter.from_keras_model(_model("mlp"), target="npu", accelerator_config="qualcomm:SM8650")
+    with pytest.raises(ConversionError) as e:
+        conv.convert()
+    message = str(e.value)
+    assert "\n" not in message and "libQnnHtp.so" in message and "ai-edge-litert-sdk-qualcomm" in message
+
+
+def test_npu_target_names_its_vendors():
+    from fuselite.errors import InputError
+
+    with pytest.raises(InputError, match="one of intel_openvino, qualcomm, mediatek, google_tensor, samsung"):
+        fuselite.Converter.from_keras_model(_model("mlp"), target="npu", accelerator_config="nvidia").convert()
+    with pytest.raises(InputError, match="Vela's configurations"):
+        fuselite.Converter.from_keras_model(_model("mlp"), target="ethos-u", accelerator_config="qualcomm").convert()
+
+
+@needs_vulkan
+def test_cli_convert_for_the_gpu_prints_its_placement(tmp_path):
+    model = _model("mlp")
+    src, out = tmp_path / "m.keras", tmp_path / "m.tflite"
+    model.save(src)
+    proc = subprocess.run([sys.executable, "-m", "fuselite.cli", "convert", str(src), "-o", str(out), "--target",
+                           "gpu"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "every op on its GPU accelerator" in proc.stdout + proc.stderr
+    assert out.exists()
+
+
+def test_the_report_predicts_gpu_placement_from_the_file():
+    """Without running the GPU: a Keras Embedding's 2-D gather and the loop form's WHILE are named, with what to
+    change; the GPU target's file of the same model has neither."""
+    conv = fuselite.Converter.from_keras_model(_model("keyword_spotter"))
+    conv.convert()
+    problems = conv.report.gpu["problems"]
+    assert conv.report.gpu["predicted"] is False and "WHILE: Operation is not supported." in problems
+    assert "target='gpu' writes forms it runs" in str(conv.report)
+    text = fuselite.Converter.from_keras_model(_model("text_bilstm"))
+    text.convert()
+    assert "GATHER: Only support 1D indices" in text.report.gpu["problems"]
+
+
+@pytest.mark.parametrize("mode", ["float16", "dynamic", "int8", "int16x8"])
+def test_every_quantization_mode_of_an_lstm_loads_in_compiled_model(mode):
+    """float16, dynamic range, int8 and 16x8 LSTMs by default: files CompiledModel loads and runs with the
+    Interpreter's numbers (the check before writing: report.litert_api)."""
+    model = _model("lstm_last_step")
+    conv = fuselite.Converter.from_keras_model(model, optimizations=[tf.lite.Optimize.DEFAULT])
+    if mode == "float16":
+        conv.target_spec.supported_types = [tf.float16]
+    if mode in ("int8", "int16x8"):
+        conv.representative_dataset = _representative(model, 8)
+    if mode == "int16x8":
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    data = conv.convert()
+    assert conv.report.quantization["mode"] == mode
+    assert loader_problems(data) == [] and conv.report.litert_api["apis"] == ["Interpreter", "CompiledModel"]
+    assert conv.report.litert_api["compiled_model_error"] <= 1e-6

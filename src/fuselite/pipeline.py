@@ -33,7 +33,7 @@ from fuselite.passes.optimize import optimize
 from fuselite.passes.pack_slices import slices_of_packs
 from fuselite.passes.patterns import rewrite_tf_patterns
 from fuselite.passes.reset_witness import add_reset_witnesses
-from fuselite.stages.checks import check_on_compiled_model, check_on_litert
+from fuselite.stages.checks import check_on_compiled_model, check_on_litert, predict_gpu_placement
 from fuselite.stages.export import export_flatbuffer
 from fuselite.stages.graph import (
     freeze_read_only_variables,
@@ -208,6 +208,9 @@ PIPELINE = [
              "load the model in LiteRT's CompiledModel API (CPU) and run it against the Interpreter; a file only the "
              "Interpreter loads (variable tensors) only where the conversion asked for such a form, said in the "
              "report"),
+        Pass("predict-gpu-placement", predict_gpu_placement,
+             "the report says whether the file would run fully on LiteRT's GPU accelerator (its op rules, read from "
+             "the file), and what to change"),
     ], "LiteRT's CompiledModel API (the GPU and NPU accelerators' entry point)",
         when=lambda m, ctx: not ctx.on_micro and not ctx.micro_only),
     Group("on-gpu", [

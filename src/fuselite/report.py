@@ -47,7 +47,8 @@ class Report:
     litert_api: dict = field(default_factory=dict)
     # LiteRT's GPU accelerator (target="gpu": fuselite.runtime.accelerators.run_on_gpu): {"ran", "fully_on_gpu",
     # "cpu_ops": [[op, reason]], "gpu_op_count", "cpu_op_count", "error", "error_against_cpu": {output: fraction
-    # of its range}} or {"ran": False, "why"}; other targets: {"predicted": ..., "problems": [...]} (static)
+    # of its range}}; every target on LiteRT: {"predicted": would it run fully there, read from the file
+    # (fuselite.runtime.gpu_rules), "problems": ["OP: reason"]}, and {"ran": False, "why"} where it could not run
     gpu: dict = field(default_factory=dict)
     # target="npu" (fuselite.runtime.npu.compile_for_npu): {"vendor", "soc", "compiled", "partitions", "npu_ops",
     # "ops", "cpu_ops": [{"op", "reason", "count"}], "error", "error_against_cpu"}
@@ -176,18 +177,17 @@ def _litert_api_line(a: dict) -> str:
 
 
 def _gpu_line(g: dict) -> str:
-    if "predicted" in g:
-        if g["predicted"]:
-            return "  LiteRT GPU: every op is one its GPU accelerator takes (static check; target='gpu' runs it there)"
-        problems = g["problems"]
-        return (f"  LiteRT GPU: would not run fully on its GPU accelerator ({'; '.join(problems[:3])}"
-                f"{' ...' if len(problems) > 3 else ''}): target='gpu' writes forms it runs")
-    if not g.get("ran"):
-        return f"  LiteRT GPU: not run ({g.get('why')})"
-    errors = g.get("error_against_cpu") or {}
-    worst = max(errors.values(), default=None)
-    against = f"; outputs {100 * worst:.2g}% of their range from the CPU's" if worst is not None else ""
-    return f"  LiteRT GPU: every op on its GPU accelerator (run there before writing{against})"
+    if g.get("ran"):
+        errors = g.get("error_against_cpu") or {}
+        worst = max(errors.values(), default=None)
+        against = f"; outputs {100 * worst:.2g}% of their range from the CPU's" if worst is not None else ""
+        return f"  LiteRT GPU: every op on its GPU accelerator (run there before writing{against})"
+    not_run = f"not run ({g['why']}); " if "why" in g else ""
+    if g.get("predicted"):
+        return f"  LiteRT GPU: {not_run}every op is one its GPU accelerator takes (read from the file)"
+    problems = g.get("problems", [])
+    return (f"  LiteRT GPU: {not_run}would not run fully on its GPU accelerator ({'; '.join(problems[:3])}"
+            f"{' ...' if len(problems) > 3 else ''}): target='gpu' writes forms it runs")
 
 
 def ethos_u_lines(e: dict) -> list[str]:

@@ -262,3 +262,12 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
     finite = b[np.isfinite(b)]
     span = float(finite.max() - finite.min()) if finite.size else 0.0
     return float(np.nanmax(diff, initial=0.0)) / (span or 1.0) if not np.isnan(diff).any() else float("inf")
+
+
+def predict_gpu_placement(module, ctx) -> None:
+    """The report says whether the written file would run fully on LiteRT's GPU accelerator (read from the file:
+    ``fuselite.runtime.gpu_rules``), and what to change (target="gpu")."""
+    from fuselite.runtime.gpu_rules import gpu_problems
+
+    problems = gpu_problems(ctx.output)
+    ctx.report.gpu = {"predicted": not problems, "problems": problems}

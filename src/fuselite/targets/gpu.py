@@ -78,11 +78,11 @@ def run_on_the_gpu(module, ctx: Any) -> None:
     try:
         result = run_on_gpu(ctx.output, samples)
     except GpuUnavailable as e:
-        ctx.report.gpu = {"ran": False, "why": str(e)}
+        ctx.report.gpu = {**ctx.report.gpu, "ran": False, "why": str(e)}  # (the static prediction stays)
         ctx.report.warn(f"not run on LiteRT's GPU accelerator before writing: {e}")
         return
     report = {"ran": True, **result.to_json()}
-    ctx.report.gpu = report
+    ctx.report.gpu = report  # (replaces the static prediction: measured)
     if result.cpu_ops or not result.fully_on_gpu:
         listed = "\n  ".join(f"{op}: {why}" for op, why in result.cpu_ops) or (result.error or "not fully on the GPU")
         counts = (f" ({result.gpu_op_count} op(s) on the GPU, {result.cpu_op_count} on the CPU)"
