@@ -206,7 +206,7 @@ def _yes(flag) -> str:
 
 
 def render(rows: list[dict], command: str) -> str:
-    lines = ["# LiteRT's accelerators: fuselite beside tf.lite.TFLiteConverter", "",
+    lines = ["## Measured: fuselite beside tf.lite.TFLiteConverter", "",
              f"Made by `{command}` (`benchmarks/accelerators.py`), ai-edge-litert 2.3.0, TensorFlow 2.21, Keras 3, "
              "on the 2-core development machine: LiteRT's GPU accelerator over Mesa's software Vulkan (lavapipe, "
              "mesa 25.0 from bookworm-backports), Intel's OpenVINO NPU plugin on OpenVINO's CPU device "
@@ -216,7 +216,7 @@ def render(rows: list[dict], command: str) -> str:
     def count(key, test):
         return sum(1 for r in rows if test(r.get(key, {})))
     n = len(rows)
-    lines += ["## Summary", "",
+    lines += ["### Summary", "",
               "| | loads and runs in CompiledModel (CPU) | fully on LiteRT's GPU accelerator |", "|---|---|---|",
               f"| fuselite defaults | {count('fuselite', lambda x: x.get('compiled'))} / {n} | "
               f"{count('fuselite', lambda x: x.get('gpu_full'))} / {n} |",
@@ -230,7 +230,7 @@ def render(rows: list[dict], command: str) -> str:
               f"{sum(1 for r in rows for k in ('fuselite', 'official') if 'gpu_full' in r[k] and r[k]['gpu_full'] is not None and r[k]['gpu_predicted'] == r[k]['gpu_full'])}"
               f" of {sum(1 for r in rows for k in ('fuselite', 'official') if r[k].get('gpu_full') is not None)} "
               "files (fuselite's defaults and the official converter's).", "",
-              "## CompiledModel and the GPU, by model", "",
+              "### CompiledModel and the GPU, by model", "",
               "| model | fuselite: CompiledModel | fuselite: GPU (ops left to the CPU) | official: CompiledModel | "
               "official: GPU (ops left to the CPU) |", "|---|---|---|---|---|"]
     for r in rows:
@@ -239,7 +239,7 @@ def render(rows: list[dict], command: str) -> str:
         oo = _yes(o.get("compiled")) if o.get("converts") else f"does not convert: {o.get('why')}"
         lines.append(f"| {r['model']} ({r['mode']}) | {fo} | {_yes(f.get('gpu_full'))} {_ops(f.get('gpu_cpu_ops'))} "
                      f"| {oo} | {_yes(o.get('gpu_full')) if o.get('converts') else ''} {_ops(o.get('gpu_cpu_ops'))} |")
-    lines += ["", "## fuselite `target=\"gpu\"`", "",
+    lines += ["", "### fuselite `target=\"gpu\"`", "",
               "The file on the CPU against Keras, the GPU's outputs against Keras and against the CPU's (the same "
               "file): a fraction of the output's range.", "",
               "| model | fully on the GPU | CPU vs Keras | GPU vs Keras | GPU vs CPU | state as inputs / outputs |",
@@ -252,7 +252,7 @@ def render(rows: list[dict], command: str) -> str:
         state = ", ".join(s["name"] for s in g["report"].state_io) or ""
         lines.append(f"| {r['model']} ({r['mode']}) | {_yes(g.get('gpu_full'))} | {_pct(g.get('against_keras'))} | "
                      f"{_pct(g.get('gpu_against_keras'))} | {_pct(g.get('gpu_against_cpu'))} | {state} |")
-    lines += ["", "## Intel OpenVINO's NPU plugin (OpenVINO's CPU device)", "",
+    lines += ["", "### Intel OpenVINO's NPU plugin (OpenVINO's CPU device)", "",
               "| model | fuselite `target=\"npu\"`: partitions, ops offloaded, left to the CPU | official converter's "
               "file: the same |", "|---|---|---|"]
     for r in rows:
@@ -298,9 +298,24 @@ def main(argv=None) -> None:
     command = "python benchmarks/accelerators.py" + "".join(f" {a}" for a in (argv or sys.argv[1:]))
     text = render(rows, command)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        write_measured(args.out, text)
     print(text)
+
+
+BEGIN, END = "<!-- measured: benchmarks/accelerators.py -->", "<!-- end measured -->"
+
+
+def write_measured(path: str, text: str) -> None:
+    """Put ``text`` between the page's BEGIN and END markers (the guide around it stays as written), or write
+    the page with them."""
+    page = open(path).read() if os.path.exists(path) else ""
+    if BEGIN in page and END in page:
+        head, rest = page.split(BEGIN, 1)
+        page = head + BEGIN + "\n" + text + rest[rest.index(END):]
+    else:
+        page = f"{BEGIN}\n{text}{END}\n"
+    with open(path, "w") as f:
+        f.write(page)
 
 
 if __name__ == "__main__":
