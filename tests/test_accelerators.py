@@ -299,8 +299,21 @@ def test_gpu_target_refuses_modes_the_gpu_takes_no_kernel_for():
     from fuselite.quantize import QuantizationOptionError
 
     conv = fuselite.Converter.from_keras_model(_model("mlp"), target="gpu", optimizations=[tf.lite.Optimize.DEFAULT])
-    with pytest.raises(QuantizationOptionError, match="hybrid kernels"):
+    conv.target_spec.supported_types = ["int4"]
+    with pytest.raises(QuantizationOptionError, match="int4 weights"):
         conv.convert()
+
+
+@needs_vulkan
+@pytest.mark.parametrize("mode", ["dynamic", "float16"])
+def test_gpu_target_takes_int8_and_float16_weights(mode):
+    conv = fuselite.Converter.from_keras_model(_model("lstm_last_step"), target="gpu",
+                                               optimizations=[tf.lite.Optimize.DEFAULT])
+    if mode == "float16":
+        conv.target_spec.supported_types = [tf.float16]
+    conv.convert()
+    assert conv.report.quantization["mode"] == mode and conv.report.gpu["fully_on_gpu"]
+    assert max(conv.report.gpu["error_against_cpu"].values()) < 0.01
 
 
 def test_report_json_names_the_api():

@@ -27,15 +27,15 @@ class Gpu(Target):
             "unrolled, ops and types it takes; run on it before writing where a Vulkan driver is present")
     what = "LiteRT's GPU accelerator"
     groups = frozenset({"static-inputs", "accelerator-forms", "gpu-forms", "state-io", "on-gpu"})
-    cli_refused_quantize = ("int16x8", "int4", "dynamic")
+    cli_refused_quantize = ("int16x8", "int4")
 
     def check_mode(self, mode: str | None) -> None:
-        if mode in ("int16x8", "int4", "dynamic"):
+        if mode in ("int16x8", "int4"):
             what = {"int16x8": "int16 activations (\"Tensor type(INT16) is not supported\")",
-                    "int4": "int4 weights", "dynamic": "hybrid kernels (int8 weights with float activations)"}[mode]
+                    "int4": "int4 weights (its process aborts loading them: SIGABRT, LiteRT 2.3)"}[mode]
             raise QuantizationOptionError(f"target='gpu': LiteRT's GPU accelerator takes no {what}; its weights "
-                                          "are float32 or float16 (target_spec.supported_types=[tf.float16]), or "
-                                          "the model int8 with a representative_dataset")
+                                          "are float32, float16 (target_spec.supported_types=[tf.float16]) or int8 "
+                                          "(dynamic range), or the model int8 with a representative_dataset")
 
 
 GPU = register(Gpu())
