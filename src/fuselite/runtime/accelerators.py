@@ -31,36 +31,28 @@ import tempfile
 
 import numpy as np
 
+from fuselite.runtime.compiled import exit_description
+
 TIMEOUT_S = 600
 INSTALL_VULKAN = ("LiteRT's GPU accelerator needs a Vulkan driver: on Debian 12, as root, `apt-get install -t "
                   "bookworm-backports mesa-vulkan-drivers libvulkan1` (scripts/install-vulkan.sh; a phone's GPU "
                   "driver on a device)")
 _ICD_DIRS = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
 
-_CHILD = r"""
-import json, os, sys
+# What the accelerators' child processes share: the samples read ("<sample>/<input name>" in an .npz), each run
+# on a CompiledModel and the outputs saved the same way (runtime/npu.py's child uses it too).
+RUN_SAMPLES = r"""
 import numpy as np
-from ai_edge_litert.compiled_model import CompiledModel, HardwareAccelerator
 
-path, feed, out = sys.argv[1], sys.argv[2], sys.argv[3]
-with np.load(feed, allow_pickle=False) as z:
-    samples = {}
-    for key in z.files:  # "<sample>/<input name>"
-        k, name = key.split("/", 1)
-        samples.setdefault(int(k), {})[name] = z[key]
-samples = [samples[k] for k in sorted(samples)]
-result = {}
+def read_samples(feed):
+    with np.load(feed, allow_pickle=False) as z:
+        samples = {}
+        for key in z.files:
+            k, name = key.split("/", 1)
+            samples.setdefault(int(k), {})[name] = z[key]
+    return [samples[k] for k in sorted(samples)]
 
-def say(**kw):
-    result.update(kw)
-    with open(out + ".json", "w") as f:
-        json.dump(result, f)
-
-def log(text):
-    sys.stderr.write("\n@@fuselite " + text + "\n")
-    sys.stderr.flush()
-
-def run(cm):
+def run_samples(cm, samples, out):
     sigs = cm.get_signature_list()
     key = next(iter(sigs))
     index = cm.get_signature_index(key)
@@ -78,7 +70,25 @@ def run(cm):
         for name, b in zip(sigs[key]["outputs"], outs):
             shape = tuple(int(n) for n in od[name]["shape"])
             got[f"{s}/{name}"] = np.asarray(b.read(int(np.prod(shape)), od[name]["dtype"])).reshape(shape)
-    np.savez(out + ".npz", **got)
+    np.savez(out, **got)
+"""
+
+_CHILD = RUN_SAMPLES + r"""
+import json, os, sys
+from ai_edge_litert.compiled_model import CompiledModel, HardwareAccelerator
+
+path, feed, out = sys.argv[1], sys.argv[2], sys.argv[3]
+samples = read_samples(feed)
+result = {}
+
+def say(**kw):
+    result.update(kw)
+    with open(out + ".json", "w") as f:
+        json.dump(result, f)
+
+def log(text):
+    sys.stderr.write("\n@@fuselite " + text + "\n")
+    sys.stderr.flush()
 
 log("gpu")
 say(stage="loading on the GPU")
@@ -97,7 +107,7 @@ except Exception as e:
         sys.exit(0)
 say(stage="running")
 try:
-    run(cm)
+    run_samples(cm, samples, out + ".npz")
     say(stage="done", ran=True)
 except Exception as e:
     say(stage="done", run_error=" ".join(str(e).split()))
@@ -135,6 +145,22 @@ class GpuResult:
     def to_json(self) -> dict:
         return {"fully_on_gpu": self.fully_on_gpu, "cpu_ops": [list(p) for p in self.cpu_ops],
                 "gpu_op_count": self.gpu_op_count, "cpu_op_count": self.cpu_op_count, "error": self.error}
+
+
+def write_samples(path: str, samples: list[dict]) -> None:
+    """The samples as the children read them (``RUN_SAMPLES``): "<sample>/<input name>" in an .npz."""
+    np.savez(path, **{f"{s}/{k}": np.asarray(v) for s, sample in enumerate(samples) for k, v in sample.items()})
+
+
+def read_sample_outputs(path: str) -> list[dict[str, np.ndarray]]:
+    """Each sample's outputs as a child saved them ([] where it saved none)."""
+    runs: dict[int, dict] = {}
+    if os.path.exists(path):
+        with np.load(path, allow_pickle=False) as z:
+            for key in z.files:
+                k, name = key.split("/", 1)
+                runs.setdefault(int(k), {})[name] = z[key]
+    return [runs[k] for k in sorted(runs)]
 
 
 def vulkan_problem() -> str | None:
@@ -182,7 +208,7 @@ def run_on_gpu(model: bytes, inputs: dict[str, np.ndarray] | list[dict[str, np.n
         with open(path, "wb") as f:
             f.write(model)
         samples = [inputs] if isinstance(inputs, dict) else list(inputs)
-        np.savez(feed, **{f"{s}/{k}": np.asarray(v) for s, sample in enumerate(samples) for k, v in sample.items()})
+        write_samples(feed, samples)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         runtime_dir = os.path.join(tmp, "xdg")
         os.mkdir(runtime_dir, 0o700)
@@ -194,25 +220,20 @@ def run_on_gpu(model: bytes, inputs: dict[str, np.ndarray] | list[dict[str, np.n
             return GpuResult(False, [], None, None, [], f"LiteRT's GPU accelerator did not finish in {timeout:.0f} s")
         state = json.load(open(out + ".json")) if os.path.exists(out + ".json") else {}
         cpu_ops, gpu_count, cpu_count = parse_placement(proc.stderr)
-        runs: dict[int, dict] = {}
-        if os.path.exists(out + ".npz"):
-            with np.load(out + ".npz", allow_pickle=False) as z:
-                for key in z.files:
-                    k, name = key.split("/", 1)
-                    runs.setdefault(int(k), {})[name] = z[key]
+        runs = read_sample_outputs(out + ".npz")
     refused = _refused_driver(proc.stderr)
     if refused:
         raise GpuUnavailable(refused)
     error = None
     if proc.returncode != 0:
-        error = (f"the GPU accelerator's process ended with {_exit(proc.returncode)} while "
+        error = (f"the GPU accelerator's process ended with {exit_description(proc.returncode)} while "
                  f"{state.get('stage', 'starting')}")
     elif state.get("load_error") or state.get("run_error"):
         error = state.get("load_error") or state.get("run_error")
     fully = bool(state.get("gpu_only") and state.get("fully") and not cpu_ops)
     if not fully and not cpu_ops and state.get("gpu_error") and error is None:
         error = state["gpu_error"]
-    return GpuResult(fully, cpu_ops, gpu_count, cpu_count, [runs[k] for k in sorted(runs)], error)
+    return GpuResult(fully, cpu_ops, gpu_count, cpu_count, runs, error)
 
 
 def _refused_driver(stderr: str) -> str | None:
@@ -223,14 +244,3 @@ def _refused_driver(stderr: str) -> str | None:
     if "No adapter" in stderr or "Failed to create WebGPU" in stderr:
         return f"LiteRT's GPU accelerator found no usable GPU adapter; {INSTALL_VULKAN}"
     return None
-
-
-def _exit(code: int) -> str:
-    import signal
-
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit status {code}"

@@ -163,7 +163,7 @@ class _Worker:
             if not line:
                 code = self.proc.poll()
                 self._stop()
-                why = f"did not answer in {timeout:.0f} s" if code is None else f"ended with {_exit(code)}"
+                why = f"did not answer in {timeout:.0f} s" if code is None else f"ended with {exit_description(code)}"
                 return {"error": f"LiteRT's CompiledModel {why} on this model (run in a worker process)"}
             answer = json.loads(line)
             if answer.get("ok") and request.get("inputs") is not None:
@@ -189,7 +189,8 @@ _worker = _Worker()
 atexit.register(_worker.close)
 
 
-def _exit(code: int) -> str:
+def exit_description(code: int) -> str:
+    """A child process's return code in words: "signal SIGSEGV", "exit status 1"."""
     import signal
 
     if code < 0:

@@ -25,7 +25,8 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
+from fuselite.runtime.accelerators import RUN_SAMPLES, read_sample_outputs, write_samples
+from fuselite.runtime.compiled import exit_description
 
 TIMEOUT_S = 600
 OPENVINO = "fuselite[npu]"
@@ -67,7 +68,7 @@ def openvino_libs() -> str | None:
     return libs if os.path.isdir(libs) else None
 
 
-_JIT_CHILD = r"""
+_JIT_CHILD = RUN_SAMPLES + r"""
 import json, os, sys
 import numpy as np
 import ai_edge_litert
@@ -94,26 +95,7 @@ except Exception as e:
     say(stage="done", error=" ".join(str(e).split()))
     sys.exit(0)
 say(stage="running")
-with np.load(feed, allow_pickle=False) as z:
-    samples = {}
-    for key in z.files:
-        k, name = key.split("/", 1)
-        samples.setdefault(int(k), {})[name] = z[key]
-sigs = cm.get_signature_list()
-key = next(iter(sigs))
-index = cm.get_signature_index(key)
-details, names = cm.get_input_tensor_details(key), sigs[key]["inputs"]
-got = {}
-for s in sorted(samples):
-    ins, outs = cm.create_input_buffers(index), cm.create_output_buffers(index)
-    for name, b in zip(names, ins):
-        b.write(np.ascontiguousarray(samples[s][name], dtype=details[name]["dtype"]))
-    cm.run_by_index(index, ins, outs)
-    od = cm.get_output_tensor_details(key)
-    for name, b in zip(sigs[key]["outputs"], outs):
-        shape = tuple(int(n) for n in od[name]["shape"])
-        got[f"{s}/{name}"] = np.asarray(b.read(int(np.prod(shape)), od[name]["dtype"])).reshape(shape)
-np.savez(out + ".npz", **got)
+run_samples(cm, read_samples(feed), out + ".npz")
 say(stage="done", ran=True)
 """
 
@@ -182,8 +164,7 @@ def compile_for_npu(model: bytes, config: str | None, samples: list[dict] | None
             if libs is None:
                 raise NpuUnavailable(f"Intel's OpenVINO compiler plugin needs OpenVINO: {install}")
             env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libs, env.get("LD_LIBRARY_PATH")) if p)
-            np.savez(feed, **{f"{s}/{k}": np.asarray(v) for s, sample in enumerate(samples or [])
-                              for k, v in sample.items()})
+            write_samples(feed, samples or [])
             argv = [sys.executable, "-I", "-c", _JIT_CHILD, path, feed, out]
         else:
             argv = [sys.executable, "-I", "-c", _AOT_CHILD, path, out, module, soc]
@@ -195,12 +176,7 @@ def compile_for_npu(model: bytes, config: str | None, samples: list[dict] | None
         state = json.load(open(out + ".json")) if os.path.exists(out + ".json") else {}
         log = proc.stderr + "".join(open(os.path.join(tmp, n), errors="replace").read()
                                     for n in os.listdir(tmp) if n.endswith(".error"))
-        runs: dict[int, dict] = {}
-        if os.path.exists(out + ".npz"):
-            with np.load(out + ".npz", allow_pickle=False) as z:
-                for key in z.files:
-                    k, name = key.split("/", 1)
-                    runs.setdefault(int(k), {})[name] = z[key]
+        runs = read_sample_outputs(out + ".npz")
     missing = _MISSING_LIBRARY.search(log) or re.search(r"Failed to load (\w+) shared library", log)
     if missing and not re.search(r"[1-9]\d* compiler plugins were applied successfully", log):
         library = missing.group(1) if missing.lastindex else missing.group(0)
@@ -218,10 +194,11 @@ def compile_for_npu(model: bytes, config: str | None, samples: list[dict] | None
         result["compiled"] = bool(state.get("models")) and "COMPILATION FAILURES" not in state.get("report", "")
     failure = re.search(r"Exception in compilation: ([^\n]+(?:\n[^\n]+){0,3})", log)
     if proc.returncode != 0:
-        result["error"] = f"the compiler plugin's process ended with status {proc.returncode} ({state.get('stage')})"
+        result["error"] = (f"the compiler plugin's process ended with {exit_description(proc.returncode)} "
+                           f"({state.get('stage')})")
     elif state.get("error"):
         result["error"] = state["error"]
     elif not result["compiled"]:
         result["error"] = " ".join(failure.group(1).split()) if failure else "the plugin compiled nothing"
-    result["samples"] = [runs[k] for k in sorted(runs)]
+    result["samples"] = runs
     return result
