@@ -111,7 +111,7 @@ def placement(data: bytes | None, samples: list[dict]) -> dict:
     from fuselite.runtime import run
     from fuselite.runtime.accelerators import GpuUnavailable, run_on_gpu
     from fuselite.runtime.compiled import CompiledModelError, run_compiled
-    from fuselite.stages.checks import relative_error
+    from fuselite.runtime.samples import relative_error
 
     if data is None:
         return {}

@@ -43,7 +43,7 @@ def _cli_message(keras_file, tmp_path, capsys, *flags) -> str:
 
 # (option, a bad value as the API takes it, the same as the flag's text)
 BAD = [("threads", 0, "0"), ("threads", "many", "many"), ("batch_size", 0, "0"), ("rnn_form", "while", "while"),
-       ("target", "npu", "npu"), ("bidirectional", "both", "both"), ("max_quantization_error", 2.0, "2"),
+       ("target", "dsp", "dsp"), ("bidirectional", "both", "both"), ("max_quantization_error", 2.0, "2"),
        ("accelerator_config", "ethos-u99", "ethos-u99")]
 
 

@@ -53,20 +53,20 @@ def _assert_same(got, want):
         assert err <= TOL, err
 
 
-def _check_chunks(model, data, chunks):
+def _check_chunks(model, data, chunks, witness: bool = False):
     from ai_edge_litert.interpreter import OpResolverType
 
-    _check_chunks_on(model, interpreter(data), chunks)
+    _check_chunks_on(model, interpreter(data), chunks, witness)
     # LiteRT's builtin kernels alone (no XNNPACK): the state copies must not alias a variable tensor
     _check_chunks_on(model, interpreter(data, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
-                     chunks)
+                     chunks, witness)
 
 
-def _check_chunks_on(model, interp, chunks):
+def _check_chunks_on(model, interp, chunks, witness: bool = False):
     _reset_keras(model)
     for x in chunks:
         _assert_same(_invoke(interp, x), _keras(model, x))
-    for how, reset in _resets(interp).items():
+    for how, reset in _resets(interp, witness).items():
         # the state really carries: the first chunk again gives another answer than from zero state
         carried = _invoke(interp, chunks[0])
         _reset_keras(model)
@@ -78,30 +78,43 @@ def _check_chunks_on(model, interp, chunks):
             _assert_same(_invoke(interp, x), _keras(model, x))
 
 
-def _resets(interp) -> dict:
-    """The three ways to reset a converted model's state, each alone."""
-    return {"fuselite.runtime.reset_variables": lambda: reset_variables(interp),
-            "interpreter.reset_all_variables": interp.reset_all_variables,
-            "reset_variables signature": lambda: interp.get_signature_runner("reset_variables")()}
+def _resets(interp, witness: bool = True) -> dict:
+    """The three ways to reset a converted model's state, each alone (``reset_all_variables()`` only where the
+    file has the reset witness: litert_api="interpreter")."""
+    resets = {"fuselite.runtime.reset_variables": lambda: reset_variables(interp),
+              "interpreter.reset_all_variables": interp.reset_all_variables,
+              "reset_variables signature": lambda: interp.get_signature_runner("reset_variables")()}
+    if not witness:
+        del resets["interpreter.reset_all_variables"]
+    return resets
 
 
+@pytest.mark.parametrize("api", ["interpreter", "any"])
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
 @pytest.mark.parametrize("layer", ["LSTM", "SimpleRNN", "GRU"])
 @pytest.mark.parametrize("variant", ["last", "sequences", "state"])
-def test_stateful_rnn_carries_state_across_invokes_and_resets(flavour, layer, variant):
+def test_stateful_rnn_carries_state_across_invokes_and_resets(flavour, layer, variant, api):
+    """litert_api="interpreter": the fused op's in-place state and the reset witness (all three resets); the
+    default: unrolled (a file CompiledModel loads too), reset by the reset_variables signature."""
+    from fuselite.runtime.compiled import loader_problems
+
     k = keras_flavour(flavour)
     kw = {"last": {}, "sequences": {"return_sequences": True}, "state": {"return_state": True}}[variant]
     model = _model(k, layer, **kw)
-    conv = fuselite.Converter.from_keras_model(model)
+    conv = fuselite.Converter.from_keras_model(model, litert_api=api)
     data = conv.convert()
     ops = litert_op_names(data)
-    assert FUSED[layer] in ops and "WHILE" not in ops, ops
+    if api == "interpreter":
+        assert FUSED[layer] in ops and "WHILE" not in ops, ops
+    else:  # unrolled
+        assert "WHILE" not in ops and not {"UNIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN"} & set(ops), ops
+        assert loader_problems(data) == []
     assert not [c for c in conv.report.composites if c.get("status") != "fused"], conv.report.composites
     mutable = {v["name"] for v in conv.report.mutable_variables}
     assert len(mutable) == (2 if layer == "LSTM" else 1), conv.report.mutable_variables
     rng = np.random.default_rng(3)
     chunks = [(rng.standard_normal((BATCH, STEPS, FEATURES)) * 2).astype(np.float32) for _ in range(5)]
-    _check_chunks(model, data, chunks)
+    _check_chunks(model, data, chunks, witness=api == "interpreter")
 
 
 def test_stateful_lstm_chunks_equal_one_long_sequence():
@@ -144,7 +157,10 @@ def test_model_converted_mid_stream_starts_from_zero_state(flavour):
 @pytest.mark.parametrize("layer", ["LSTM", "SimpleRNN"])
 def test_stateful_rnn_from_saved_model(flavour, layer, tmp_path):
     """Through a SavedModel the recognised loop reads and assigns the state variables;
-    the batch comes from the state variables even when the signature's batch is unknown."""
+    the batch comes from the state variables even when the signature's batch is unknown. By default unrolled
+    (a file CompiledModel loads too)."""
+    from fuselite.runtime.compiled import loader_problems
+
     k = keras_flavour(flavour)
     model = _model(k, layer)
     if flavour == "keras3":
@@ -156,7 +172,7 @@ def test_stateful_rnn_from_saved_model(flavour, layer, tmp_path):
     conv = fuselite.Converter.from_saved_model(tmp_path)
     data = conv.convert()
     ops = litert_op_names(data)
-    assert FUSED[layer] in ops and "WHILE" not in ops, ops
+    assert FUSED[layer] not in ops and "WHILE" not in ops and loader_problems(data) == [], ops
     assert "reset_variables" in conv.report.signatures
     rng = np.random.default_rng(4)
     _check_chunks(model, data, [rng.standard_normal((BATCH, STEPS, FEATURES)).astype(np.float32) for _ in range(4)])
@@ -187,15 +203,18 @@ def test_zero_state_marks_do_not_outlive_their_conversion():
 
 @pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
 def test_stateful_bidirectional_lstm_is_two_stateful_ops(flavour):
-    """Each direction reads and assigns its own state: two fused LSTMs (not merged), chunk by chunk."""
+    """Each direction reads and assigns its own state: two LSTMs (not merged; unrolled by default, two fused ops
+    for the Interpreter), chunk by chunk."""
     k = keras_flavour(flavour)
-    k.utils.set_random_seed(1)
-    i = k.Input(shape=(STEPS, FEATURES), batch_size=BATCH)
-    model = k.Model(i, k.layers.Bidirectional(k.layers.LSTM(5, stateful=True))(i))
-    conv = fuselite.Converter.from_keras_model(model)
-    data = conv.convert()
-    ops = litert_op_names(data)
-    assert ops.count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 2 and "WHILE" not in ops, ops
-    assert any("stateful" in w and "two" in w for w in conv.report.warnings), conv.report.warnings
     rng = np.random.default_rng(6)
-    _check_chunks(model, data, [rng.standard_normal((BATCH, STEPS, FEATURES)).astype(np.float32) for _ in range(4)])
+    chunks = [rng.standard_normal((BATCH, STEPS, FEATURES)).astype(np.float32) for _ in range(4)]
+    for api, op, count in (("interpreter", "UNIDIRECTIONAL_SEQUENCE_LSTM", 2), ("any", "UNIDIRECTIONAL_SEQUENCE_LSTM", 0)):
+        k.utils.set_random_seed(1)  # a model of its own each (one that already ran is another test's)
+        i = k.Input(shape=(STEPS, FEATURES), batch_size=BATCH)
+        model = k.Model(i, k.layers.Bidirectional(k.layers.LSTM(5, stateful=True))(i))
+        conv = fuselite.Converter.from_keras_model(model, litert_api=api)
+        data = conv.convert()
+        ops = litert_op_names(data)
+        assert ops.count(op) == count, ops
+        assert any("stateful" in w and "two" in w for w in conv.report.warnings), conv.report.warnings
+        _check_chunks(model, data, chunks, witness=api == "interpreter")

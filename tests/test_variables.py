@@ -76,9 +76,11 @@ def test_counter_ten_invokes_then_reset():
 
 def test_reset_all_variables_alone_resets_resource_variables():
     """LiteRT's reset_all_variables() zeroes only is_variable tensors: a witness (an RNN's in-place state)
-    tells the next invoke to run the reset function first, as the reset signature does."""
+    tells the next invoke to run the reset function first, as the reset signature does. The witness is the
+    Interpreter's (litert_api="interpreter"): CompiledModel refuses its variable tensor."""
     m = Counter()
-    data = fuselite.Converter.from_concrete_functions([m.__call__.get_concrete_function()], m).convert()
+    data = fuselite.Converter.from_concrete_functions([m.__call__.get_concrete_function()], m,
+                                                      litert_api="interpreter").convert()
     interp = stock_interpreter(data)
     runner = interp.get_signature_runner("serving_default")
     x = np.ones(3, np.float32)

@@ -203,16 +203,13 @@ PIPELINE = [
     Pass("export", export_flatbuffer, "order ops and write the schema-v3 flatbuffer"),
     Pass("check-on-litert", check_on_litert,
          "prepare the model on stock LiteRT and invoke it on zeros: an op or dtype its kernels reject is an error"),
-    Group("compiled-model", [
-        Pass("check-on-compiled-model", check_on_compiled_model,
-             "load the model in LiteRT's CompiledModel API (CPU) and run it against the Interpreter; a file only the "
-             "Interpreter loads (variable tensors) only where the conversion asked for such a form, said in the "
-             "report"),
-        Pass("predict-gpu-placement", predict_gpu_placement,
-             "the report says whether the file would run fully on LiteRT's GPU accelerator (its op rules, read from "
-             "the file), and what to change"),
-    ], "LiteRT's CompiledModel API (the GPU and NPU accelerators' entry point)",
-        when=lambda m, ctx: not ctx.on_micro and not ctx.micro_only),
+    Pass("check-on-compiled-model", check_on_compiled_model,
+         "load the model in LiteRT's CompiledModel API (CPU) and run it against the Interpreter; a file only the "
+         "Interpreter loads (variable tensors) only where the conversion asked for such a form, said in the report "
+         "(not for TFLite Micro's targets)"),
+    Pass("predict-gpu-placement", predict_gpu_placement,
+         "the report says whether the file would run fully on LiteRT's GPU accelerator (its op rules, read from "
+         "the file), and what to change (not for TFLite Micro's targets)"),
     Group("on-gpu", [
         Pass("run-on-gpu", run_on_the_gpu,
              "load the model on LiteRT's GPU accelerator (a child process, where a Vulkan driver is present): an op "

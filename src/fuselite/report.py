@@ -145,9 +145,9 @@ class Report:
         if self.quantization:
             lines += _quantization_lines(self.quantization)
         if self.litert_api:
-            lines.append(_litert_api_line(self.litert_api))
+            lines += _litert_api_lines(self.litert_api)
         if self.gpu:
-            lines.append(_gpu_line(self.gpu))
+            lines += _gpu_lines(self.gpu)
         if self.npu:
             n = self.npu
             left = ", ".join(f"{c['op']} x{c['count']}" for c in n.get("cpu_ops", []))
@@ -158,7 +158,8 @@ class Report:
                          f"{'; on the CPU: ' + left if left else ''}{against}")
         if self.state_io:
             lines.append("  state as signature inputs and outputs (feed each output back into the input of its name, "
-                         "zeros first): " + ", ".join(f"{s['name']} {s['dtype']}{s['shape']}" for s in self.state_io))
+                         "zeros first):")
+            lines += _wrapped([f"{s['name']} {s['dtype']}{s['shape']}" for s in self.state_io], "    ")
         if self.micro:
             lines += _micro_lines(self.micro)
         if self.ethos_u:
@@ -168,26 +169,28 @@ class Report:
         return "\n".join(lines)
 
 
-def _litert_api_line(a: dict) -> str:
+def _litert_api_lines(a: dict) -> list[str]:
+    import textwrap
+
     if "CompiledModel" not in a["apis"]:
-        return f"  LiteRT API: the Interpreter alone ({a['why']})"
+        return textwrap.wrap(f"LiteRT API: the Interpreter alone ({a['why']})", _WIDTH - 2, initial_indent="  ",
+                             subsequent_indent="    ")
     err = a.get("compiled_model_error")
-    ran = f"; run there on the CPU, {100 * err:.2g}% of the range from the Interpreter" if err is not None else ""
-    return f"  LiteRT API: the Interpreter and CompiledModel (GPU / NPU accelerators' API){ran}"
+    ran = f" (run in both: {100 * err:.2g}% of the range apart)" if err is not None else ""
+    return [f"  LiteRT API: the Interpreter and CompiledModel{ran}"]
 
 
-def _gpu_line(g: dict) -> str:
+def _gpu_lines(g: dict) -> list[str]:
     if g.get("ran"):
         errors = g.get("error_against_cpu") or {}
         worst = max(errors.values(), default=None)
         against = f"; outputs {100 * worst:.2g}% of their range from the CPU's" if worst is not None else ""
-        return f"  LiteRT GPU: every op on its GPU accelerator (run there before writing{against})"
-    not_run = f"not run ({g['why']}); " if "why" in g else ""
+        return [f"  LiteRT GPU: every op on its GPU accelerator (run there before writing{against})"]
+    not_run = f"not run ({g['why'].split(';')[0]}); " if "why" in g else ""
     if g.get("predicted"):
-        return f"  LiteRT GPU: {not_run}every op is one its GPU accelerator takes (read from the file)"
-    problems = g.get("problems", [])
-    return (f"  LiteRT GPU: {not_run}would not run fully on its GPU accelerator ({'; '.join(problems[:3])}"
-            f"{' ...' if len(problems) > 3 else ''}): target='gpu' writes forms it runs")
+        return [f"  LiteRT GPU: {not_run}every op is one its GPU accelerator takes (read from the file)"]
+    return [f"  LiteRT GPU: {not_run}would not run fully on its GPU accelerator (target='gpu' writes forms it runs):",
+            *_wrapped(g.get("problems", []), "    ")]
 
 
 def ethos_u_lines(e: dict) -> list[str]:

@@ -130,10 +130,15 @@ def _default_threads():
 
 
 def _accelerator_config(value):
-    """A string (the target checks it: Vela's configurations for ethos-u, a vendor[:SoC] for npu)."""
-    if value is not None and not isinstance(value, str):
-        raise InputError(f"accelerator_config is a string (target='ethos-u': Vela's configuration; target='npu': "
-                         f"a vendor, optionally with its SoC), got {value!r}")
+    """One of Vela's configurations (target="ethos-u") or an NPU vendor, optionally with its SoC (target="npu");
+    the target checks which of the two it takes."""
+    if value is None:
+        return value
+    vendor = value.partition(":")[0] if isinstance(value, str) else None
+    if value not in _accelerators() and vendor not in _npu_vendors():
+        raise InputError(f"accelerator_config must be one of Vela's configurations: {', '.join(_accelerators())}; "
+                         f"or an NPU vendor, optionally with its SoC ('qualcomm:SM8650'): "
+                         f"{', '.join(_npu_vendors())}; got {value!r}")
     return value
 
 

@@ -25,12 +25,12 @@ from fuselite.ir import Module
 from fuselite.passes.variables import (
     ASSIGN_OPS,
     READ_OPS,
-    _initial_value,
-    _is_var,
-    _shared_names,
-    _var_key,
     assigned_variables,
+    initial_value,
+    is_var,
     propagate_handles,
+    shared_names,
+    var_key,
 )
 
 
@@ -43,7 +43,7 @@ def variables_as_signature_io(module: Module, zero_initial=None, why: str = "tar
     mutable = assigned_variables(module)
     if not mutable:
         return []
-    names = _shared_names(module, mutable)
+    names = shared_names(module, mutable)
     taken = {n for f in module.signatures.values() for n in module.functions[f].input_names + module.functions[f].output_names}
     for key, name in names.items():  # a state's name is its own, beside the signatures' other inputs and outputs
         unique, i = name, 1
@@ -52,14 +52,14 @@ def variables_as_signature_io(module: Module, zero_initial=None, why: str = "tar
         names[key] = unique
     entries = {module.functions[n] for n in module.signatures.values()}
     for fn in module.functions.values():
-        used = [op for op in fn.ops if any(_is_var(v) and _var_key(v) in mutable for v in op.inputs)
+        used = [op for op in fn.ops if any(is_var(v) and var_key(v) in mutable for v in op.inputs)
                 and op.kind not in READ_OPS | ASSIGN_OPS]
-        inner = [op for op in fn.ops if op.kind in READ_OPS | ASSIGN_OPS and _is_var(op.inputs[0])
-                 and _var_key(op.inputs[0]) in mutable]
+        inner = [op for op in fn.ops if op.kind in READ_OPS | ASSIGN_OPS and is_var(op.inputs[0])
+                 and var_key(op.inputs[0]) in mutable]
         if used or (inner and fn not in entries):
             where = (used or inner)[0]
             raise ConversionError(f"{why} passes variables as signature inputs and outputs, but variable "
-                                  f"'{mutable[_var_key(next(v for v in where.inputs if _is_var(v)))]}' is used by "
+                                  f"'{mutable[var_key(next(v for v in where.inputs if is_var(v)))]}' is used by "
                                   f"{where.describe()} inside a loop, a branch or a call (an unrolled form keeps "
                                   "it in the signature's own ops)")
     state: dict[int, dict] = {}
@@ -67,9 +67,9 @@ def variables_as_signature_io(module: Module, zero_initial=None, why: str = "tar
         current: dict[int, object] = {}
         assigned: list[int] = []
         for op in list(fn.ops):
-            if op.kind not in READ_OPS | ASSIGN_OPS or not _is_var(op.inputs[0]) or _var_key(op.inputs[0]) not in mutable:
+            if op.kind not in READ_OPS | ASSIGN_OPS or not is_var(op.inputs[0]) or var_key(op.inputs[0]) not in mutable:
                 continue
-            key = _var_key(op.inputs[0])
+            key = var_key(op.inputs[0])
             name = names[key]
             if op.kind in READ_OPS:
                 out = op.outputs[0]
@@ -103,7 +103,7 @@ def variables_as_signature_io(module: Module, zero_initial=None, why: str = "tar
 
 
 def _check_zero_initial(resource, dtype, zero_initial, name: str, why: str) -> None:
-    initial = _initial_value(resource.meta["handle"], dtype, zero_initial)
+    initial = initial_value(resource.meta["handle"], dtype, zero_initial)
     if np.any(initial):
         raise ConversionError(f"{why} passes variables as signature inputs and outputs that start from zeros, but "
                               f"variable '{name}' starts from other values (its value at conversion time)")

@@ -76,7 +76,7 @@ class ZeroInitialVariables:
         return ref is not None and ref() is handle
 
 
-def _initial_value(handle, dtype, zero_initial: ZeroInitialVariables | None) -> np.ndarray:
+def initial_value(handle, dtype, zero_initial: ZeroInitialVariables | None) -> np.ndarray:
     """The value a mutable variable starts from: its value at conversion time, or zeros if so marked."""
     value = _read_variable(handle, dtype)
     return np.zeros_like(value) if zero_initial is not None and handle in zero_initial else value
@@ -116,11 +116,11 @@ def variable_dtype(v) -> np.dtype | None:
     return np.dtype(tf.as_dtype(data.shape_and_type[0].dtype).as_numpy_dtype)
 
 
-def _is_var(v: Value | None) -> bool:
+def is_var(v: Value | None) -> bool:
     return v is not None and v.dtype == "resource" and "handle" in v.meta
 
 
-def _var_key(v: Value) -> int:
+def var_key(v: Value) -> int:
     """Identity of the variable behind a captured resource (one handle per variable)."""
     return id(v.meta["handle"])
 
@@ -155,9 +155,9 @@ def propagate_handles(module: Module) -> None:
                     for arg, inp in _callee_inputs(op, module):
                         bound.setdefault(inp.uid, [inp]).append(arg)
         for inp, *args in bound.values():
-            if _is_var(inp) or inp.dtype != "resource" or not all(_is_var(a) for a in args):
+            if is_var(inp) or inp.dtype != "resource" or not all(is_var(a) for a in args):
                 continue
-            if len({_var_key(a) for a in args}) == 1:
+            if len({var_key(a) for a in args}) == 1:
                 inp.meta.update(handle=args[0].meta["handle"], variable=args[0].meta["variable"])
                 changed = True
 
@@ -167,15 +167,15 @@ def assigned_variables(module: Module) -> dict[int, str]:
     out = {}
     for fn in module.functions.values():
         for op in fn.ops:
-            if writes_variable(op) and op.inputs and _is_var(op.inputs[0]):
-                out[_var_key(op.inputs[0])] = op.inputs[0].meta["variable"]
+            if writes_variable(op) and op.inputs and is_var(op.inputs[0]):
+                out[var_key(op.inputs[0])] = op.inputs[0].meta["variable"]
     return out
 
 
 def _touching_functions(module: Module, mutable: dict[int, str]) -> set[str]:
     """Functions that read or write a mutable variable, directly or through their callees."""
     direct = {fn.name for fn in module.functions.values()
-              if any(_is_var(v) and _var_key(v) in mutable for op in fn.ops for v in op.inputs)}
+              if any(is_var(v) and var_key(v) in mutable for op in fn.ops for v in op.inputs)}
     calls = {fn.name: {op.attrs[k] for op in fn.ops for k in _CALLEE_KEYS if isinstance(op.attrs.get(k), str)}
              for fn in module.functions.values()}
     result, changed = set(direct), True
@@ -211,13 +211,13 @@ def freeze_variables(module: Module) -> list[dict]:
     _mark_ordered(module, mutable)
     for fn in module.functions.values():  # fusion rules must not take these for constants
         for v in [*fn.inputs, *(x for op in fn.ops for x in op.inputs)]:
-            if _is_var(v) and _var_key(v) in mutable:
+            if is_var(v) and var_key(v) in mutable:
                 v.meta["mutable"] = True
     frozen: dict[str, dict] = {}
     cache: dict[int, np.ndarray] = {}
 
     def value_of(src: Value, dtype) -> np.ndarray:
-        key = _var_key(src)
+        key = var_key(src)
         if key not in cache:
             cache[key] = _read_variable(src.meta["handle"], dtype)
         return cache[key]
@@ -226,10 +226,10 @@ def freeze_variables(module: Module) -> list[dict]:
         kept = []
         for op in fn.ops:
             src = op.inputs[0] if op.inputs else None
-            if not _is_var(src):
+            if not is_var(src):
                 kept.append(op)
                 continue
-            is_mutable = _var_key(src) in mutable
+            is_mutable = var_key(src) in mutable
             name = src.meta["variable"]
             if op.kind == "ReadVariableOp" and is_mutable:
                 if op.outputs[0].shape is None or not op.outputs[0].static_shape:
@@ -270,11 +270,11 @@ def _check_mutable_uses(module: Module, mutable: dict[int, str]) -> None:
     for fn in module.functions.values():
         for op in fn.ops:
             if op.kind in READ_OPS | ASSIGN_OPS | _FORWARDING or op.kind == "ResourceGather":
-                if op.kind in ASSIGN_OPS and op.inputs and op.inputs[0] is not None and not _is_var(op.inputs[0]):
+                if op.kind in ASSIGN_OPS and op.inputs and op.inputs[0] is not None and not is_var(op.inputs[0]):
                     problems.append(f"{op.describe()} assigns a resource that is not a captured variable")
                 continue
             for v in op.inputs:
-                if _is_var(v) and _var_key(v) in mutable:
+                if is_var(v) and var_key(v) in mutable:
                     problems.append(f"{op.describe()} uses mutable variable '{v.meta['variable']}'; only "
                                     "reads and assign / assign_add / assign_sub of mutable variables convert")
     if problems:
@@ -283,7 +283,7 @@ def _check_mutable_uses(module: Module, mutable: dict[int, str]) -> None:
 
 
 # -- resource variables in the output -------------------------------------------------------
-def _shared_names(module: Module, mutable: dict[int, str]) -> dict[int, str]:
+def shared_names(module: Module, mutable: dict[int, str]) -> dict[int, str]:
     """A unique, stable ``shared_name`` per variable: its TF name (suffixed if two share a name)."""
     names: dict[int, str] = {}
     taken: set[str] = set()
@@ -342,23 +342,23 @@ def materialize_variables(module: Module, reset_signature: str = RESET_SIGNATURE
         raise ConversionError(
             f"the program has a signature named '{reset_signature}', which fuselite adds to models with "
             f"mutable variables (it resets them); rename that signature")
-    shared = _shared_names(module, mutable)
+    shared = shared_names(module, mutable)
     infos: dict[int, dict] = {}
     for fn in module.functions.values():
         for op in fn.ops:
             v = op.inputs[0] if op.inputs else None
-            if (op.kind in READ_OPS | ASSIGN_OPS and _is_var(v) and _var_key(v) in mutable
-                    and _var_key(v) not in infos and op.attrs.get("dtype") is not None):
-                array = _initial_value(v.meta["handle"], op.attrs["dtype"], zero_initial)
-                infos[_var_key(v)] = {"shared_name": shared[_var_key(v)], "array": array}
+            if (op.kind in READ_OPS | ASSIGN_OPS and is_var(v) and var_key(v) in mutable
+                    and var_key(v) not in infos and op.attrs.get("dtype") is not None):
+                array = initial_value(v.meta["handle"], op.attrs["dtype"], zero_initial)
+                infos[var_key(v)] = {"shared_name": shared[var_key(v)], "array": array}
     touching = _touching_functions(module, mutable)
     for fn in list(module.functions.values()):
         handles: dict[int, Op] = {}
         for op in fn.ops:
             for v in op.inputs:
-                if not _is_var(v) or _var_key(v) not in mutable:
+                if not is_var(v) or var_key(v) not in mutable:
                     continue
-                key = _var_key(v)
+                key = var_key(v)
                 if key not in infos:
                     raise MutableVariableError(f"cannot tell the dtype of variable '{mutable[key]}' "
                                                f"used by {op.describe()}")
@@ -366,7 +366,7 @@ def materialize_variables(module: Module, reset_signature: str = RESET_SIGNATURE
                     handles[key] = _var_handle(fn, shared[key], infos[key])
         for key, handle in handles.items():
             for op in fn.ops:
-                op.inputs = [handle.outputs[0] if _is_var(v) and _var_key(v) == key else v for v in op.inputs]
+                op.inputs = [handle.outputs[0] if is_var(v) and var_key(v) == key else v for v in op.inputs]
         fn.ops[:0] = list(handles.values())
     init = _assign_all(module, INIT_FUNCTION, infos)
     for name in dict.fromkeys(module.signatures.values()):

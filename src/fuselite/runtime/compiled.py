@@ -42,15 +42,31 @@ class CompiledModelError(RuntimeError):
     """``CompiledModel`` could not load or run a model (its message says which, and LiteRT's words)."""
 
 
+def model_object(data: bytes):
+    """The flatbuffer as LiteRT's object API ``ModelT`` (the file is one fuselite just wrote or checked)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    return schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(bytes(data), 0))
+
+
+def op_names() -> dict[int, str]:
+    """Builtin operator codes -> names ("FULLY_CONNECTED")."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    return {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+
+
+def text(b) -> str:
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+
+
 def loader_problems(model: bytes) -> list[str]:
     """Why LiteRT's model loader (``CompiledModel``) would refuse ``model``, found by reading the file: one line
     per op that holds a variable tensor ("UNIDIRECTIONAL_SEQUENCE_LSTM (subgraph 0, op 3): variable tensor
     'lstm/state_h'"), [] when it has none."""
-    from fuselite.inspect import _op_names, _text, load_model
-
-    m = load_model(model)
+    m = model_object(model)
     codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in m.operatorCodes or []]
-    names = _op_names()
+    names = op_names()
     problems = []
     for s, sg in enumerate(m.subgraphs or []):
         variables = {i for i, t in enumerate(sg.tensors or []) if t.isVariable}
@@ -60,7 +76,7 @@ def loader_problems(model: bytes) -> list[str]:
             held = [int(i) for i in (op.inputs if op.inputs is not None else []) if int(i) in variables]
             if held:
                 kind = names.get(codes[op.opcodeIndex], str(codes[op.opcodeIndex]))
-                tensors = ", ".join(f"'{_text(sg.tensors[i].name)}'" for i in held)
+                tensors = ", ".join(f"'{text(sg.tensors[i].name)}'" for i in held)
                 problems.append(f"{kind} (subgraph {s}, op {k}): variable tensor{'s' if len(held) > 1 else ''} "
                                 f"{tensors}")
     return problems

@@ -38,10 +38,10 @@ def gpu_problems(model: bytes) -> list[str]:
     line per op kind and reason (LiteRT's words where it has them); [] where every op is one it takes."""
     from ai_edge_litert import schema_py_generated as schema
 
-    from fuselite.inspect import _op_names, load_model
+    from fuselite.runtime.compiled import model_object, op_names
 
-    m = load_model(model)
-    names = _op_names()
+    m = model_object(model)
+    names = op_names()
     types = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
     codes = [(names.get(max(c.builtinCode, c.deprecatedBuiltinCode), "?") if c.customCode is None else "CUSTOM")
              for c in m.operatorCodes or []]

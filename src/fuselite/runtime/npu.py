@@ -26,7 +26,7 @@ import sys
 import tempfile
 
 from fuselite.runtime.accelerators import RUN_SAMPLES, read_sample_outputs, write_samples
-from fuselite.runtime.compiled import exit_description
+from fuselite.runtime.compiled import exit_description, op_names
 
 TIMEOUT_S = 600
 OPENVINO = "fuselite[npu]"
@@ -124,17 +124,11 @@ _MISSING_LIBRARY = re.compile(r"(?:Could not load shared library [^:]+: )?(lib[\
                               r"object file")
 
 
-def _op_names() -> dict[int, str]:
-    from ai_edge_litert import schema_py_generated as schema
-
-    return {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-
-
 def parse_partitions(log: str) -> dict:
     """What a compiler plugin said of its partitioning: {"partitions", "npu_ops", "ops", "cpu_ops": [{"op",
     "reason", "count"}]} summed over the subgraphs."""
     parts = _PARTITIONED.findall(log)
-    names = _op_names()
+    names = op_names()
     counts: dict[str, int] = {}
     for code in _UNSUPPORTED_CODE.findall(log):
         name = names.get(int(code), f"op type {code}")

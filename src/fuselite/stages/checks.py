@@ -12,6 +12,7 @@ from fuselite.ir import BlockwiseQuantization
 from fuselite.quantize.select import op_name
 from fuselite.runtime.kernel_errors import MissingKernelError
 from fuselite.runtime.prepare_check import INVOKE_BELOW, litert_problem
+from fuselite.runtime.samples import relative
 from fuselite.runtime.signatures import packs_too_much
 
 DYNAMIC_SIZE = 3  # the size the check before writing gives a dynamic input dimension, beside the written one
@@ -157,6 +158,8 @@ def check_on_compiled_model(module, ctx) -> None:
         run_compiled,
     )
 
+    if ctx.on_micro or ctx.micro_only:  # a file for TFLite Micro (or one only it runs)
+        return
     problems = loader_problems(ctx.output)
     if problems:
         why = _interpreter_reason(ctx)
@@ -166,9 +169,13 @@ def check_on_compiled_model(module, ctx) -> None:
             ctx.report.warn(f"this file is for LiteRT's Interpreter API alone: {why} keep state in "
                             f"{VARIABLE_TENSORS} ({problems[0]}{' ...' if len(problems) > 1 else ''})")
         return
-    inputs = _check_inputs(ctx)
     ctx.report.litert_api = {"apis": ["Interpreter", "CompiledModel"],
                              "why": "no variable tensors: CompiledModel's loader takes it"}
+    try:
+        inputs = _check_inputs(ctx)
+    except MissingKernelError as e:  # custom ops: the app registers their kernels, in either API
+        ctx.report.litert_api["why"] += f"; not run in CompiledModel here ({str(e).splitlines()[0]})"
+        return
     if len(ctx.output) >= INVOKE_BELOW:  # read, not loaded (as the Interpreter's check prepares, not invokes)
         return
     from fuselite.runtime import run
@@ -189,7 +196,7 @@ def check_on_compiled_model(module, ctx) -> None:
         return
     if got is None:
         return
-    errors = {name: _relative(got[name], want[name]) for name in want if name in got}
+    errors = {name: relative(got[name], want[name]) for name in want if name in got}
     worst = max(errors.values(), default=0.0)
     ctx.report.litert_api["compiled_model_error"] = worst
     if worst > COMPILED_TOLERANCE:
@@ -200,8 +207,6 @@ def check_on_compiled_model(module, ctx) -> None:
 
 def _interpreter_reason(ctx) -> str:
     """What made a file need variable tensors, in words (the forms asked for, or kept by default)."""
-    if ctx.on_micro:
-        return f"target={ctx.target!r}: LiteRT's fused sequence ops, which TFLite Micro runs,"
     if ctx.litert_api == "interpreter":
         return "litert_api='interpreter': LiteRT's fused sequence ops (and the reset witness)"
     if ctx.rnn_form == "fused":
@@ -212,56 +217,18 @@ def _interpreter_reason(ctx) -> str:
             "at run time: give it with input_shapes)")
 
 
+def check_samples(ctx, count: int) -> list[dict] | None:
+    """``count`` samples of the first signature's inputs for the checks on LiteRT's other runtimes
+    (:func:`~fuselite.runtime.samples.input_samples`: the calibration samples where there are enough)."""
+    from fuselite.runtime.samples import input_samples
+
+    return input_samples(ctx.output, count, getattr(ctx, "error_samples", None) or [])
+
+
 def _check_inputs(ctx) -> dict | None:
     """The first signature's inputs for the CompiledModel check (the first of :func:`check_samples`)."""
     samples = check_samples(ctx, 1)
     return samples[0] if samples else None
-
-
-def check_samples(ctx, count: int) -> list[dict] | None:
-    """``count`` samples of the first signature's inputs for the checks on LiteRT's other runtimes: the
-    calibration samples where there are enough, else seeded normal floats and integers of 0 or 1 at the file's
-    shapes; None where an input is not numeric."""
-    samples = getattr(ctx, "error_samples", None) or []
-    details = _input_details(ctx.output)
-    if details is None:
-        return None
-    if len(samples) >= count and all(set(s) == set(details) for s in samples[:count]):
-        return [{k: np.asarray(v, details[k]["dtype"]) for k, v in s.items()} for s in samples[:count]]
-    rng = np.random.default_rng(0)
-    out = []
-    for _ in range(count):
-        inputs = {}
-        for name, d in details.items():
-            dtype = np.dtype(d["dtype"])
-            if dtype.kind not in "biuf":
-                return None
-            shape = tuple(int(n) for n in d["shape"])
-            if dtype.kind == "f":
-                inputs[name] = rng.standard_normal(shape).astype(dtype)
-            else:  # ids 0 and 1 (an index any table of two rows takes), or either bool
-                inputs[name] = rng.integers(0, 2, shape).astype(dtype)
-        out.append(inputs)
-    return out
-
-
-def relative_error(got: list[dict], want: list[dict]) -> dict[str, float]:
-    """Each output's max |got - want| over all samples, as a fraction of want's range over all samples."""
-    names = [n for n in want[0] if all(n in g for g in got)] if want and got else []
-    return {n: _relative(np.concatenate([np.ravel(g[n]) for g in got]),
-                         np.concatenate([np.ravel(w[n]) for w in want])) for n in names}
-
-
-def _relative(a: np.ndarray, b: np.ndarray) -> float:
-    """max |a - b| over b's range (1 where it is 0), NaNs where both have them counted equal."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.shape != b.shape:
-        return float("inf")
-    both = np.isnan(a) & np.isnan(b)
-    diff = np.where(both, 0.0, np.abs(a - b))
-    finite = b[np.isfinite(b)]
-    span = float(finite.max() - finite.min()) if finite.size else 0.0
-    return float(np.nanmax(diff, initial=0.0)) / (span or 1.0) if not np.isnan(diff).any() else float("inf")
 
 
 def predict_gpu_placement(module, ctx) -> None:
@@ -269,5 +236,7 @@ def predict_gpu_placement(module, ctx) -> None:
     ``fuselite.runtime.gpu_rules``), and what to change (target="gpu")."""
     from fuselite.runtime.gpu_rules import gpu_problems
 
+    if ctx.on_micro or ctx.micro_only:
+        return
     problems = gpu_problems(ctx.output)
     ctx.report.gpu = {"predicted": not problems, "problems": problems}

@@ -65,13 +65,13 @@ def run_on_the_gpu(module, ctx: Any) -> None:
     CPU's go into the report (``report.gpu``). Without a Vulkan driver, a warning says so."""
     from fuselite.runtime.accelerators import GpuUnavailable, run_on_gpu
     from fuselite.runtime.compiled import loader_problems
-    from fuselite.stages.checks import check_samples, relative_error
+    from fuselite.runtime.samples import input_samples, relative_error
 
     problems = loader_problems(ctx.output)
     if problems:
         raise ConversionError("LiteRT's GPU accelerator cannot load the model (CompiledModel's loader refuses "
                               "variable tensors): " + "; ".join(problems))
-    samples = check_samples(ctx, GPU_SAMPLES)
+    samples = input_samples(ctx.output, GPU_SAMPLES, ctx.error_samples)
     if samples is None:
         raise ConversionError("target='gpu': the model has inputs that are not numbers (strings), which LiteRT's "
                               "GPU accelerator does not take")

@@ -59,9 +59,9 @@ def compile_on_npu(module, ctx: Any) -> None:
     and the outputs against the CPU's go into ``report.npu``. A missing SDK is an error naming what to install."""
     from fuselite.runtime import run
     from fuselite.runtime.npu import NpuUnavailable, compile_for_npu
-    from fuselite.stages.checks import check_samples, relative_error
+    from fuselite.runtime.samples import input_samples, relative_error
 
-    samples = check_samples(ctx, NPU_SAMPLES)
+    samples = input_samples(ctx.output, NPU_SAMPLES, ctx.error_samples)
     try:
         result = compile_for_npu(ctx.output, ctx.accelerator, samples)
     except NpuUnavailable as e:
