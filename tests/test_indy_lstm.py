@@ -113,7 +113,8 @@ def test_indy_lstm_whose_body_is_a_full_lstm_is_declined_and_still_right():
 def _quantized(model, xs, mode: str, keep_float=()):
     import tensorflow as tf
 
-    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()])
+    # the fused op's quantized forms (LiteRT's integer LSTM kernel): the Interpreter's
+    conv = fuselite.Converter.from_concrete_functions([model.get_concrete_function()], litert_api="interpreter")
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.keep_float = list(keep_float)
     if mode == "int8":

@@ -42,6 +42,7 @@ def decoder():
 
 
 def _convert(model, calibration, sixteen: bool, **options) -> tuple[fuselite.Converter, bytes]:
+    options.setdefault("litert_api", "interpreter")  # LiteRT's integer LSTM op and its state ranges
     conv = fuselite.Converter.from_keras_model(model, input_shapes={"tokens": [None, 1, TOKENS]}, **options)
     conv.optimizations = ["DEFAULT"]
     conv.representative_dataset = lambda: iter(calibration)
@@ -108,7 +109,7 @@ def test_the_report_says_where_the_kernel_forces_a_costly_range():
     samples = [{"x": rng.standard_normal((1, 5, 4)).astype(np.float32),
                 "h": (rng.standard_normal((1, 6)) * 4).astype(np.float32),
                 "c": (rng.standard_normal((1, 6)) * 60).astype(np.float32)} for _ in range(16)]
-    conv = fuselite.Converter.from_keras_model(model)
+    conv = fuselite.Converter.from_keras_model(model, litert_api="interpreter")  # the integer LSTM op's ranges
     conv.optimizations = ["DEFAULT"]
     conv.representative_dataset = lambda: iter(samples)
     conv.convert()

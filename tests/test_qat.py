@@ -203,7 +203,7 @@ def test_partly_quantization_aware_lstm_model_calibrates_the_rest():
     model.fit(rng.normal(size=(32, 6, 4)).astype(np.float32), rng.normal(size=(32, 3)).astype(np.float32),
               epochs=1, verbose=0)
     draws = [rng.normal(size=(1, 6, 4)).astype(np.float32) for _ in range(16)]
-    conv = fuselite.Converter.from_keras_model(model)
+    conv = fuselite.Converter.from_keras_model(model, litert_api="interpreter")  # the integer LSTM op's ranges
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = lambda: ([d] for d in draws)
     data = conv.convert()
