@@ -55,17 +55,20 @@ def _check_usage(args) -> None:
 
     target = TARGETS[args.target or OPTIONS["target"].default]
     if args.quantize in target.cli_refused_quantize:
-        raise UsageError(f"--target {target.name} is full integer: --quantize {target.cli_quantize} (its default) or "
-                         f"int16x8, not {args.quantize}")
+        if target.cli_quantize:
+            raise UsageError(f"--target {target.name} is full integer: --quantize {target.cli_quantize} (its default) "
+                             f"or int16x8, not {args.quantize}")
+        raise UsageError(f"--target {target.name} takes no --quantize {args.quantize} ({target.what} has no kernels "
+                         "for it)")
     if target.cli_quantize and not args.quantize:
         args.quantize = target.cli_quantize  # the target's default, so that every quantization option goes with it
     if args.calibration_data and args.quantize not in ("int8", "int16x8"):
         integer = "".join(f" (or --target {t.name})" for t in TARGETS.values() if t.cli_quantize)
         raise UsageError(f"--calibration-data is for --quantize int8 or int16x8{integer}")
     for other in TARGETS.values():
-        if other is not target and any(getattr(args, o, None) for o in other.options):
+        if other is not target and any(getattr(args, o, None) for o in other.options if o not in target.options):
             flags = " and ".join("--" + o.replace("_", "-") for o in other.options)
-            raise UsageError(f"{flags} are for --target {other.name}")
+            raise UsageError(f"{flags} {'are' if len(other.options) > 1 else 'is'} for --target {other.name}")
     if args.keep_float and not args.quantize:
         raise UsageError("--keep-float is for use with --quantize")
     if args.max_quantization_error is not None and args.quantize not in ("int8", "int16x8"):
