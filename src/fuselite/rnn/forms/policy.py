@@ -316,8 +316,8 @@ def compiled_forms(forms: dict, integer: bool) -> dict:
     # an int8 / 16x8 SimpleRNN's fused op is the quantizer's own unrolled form's start (passes/unroll_rnn.py)
     keep = {"SimpleRNN"} if integer else set()
     out = {key: instead if form == "fused" and key not in keep else form for key, form in forms.items()}
-    # a stateful layer: unrolled (its batch is its state's; the loop form of a stateful Bidirectional or of a
-    # SavedModel's recognised stateful loop was not exact)
+    # a stateful layer: unrolled (its batch is its state's: a SavedModel's recognised stateful loop in the loop form
+    # was written at batch 1, not its state's batch of 2, and refused that input; tests/test_rnn_stateful.py)
     out["stateful"] = "unrolled"
     if integer:
         out["LSTM.unknown_length"] = "fused"
