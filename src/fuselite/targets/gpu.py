@@ -83,6 +83,8 @@ def run_on_the_gpu(module, ctx: Any) -> None:
         return
     report = {"ran": True, **result.to_json()}
     ctx.report.gpu = report  # (replaces the static prediction: measured)
+    if result.error and not result.cpu_ops:  # a crash, a time-out, a refusal without an op list
+        raise ConversionError(f"LiteRT's GPU accelerator could not run the model (target='gpu'): {result.error}")
     if result.cpu_ops or not result.fully_on_gpu:
         listed = "\n  ".join(f"{op}: {why}" for op, why in result.cpu_ops) or (result.error or "not fully on the GPU")
         counts = (f" ({result.gpu_op_count} op(s) on the GPU, {result.cpu_op_count} on the CPU)"
