@@ -406,3 +406,12 @@ def test_every_quantization_mode_of_an_lstm_loads_in_compiled_model(mode):
     assert conv.report.quantization["mode"] == mode
     assert loader_problems(data) == [] and conv.report.litert_api["apis"] == ["Interpreter", "CompiledModel"]
     assert conv.report.litert_api["compiled_model_error"] <= 1e-6
+
+
+def test_gpu_target_refuses_an_error_budget_it_could_not_spend():
+    """max_quantization_error widens layers to 16x8, which the GPU takes no tensors of: refused, not ignored."""
+    from fuselite.errors import InputError
+
+    conv = fuselite.Converter.from_keras_model(_model("mlp"), target="gpu", max_quantization_error=0.01)
+    with pytest.raises(InputError, match="max_quantization_error"):
+        conv.convert()

@@ -12,7 +12,7 @@ from fuselite.ir import BlockwiseQuantization
 from fuselite.quantize.select import op_name
 from fuselite.runtime.kernel_errors import MissingKernelError
 from fuselite.runtime.prepare_check import INVOKE_BELOW, litert_problem
-from fuselite.runtime.samples import relative
+from fuselite.runtime.samples import input_details, relative
 from fuselite.runtime.signatures import packs_too_much
 
 DYNAMIC_SIZE = 3  # the size the check before writing gives a dynamic input dimension, beside the written one
@@ -86,7 +86,7 @@ def _larger_sizes(ctx, problem) -> dict[str, tuple] | None:
     besides the batch: the first of ``DYNAMIC_SIZES`` for those dimensions at which it runs on both kernel sets
     (a convolutional network with valid padding needs an image larger than 1 x 1), said in the report; None
     if it runs at none of them (the problem is the model's)."""
-    details = _input_details(ctx.output)
+    details = input_details(ctx.output)
     if not details or not any(n == -1 for d in details.values() for n in list(d["shape_signature"])[1:]):
         return None
     for size in DYNAMIC_SIZES:
@@ -100,22 +100,11 @@ def _larger_sizes(ctx, problem) -> dict[str, tuple] | None:
     return None
 
 
-def _input_details(model: bytes) -> dict | None:
-    """The first signature's input details (shape and shape_signature by name), None without a signature."""
-    from fuselite.runtime import interpreter
-
-    interp = interpreter(model, allocate=False)
-    signatures = interp.get_signature_list()
-    if not signatures:
-        return None
-    return interp.get_signature_runner(next(iter(signatures))).get_input_details()
-
-
 def _dynamic_shapes(model: bytes, base: dict[str, tuple] | None = None) -> dict[str, tuple] | None:
     """The first signature's inputs with a dynamic batch (their first dimension) at ``DYNAMIC_SIZE``, their other
     dimensions as in ``base`` or as written (a dynamic height or length may have a smallest size the model
     takes); None if no input has a dynamic batch."""
-    details = _input_details(model)
+    details = input_details(model)
     if not details or not any(len(d["shape_signature"]) and d["shape_signature"][0] == -1 for d in details.values()):
         return None
     return {name: tuple(DYNAMIC_SIZE if k == 0 and len(d["shape_signature"]) and d["shape_signature"][0] == -1

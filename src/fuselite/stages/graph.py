@@ -21,6 +21,7 @@ from fuselite.rnn.forms.policy import forms_reason, rnn_forms, static_length_err
 from fuselite.rnn.sources.loops import fuse_lstm_loops
 from fuselite.stages.export import count_ops
 from fuselite.stages.groups import REFINE, SETTLE
+from fuselite.targets import target_named
 
 
 def import_program(module, ctx) -> bool:
@@ -56,15 +57,15 @@ def _dynamic_batch(ctx) -> bool:
     TFLite Micro (its FILL needs constant dims) nor for integer quantization (the integer LSTM's calibration
     replays a static state shape). The same conversions keep the fused LSTM by default (rnn/forms/policy.py,
     QUANTIZED_FORMS)."""
-    return not ctx.on_micro and ctx.quantization not in ("int8", "int16x8") and ctx.target not in ("gpu", "npu")
+    return not ctx.on_micro and ctx.quantization not in ("int8", "int16x8") and not target_named(ctx.target).unrolls_for
 
 
 def _forms(ctx) -> dict:
     """The recurrent layers' forms for this conversion (rnn/forms/policy.py); the report says why."""
     quantized = ctx.on_micro or ctx.quantization in QUANTIZED
     sixteen = ctx.quantization == "int16x8" and not ctx.on_micro  # LiteRT has no 16x8 LSTM kernel
-    if ctx.target in ("gpu", "npu") and ctx.rnn_form == "default":  # no WHILE, FILL or SHAPE there
-        where = "LiteRT's GPU accelerator" if ctx.target == "gpu" else "the NPU plugins"
+    where = target_named(ctx.target).unrolls_for
+    if where and ctx.rnn_form == "default":  # no WHILE, FILL or SHAPE there
         ctx.report.recurrent = {"threads": ctx.threads, "target": ctx.target, "rnn_form": ctx.rnn_form,
                                 "reason": f"unrolled for {where} (static shapes, no WHILE; LiteRT's fused sequence "
                                 "ops keep state in variable tensors, which CompiledModel refuses)"}
@@ -79,7 +80,7 @@ def _static_length(ctx) -> str | None:
     """Why a recurrent layer of unknown length cannot take the loop form in this conversion (None: it can)."""
     if ctx.on_micro:
         return "TFLite Micro runs the shapes written in the model only"
-    if ctx.target in ("gpu", "npu"):
+    if target_named(ctx.target).unrolls_for:
         return f"target={ctx.target!r} runs static shapes and no WHILE"
     if ctx.integer_only and ctx.quantization in ("int8", "int16x8"):
         return ("an integer-only model (target_spec.supported_ops without TFLITE_BUILTINS) has no integer loop "

@@ -27,6 +27,7 @@ from fuselite.runtime.micro import MicroUnavailable
 from fuselite.runtime.quantization_error import micro_quantization_error, quantization_error
 from fuselite.runtime.signatures import packs_too_much
 from fuselite.stages.export import ordered_flatbuffer
+from fuselite.targets import target_named
 
 
 def settle_quantization_mode(module, ctx) -> int:
@@ -176,7 +177,7 @@ def _integer(module, ctx, promoted: tuple[str, ...] = ()) -> tuple[list[dict], d
             return True
         # the steps of unrolled recurrent cells run 16x8 (as the integer LSTM's insides are int16), except on
         # LiteRT's GPU accelerator, which takes no int16 tensor ("Tensor type(INT16) is not supported")
-        if ctx.target == "gpu":
+        if not target_named(ctx.target).int16_tensors:
             return False
         return bool(op.attrs.get("_recurrent_cell")) or layer_of(op_name(op)) in promoted_
 

@@ -25,6 +25,10 @@ class Target:
     options: ClassVar[tuple[str, ...]] = ()  # Converter options that are this target's alone
     cli_quantize: ClassVar[str | None] = None  # ``--quantize`` when none is given (a full-integer target's)
     cli_refused_quantize: ClassVar[tuple[str, ...]] = ()  # ``--quantize`` modes the target cannot take
+    # an accelerator that runs static shapes and no WHILE (every recurrent layer unrolled, a fixed batch): the words
+    # for it in the report, "" for none
+    unrolls_for: ClassVar[str] = ""
+    int16_tensors: ClassVar[bool] = True  # an integer model may carry int16 tensors (16x8 steps of unrolled cells)
 
     def selects(self, group: str, ctx: Any) -> bool:
         """Whether the pipeline group ``group`` runs for this target in conversion ``ctx``."""

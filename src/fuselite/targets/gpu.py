@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fuselite.errors import ConversionError, NeedsStaticBatch
+from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
 from fuselite.quantize import QuantizationOptionError
 from fuselite.targets.base import Target, register
 
@@ -28,6 +28,13 @@ class Gpu(Target):
     what = "LiteRT's GPU accelerator"
     groups = frozenset({"static-inputs", "accelerator-forms", "gpu-forms", "state-io", "on-gpu"})
     cli_refused_quantize = ("int16x8", "int4")
+    unrolls_for = "LiteRT's GPU accelerator"
+    int16_tensors = False  # "Tensor type(INT16) is not supported"
+
+    def check_options(self, conv: Any) -> None:
+        if conv.max_quantization_error is not None:
+            raise InputError("target='gpu': max_quantization_error meets its budget by making layers 16x8 (int16 "
+                             "activations), which LiteRT's GPU accelerator does not take; leave it unset")
 
     def check_mode(self, mode: str | None) -> None:
         if mode in ("int16x8", "int4"):

@@ -27,6 +27,7 @@ class Npu(Target):
     groups = frozenset({"static-inputs", "accelerator-forms", "npu-forms", "state-io", "on-npu"})
     options = ("accelerator_config",)
     cli_refused_quantize = ("int4",)
+    unrolls_for = "the NPU plugins"
 
     def accelerator(self, conv: Any) -> str | None:
         from fuselite.runtime.npu import DEFAULT_NPU
