@@ -160,12 +160,12 @@ def check_on_compiled_model(module, ctx) -> None:
         return
     ctx.report.litert_api = {"apis": ["Interpreter", "CompiledModel"],
                              "why": "no variable tensors: CompiledModel's loader takes it"}
+    if len(ctx.output) >= INVOKE_BELOW:  # read, not loaded (as the Interpreter's check prepares, not invokes)
+        return
     try:
         inputs = _check_inputs(ctx)
     except MissingKernelError as e:  # custom ops: the app registers their kernels, in either API
         ctx.report.litert_api["why"] += f"; not run in CompiledModel here ({str(e).splitlines()[0]})"
-        return
-    if len(ctx.output) >= INVOKE_BELOW:  # read, not loaded (as the Interpreter's check prepares, not invokes)
         return
     from fuselite.runtime import run
 
