@@ -44,7 +44,8 @@ def gathers_with_1d_indices(module: Module) -> int:
         for op in [op for op in fn.ops if op.kind == "GATHER"]:
             params, indices = op.inputs[:2]
             out = op.outputs[0]
-            if indices.rank == 1 or not _static(indices.shape) or not _static(out.shape) or op.attrs.get("batch_dims"):
+            if (indices.rank == 1 or not _static(indices.shape) or not _static(out.shape) or params.shape is None
+                    or op.attrs.get("batch_dims")):
                 continue
             n = int(np.prod(indices.shape, dtype=np.int64))
             flat = fn.make_op("tfl.RESHAPE", [indices, fn.const(np.array([n], np.int32), "shape")],
