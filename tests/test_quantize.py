@@ -848,3 +848,29 @@ def test_report_says_whether_the_float_model_would_run_on_tflite_micro(built_mod
         kind = {"mlp": "GELU", "bidirectional_lstm": "BIDIRECTIONAL_SEQUENCE_LSTM", "text_model": "SELECT_V2",
                 "lstm_64": "FILL"}[name]  # the LSTM's state with a dynamic batch
         assert any(p.startswith(kind) for p in micro["problems"]) and "TFLite Micro" in str(conv.report)
+
+
+def test_quantization_error_skips_a_tensor_no_kernel_wrote():
+    """A SPLIT output nothing reads is never allocated ("Tensor data is null"): the per-tensor error leaves it
+    out instead of raising LiteRT's ValueError; every tensor that was written is compared."""
+    import keras
+
+    from fuselite.runtime.interpreters import interpreter
+    from fuselite.runtime.quantization_error import quantization_error
+
+    x = keras.Input((12,))
+    a, _, c = keras.ops.split(keras.layers.Dense(12)(x), 3, axis=-1)
+    model = keras.Model(x, keras.layers.Dense(4)(keras.ops.concatenate([a, c], -1)))
+    rng = np.random.default_rng(0)
+    calibration = [[rng.standard_normal((1, 12)).astype(np.float32)] for _ in range(8)]
+    reference = fuselite.Converter.from_keras_model(model).convert()
+    quantized = fuselite.Converter.from_keras_model(model, optimizations=[tf.lite.Optimize.DEFAULT],
+                                                    representative_dataset=lambda: iter(calibration)).convert()
+    names = [{t["name"] for t in interpreter(d, allocate=False).get_tensor_details()} for d in (reference, quantized)]
+    shared = names[0] & names[1]
+    unread = {n for n in shared if n.endswith("split:1_1")}
+    assert unread, sorted(shared)
+    _, outputs, per_tensor = quantization_error(reference, quantized, tensors={n: n for n in shared})
+    assert not unread & set(per_tensor)
+    assert {n for n in shared if "split:2" in n} <= set(per_tensor) and len(per_tensor) >= 5, sorted(per_tensor)
+    assert outputs[0]["relative_error"] < 0.05

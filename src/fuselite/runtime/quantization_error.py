@@ -95,20 +95,37 @@ def quantization_error(reference: bytes | list[bytes], model: bytes, samples: li
     for inputs in samples:  # the reference on every sample first, then it is let go
         for name, value in ref_run(**inputs).items():
             refs.setdefault(name, []).append(np.asarray(value, np.float64))
-        for name, (i, _) in pairs.items():
-            refs.setdefault(("tensor", name), []).append(np.asarray(ref_interp.get_tensor(i), np.float64))
+        for name, (i, _) in list(pairs.items()):
+            value = _kept_tensor(ref_interp, i)
+            if value is None:  # nothing wrote it (an output of a SPLIT that nothing reads): not compared
+                del pairs[name]
+                continue
+            refs.setdefault(("tensor", name), []).append(np.asarray(value, np.float64))
     del ref_run, ref_interp, reference
     gc.collect()
     q_in, q_out = q_run.get_input_details(), q_run.get_output_details()
     for inputs in samples:
         for name, value in q_run(**{k: to_input(q_in[k], v) for k, v in inputs.items()}).items():
             got.setdefault(name, []).append(real_output(q_out[name], value))
-        for name, (_, q) in pairs.items():
-            got.setdefault(("tensor", name), []).append(real_output(q, q_interp.get_tensor(q["index"])))
+        for name, (_, q) in list(pairs.items()):
+            value = _kept_tensor(q_interp, q["index"])
+            if value is None:
+                del pairs[name]
+                continue
+            got.setdefault(("tensor", name), []).append(real_output(q, value))
     outputs = [{"name": name, **_error(_flat(refs[name]), _flat(got[name]))}
                for name in refs if not isinstance(name, tuple)]
     per_tensor = {name: _error(_flat(refs[("tensor", name)]), _flat(got[("tensor", name)])) for name in pairs}
     return len(samples), outputs, per_tensor
+
+
+def _kept_tensor(interp, index: int) -> np.ndarray | None:
+    """A tensor LiteRT kept (experimental_preserve_all_tensors), None where no kernel wrote it ("Tensor data is
+    null": an output nothing reads, which LiteRT does not allocate)."""
+    try:
+        return interp.get_tensor(index)
+    except ValueError:
+        return None
 
 
 def tensor_quantization(data: bytes) -> tuple[list[dict], list[dict]]:
