@@ -218,3 +218,20 @@ def test_stateful_bidirectional_lstm_is_two_stateful_ops(flavour):
         assert ops.count(op) == count, ops
         assert any("stateful" in w and "two" in w for w in conv.report.warnings), conv.report.warnings
         _check_chunks(model, data, chunks, witness=api == "interpreter")
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+def test_stateful_bidirectional_converted_mid_stream_starts_from_zero_state(flavour):
+    """Keras' own call runs a stateful Bidirectional's two layers (two stateful ops): a model converted after it
+    ran starts from zero state in both directions, as a unidirectional one does, and says so."""
+    k = keras_flavour(flavour)
+    k.utils.set_random_seed(2)
+    i = k.Input(shape=(STEPS, FEATURES), batch_size=BATCH)
+    model = k.Model(i, k.layers.Bidirectional(k.layers.LSTM(5, stateful=True, return_sequences=True))(i))
+    rng = np.random.default_rng(8)
+    chunks = [rng.standard_normal((BATCH, STEPS, FEATURES)).astype(np.float32) for _ in range(3)]
+    model(chunks[0])  # leaves a non-zero state in both directions
+    conv = fuselite.Converter.from_keras_model(model)
+    data = conv.convert()
+    assert sum("starts from zero state" in w for w in conv.report.warnings) == 2, conv.report.warnings
+    _check_chunks(model, data, chunks)

@@ -197,6 +197,8 @@ def _make_call(layer, kind: str, notes: list, zero_initial):
         if kind == "Bidirectional" and getattr(layer.forward_layer, "stateful", False):
             notes.append(f"Bidirectional layer '{layer.name}' is stateful: its directions are converted as "
                           "two stateful layers (two sequence ops), not one bidirectional op")
+            for direction in (layer.forward_layer, layer.backward_layer):  # Keras' own call reads their state
+                _start_from_zero_state(direction, _state_variables(direction), notes, zero_initial)
             return layer._fuselite_original_call(inputs, initial_state=initial_state, mask=mask, training=False)
         if kind != "Bidirectional" and getattr(layer, "stateful", False):
             state_vars = _state_variables(layer)
