@@ -274,12 +274,13 @@ def test_a_rule_with_weights_in_the_wrong_layout_is_declined_not_a_broken_model(
 
 def test_cli_unwritable_output_directory_is_named_before_any_work(keras_file, tmp_path, monkeypatch, capsys):
     """(The subprocess test above cannot lock a directory for root: here os.access says no.)"""
-    import fuselite.cli as cli
+    import fuselite.cli.convert as cli
+    from fuselite.cli import main
 
     real = os.access
     monkeypatch.setattr(cli.os, "access", lambda p, mode: False if os.fspath(p) == str(tmp_path) else real(p, mode))
     monkeypatch.setattr(cli, "load_source", lambda *a: pytest.fail("converted before checking the output"))
-    assert cli.main(["convert", str(keras_file), "-o", str(tmp_path / "m.tflite")]) == 1
+    assert main(["convert", str(keras_file), "-o", str(tmp_path / "m.tflite")]) == 1
     err = capsys.readouterr().err
     assert "no permission to write in" in err and "Traceback" not in err
 

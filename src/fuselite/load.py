@@ -1,5 +1,5 @@
 """Loading what the command line names (a Keras model file or a SavedModel) into a ``Converter``, for
-``fuselite convert`` and ``fuselite compare`` (``cli.py``, ``compare.py``).
+``fuselite convert`` and ``fuselite compare`` (``cli/``, ``compare.py``).
 
 Example::
 

@@ -1,0 +1,77 @@
+"""``fuselite convert-lm`` and ``fuselite generate``: keras-hub decoders for LiteRT-LM."""
+
+from __future__ import annotations
+
+import time
+
+from fuselite.cli.common import UsageError, native_logs_hidden, progress_line, say
+from fuselite.cli.convert import apply_quantization
+
+WEIGHTS = {"float32": None, "float16": "float16", "int8": "dynamic", "int4": "int4"}  # convert-lm --weights: --quantize's mode
+
+
+def cmd_convert_lm(args) -> int:
+    """A keras-hub CausalLM (.keras) as LiteRT-LM's prefill / decode model: a .tflite, or a .litertlm bundle with
+    its tokenizer."""
+    from fuselite.converter import Converter, write_atomic
+    from fuselite.errors import InputError
+    from fuselite.load import load_causal_lm
+
+    t0 = time.perf_counter()
+    bundle = args.output.endswith(".litertlm")
+    if not bundle and not args.output.endswith(".tflite"):
+        raise UsageError("-o is a .litertlm bundle (model, tokenizer, metadata) or a .tflite (the model alone)")
+    try:
+        lengths = [int(n) for n in args.prefill.split(",")]
+    except ValueError:
+        raise UsageError(f"--prefill is a comma-separated list of token counts, got {args.prefill!r}") from None
+    with native_logs_hidden(args.verbose):
+        lm = load_causal_lm(args.src)
+        tokenizer = args.tokenizer or getattr(getattr(lm, "preprocessor", None), "tokenizer", None)
+        if bundle and tokenizer is None:
+            raise InputError(f"{args.src} has no preprocessor with a tokenizer: pass --tokenizer FILE (a "
+                             "SentencePiece model or a tokenizer.json)")
+        conv = Converter.from_causal_lm(lm, prefill_lengths=lengths, cache_length=args.cache_length,
+                                        block_size=args.block_size)
+        args.quantize, args.calibration_data = WEIGHTS[args.weights], None
+        apply_quantization(conv, args)
+        progress = progress_line(args)
+        conv.progress = progress
+        try:
+            data = conv.convert()
+        finally:
+            if progress:
+                progress.done()
+        if bundle:
+            from fuselite.generative import write_litertlm
+
+            written = write_litertlm(data, args.output, tokenizer)
+        else:
+            write_atomic(args.output, data)
+            written = {"path": args.output, "bytes": len(data)}
+    if args.json:
+        import json
+
+        print(json.dumps({"report": conv.report.to_dict(), "written": written}, indent=2))
+    else:
+        say(args, str(conv.report))
+        say(args, f"wrote {args.output} ({written['bytes']:,} bytes) in {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def cmd_generate(args) -> int:
+    """Greedy text from a .litertlm bundle through LiteRT-LM's own runtime."""
+    from fuselite.generative import generate
+
+    with native_logs_hidden(args.verbose):
+        text, stats = generate(args.bundle, args.prompt, args.max_new_tokens, args.threads)
+    if args.json:
+        import json
+
+        print(json.dumps({"text": text, **stats}, indent=2))
+        return 0
+    print(text)
+    say(args, f"prefill {stats['prefill_tokens']} tokens at {stats['prefill_tokens_per_s']:,.0f} tokens/s, "
+               f"decode {stats['decode_tokens']} tokens at {stats['decode_tokens_per_s']:,.1f} tokens/s "
+               f"({args.threads} thread(s), LiteRT-LM's CPU backend)")
+    return 0
