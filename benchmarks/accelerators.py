@@ -134,6 +134,17 @@ def placement(data: bytes | None, samples: list[dict]) -> dict:
     return row
 
 
+def fp32_run(data: bytes, samples: list[dict]) -> list[dict]:
+    """The GPU's outputs at fp32 (GpuOptions(enforce_f32=True)); [] where it did not run."""
+    from fuselite.runtime.accelerators import GpuUnavailable, run_on_gpu
+
+    try:
+        g = run_on_gpu(data, samples, precision="fp32")
+    except GpuUnavailable:
+        return []
+    return g.samples if not g.error else []
+
+
 def npu_partitions(data: bytes | None, samples: list[dict]) -> dict:
     from fuselite.runtime.npu import NpuUnavailable, compile_for_npu
 
@@ -180,8 +191,16 @@ def measure(name: str, mode: str, work: str) -> dict:
                 row[key]["against_keras"] = relative(cpu, keras_out)
                 gpu = row[key]["gpu_samples"]
                 row[key]["gpu_against_keras"] = relative(gpu, keras_out)
-                row[key]["gpu_against_cpu"] = relative(gpu, [next(v for v in c.values() if v.shape == k.shape)
-                                                             for c, k in zip(cpu, keras_out)])
+                cpu_out = [next(v for v in c.values() if v.shape == k.shape) for c, k in zip(cpu, keras_out)]
+                row[key]["gpu_against_cpu"] = relative(gpu, cpu_out)
+                builtin = [next(v for v in run(data, s, builtin_kernels=True).values() if v.shape == k.shape)
+                           for s, k in zip(samples, keras_out)]
+                row[key]["kernel_spread"] = relative(cpu, builtin)  # the CPU's own: XNNPACK vs builtin kernels
+                at_fp32 = fp32_run(data, samples)  # GpuOptions(enforce_f32=True): accelerator_config="fp32"
+                if at_fp32:
+                    row[key]["fp32_against_keras"] = relative(at_fp32, keras_out)
+                    row[key]["fp32_against_cpu"] = relative(at_fp32, cpu_out)
+                    row[key]["fp32_against_builtin"] = relative(at_fp32, builtin)
         else:  # the target's own compilation (report.npu)
             row[key].update({k: v for k, v in report.npu.items() if k != "error_against_cpu"})
     data, why = official(model, mode, calibration, work)
@@ -241,17 +260,23 @@ def render(rows: list[dict], command: str) -> str:
                      f"| {oo} | {_yes(o.get('gpu_full')) if o.get('converts') else ''} {_ops(o.get('gpu_cpu_ops'))} |")
     lines += ["", "### fuselite `target=\"gpu\"`", "",
               "The file on the CPU against Keras, the GPU's outputs against Keras and against the CPU's (the same "
-              "file): a fraction of the output's range.", "",
-              "| model | fully on the GPU | CPU vs Keras | GPU vs Keras | GPU vs CPU | state as inputs / outputs |",
-              "|---|---|---|---|---|---|"]
+              "file, XNNPACK; and builtin kernels): a fraction of the output's range. The GPU at fp16 (its default) "
+              "and at fp32 (`GpuOptions(enforce_f32=True)` in the app; `accelerator_config=\"fp32\"` makes the "
+              "check run so). \"CPU XNNPACK vs builtin\" is the CPU's own spread: the same file on LiteRT's two "
+              "kernel sets.", "",
+              "| model | fully on the GPU | CPU vs Keras | CPU XNNPACK vs builtin | GPU fp16 vs Keras | GPU fp16 vs CPU "
+              "| GPU fp32 vs Keras | GPU fp32 vs CPU (XNNPACK / builtin) | state as inputs / outputs |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         g = r["gpu"]
         if not g.get("converts"):
-            lines.append(f"| {r['model']} ({r['mode']}) | does not convert: {g.get('why')} | | | | |")
+            lines.append(f"| {r['model']} ({r['mode']}) | does not convert: {g.get('why')} | | | | | | | |")
             continue
         state = ", ".join(s["name"] for s in g["report"].state_io) or ""
         lines.append(f"| {r['model']} ({r['mode']}) | {_yes(g.get('gpu_full'))} | {_pct(g.get('against_keras'))} | "
-                     f"{_pct(g.get('gpu_against_keras'))} | {_pct(g.get('gpu_against_cpu'))} | {state} |")
+                     f"{_pct(g.get('kernel_spread'))} | {_pct(g.get('gpu_against_keras'))} | "
+                     f"{_pct(g.get('gpu_against_cpu'))} | {_pct(g.get('fp32_against_keras'))} | "
+                     f"{_pct(g.get('fp32_against_cpu'))} / {_pct(g.get('fp32_against_builtin'))} | {state} |")
     lines += ["", "### Intel OpenVINO's NPU plugin (OpenVINO's CPU device)", "",
               "| model | fuselite `target=\"npu\"`: partitions, ops offloaded, left to the CPU | official converter's "
               "file: the same |", "|---|---|---|"]

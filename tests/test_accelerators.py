@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import fuselite
-from fuselite.errors import ConversionError
+from fuselite.errors import ConversionError, InputError
 from fuselite.runtime import run
 from fuselite.runtime.accelerators import parse_placement, vulkan_problem
 from fuselite.runtime.compiled import loader_problems
@@ -251,12 +251,41 @@ def test_gpu_target_stateful_layer_passes_its_state_in_and_out():
 
 @needs_vulkan
 @pytest.mark.parametrize("name", INT8_MODELS)
-def test_gpu_target_int8_models_run_fully_on_the_gpu(name):
-    conv, data = _int8(name, target="gpu")
+def test_gpu_target_int8_models_run_fully_on_the_gpu_with_the_cpus_numbers_at_fp32(name):
+    """accelerator_config="fp32": the check runs the GPU as GpuOptions(enforce_f32=True) does; an int8 file there
+    gives the CPU file's numbers (within 1% of the range; at fp16 it rounds its quantization in float16)."""
+    conv, data = _int8(name, target="gpu", accelerator_config="fp32")
     gpu = conv.report.gpu
     assert gpu["ran"] and gpu["fully_on_gpu"] and gpu["cpu_ops"] == [], gpu
-    assert max(gpu["error_against_cpu"].values()) < 0.05, gpu  # within a few quanta (docs/accelerators.md)
+    assert gpu["precision"] == "fp32" and "error_against_cpu_fp32" not in gpu
+    assert max(gpu["error_against_cpu"].values()) <= 0.01, gpu
     assert not any(t == "int16" for t in _tensor_types(data))
+
+
+@needs_vulkan
+def test_gpu_target_int8_at_the_default_fp16_measures_fp32_where_it_is_off():
+    """No precision given: the check runs the GPU's default (fp16); where an output is over 1% of its range from
+    the CPU's, it runs fp32 as well and the warning says how to get it."""
+    conv, _ = _int8("mlp", target="gpu")
+    gpu = conv.report.gpu
+    assert gpu["precision"] == "fp16"
+    worst = max(gpu["error_against_cpu"].values())
+    if worst <= 0.01:
+        assert "error_against_cpu_fp32" not in gpu
+        return
+    assert max(gpu["error_against_cpu_fp32"].values()) <= 0.01, gpu
+    (warning,) = [w for w in conv.report.warnings if "GPU accelerator at fp16" in w]
+    assert "accelerator_config='fp32'" in warning and "enforce_f32=True" in warning
+    assert "at fp32" in str(conv.report)
+
+
+def test_gpu_target_takes_a_precision_and_refuses_others():
+    with pytest.raises(InputError, match="target='gpu': accelerator_config is the precision"):
+        fuselite.Converter.from_keras_model(_model("mlp"), target="gpu", accelerator_config="ethos-u55-128").convert()
+    with pytest.raises(InputError, match="or the GPU's precision: fp16, fp32"):
+        fuselite.Converter.from_keras_model(_model("mlp"), target="gpu", accelerator_config="fp64").convert()
+    with pytest.raises(InputError, match="one of Vela's configurations"):
+        fuselite.Converter.from_keras_model(_model("mlp"), target="ethos-u", accelerator_config="fp32").convert()
 
 
 def _tensor_types(data: bytes) -> set[str]:

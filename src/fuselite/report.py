@@ -46,8 +46,9 @@ class Report:
     # it), "compiled_model_error": CompiledModel's outputs against the Interpreter's, a fraction of the range}
     litert_api: dict = field(default_factory=dict)
     # LiteRT's GPU accelerator (target="gpu": fuselite.runtime.accelerators.run_on_gpu): {"ran", "fully_on_gpu",
-    # "cpu_ops": [[op, reason]], "gpu_op_count", "cpu_op_count", "error", "error_against_cpu": {output: fraction
-    # of its range}}; every target on LiteRT: {"predicted": would it run fully there, read from the file
+    # "cpu_ops": [[op, reason]], "gpu_op_count", "cpu_op_count", "error", "precision": "fp16" | "fp32" (what it
+    # ran at), "error_against_cpu": {output: fraction of its range}, "error_against_cpu_fp32": the same at fp32,
+    # where fp16 was over the tolerance and no precision was given}; every target on LiteRT: {"predicted": would it run fully there, read from the file
     # (fuselite.runtime.gpu_rules), "problems": ["OP: reason"]}, and {"ran": False, "why"} where it could not run
     gpu: dict = field(default_factory=dict)
     # target="npu" (fuselite.runtime.npu.compile_for_npu): {"vendor", "soc", "compiled", "partitions", "npu_ops",
@@ -184,8 +185,12 @@ def _gpu_lines(g: dict) -> list[str]:
     if g.get("ran"):
         errors = g.get("error_against_cpu") or {}
         worst = max(errors.values(), default=None)
+        at = f" at {g['precision']}" if "precision" in g else ""
         against = f"; outputs {100 * worst:.2g}% of their range from the CPU's" if worst is not None else ""
-        return [f"  LiteRT GPU: every op on its GPU accelerator (run there before writing{against})"]
+        fp32 = g.get("error_against_cpu_fp32")
+        if fp32:
+            against += f", {100 * max(fp32.values()):.2g}% at fp32"
+        return [f"  LiteRT GPU: every op on its GPU accelerator (run there{at} before writing{against})"]
     not_run = f"not run ({g['why'].split(';')[0]}); " if "why" in g else ""
     if g.get("predicted"):
         return [f"  LiteRT GPU: {not_run}every op is one its GPU accelerator takes (read from the file)"]

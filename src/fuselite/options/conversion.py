@@ -130,15 +130,18 @@ def _default_threads():
 
 
 def _accelerator_config(value):
-    """One of Vela's configurations (target="ethos-u") or an NPU vendor, optionally with its SoC (target="npu");
-    the target checks which of the two it takes."""
+    """One of Vela's configurations (target="ethos-u"), an NPU vendor, optionally with its SoC (target="npu"), or
+    the GPU's precision (target="gpu"); the target checks which of them it takes."""
+    from fuselite.targets.gpu import GPU_PRECISIONS
+
     if value is None:
         return value
     vendor = value.partition(":")[0] if isinstance(value, str) else None
-    if value not in _accelerators() and vendor not in _npu_vendors():
+    if value not in _accelerators() and vendor not in _npu_vendors() and value not in GPU_PRECISIONS:
         raise InputError(f"accelerator_config must be one of Vela's configurations: {', '.join(_accelerators())}; "
                          f"or an NPU vendor, optionally with its SoC ('qualcomm:SM8650'): "
-                         f"{', '.join(_npu_vendors())}; got {value!r}")
+                         f"{', '.join(_npu_vendors())}; or the GPU's precision: {', '.join(GPU_PRECISIONS)}; "
+                         f"got {value!r}")
     return value
 
 
@@ -259,7 +262,9 @@ for _option in (
            {"choices": _target_names}),
     Option("accelerator_config", None, lambda: f"--target ethos-u: the NPU configuration, as Vela names it: "
            f"{', '.join(_accelerators())} (default {_default_accelerator()}); --target npu: the vendor of LiteRT's "
-           f"compiler plugin, optionally :SOC ({', '.join(_npu_vendors())}; default intel_openvino)",
+           f"compiler plugin, optionally :SOC ({', '.join(_npu_vendors())}; default intel_openvino); --target gpu: the "
+           f"precision the app runs the GPU at, fp16 (its default) or fp32 (GpuOptions(enforce_f32=True)), which the "
+           f"check before writing runs",
            _accelerator_config, "--accelerator-config", {"metavar": "CONFIG"}),
     Option("vela_output", None, "--target ethos-u: keep Vela's compiled model (NAME_vela.tflite) and its summary CSV "
            "in DIR", None, "--vela-output", {"metavar": "DIR"}),

@@ -31,6 +31,7 @@ import tempfile
 
 import numpy as np
 
+from fuselite.runtime.child import isolated_env, run_isolated
 from fuselite.runtime.compiled import exit_description
 
 TIMEOUT_S = 600
@@ -76,9 +77,14 @@ def run_samples(cm, samples, out):
 _CHILD = RUN_SAMPLES + r"""
 import json, os, sys
 from ai_edge_litert.compiled_model import CompiledModel, HardwareAccelerator
+from ai_edge_litert.options import GpuOptions, Options
 
-path, feed, out = sys.argv[1], sys.argv[2], sys.argv[3]
+path, feed, out, precision = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 samples = read_samples(feed)
+
+def options(accel):
+    return Options(hardware_accelerators=accel, gpu_options=GpuOptions(enforce_f32=precision == "fp32"))
+
 result = {}
 
 def say(**kw):
@@ -93,14 +99,14 @@ def log(text):
 log("gpu")
 say(stage="loading on the GPU")
 try:
-    cm = CompiledModel.from_file(path, hardware_accel=HardwareAccelerator.GPU)
+    cm = CompiledModel.from_file(path, options=options(HardwareAccelerator.GPU))
     say(gpu_only=True, fully=bool(cm.is_fully_accelerated()))
 except Exception as e:
     say(gpu_only=False, gpu_error=" ".join(str(e).split()))
     log("gpu+cpu")
     say(stage="loading on the GPU and the CPU")
     try:
-        cm = CompiledModel.from_file(path, hardware_accel=HardwareAccelerator.GPU | HardwareAccelerator.CPU)
+        cm = CompiledModel.from_file(path, options=options(HardwareAccelerator.GPU | HardwareAccelerator.CPU))
         say(fully=bool(cm.is_fully_accelerated()))
     except Exception as e:
         say(stage="done", load_error=" ".join(str(e).split()))
@@ -196,7 +202,7 @@ def parse_placement(stderr: str) -> tuple[list[tuple[str, str]], int | None, int
 
 
 def run_on_gpu(model: bytes, inputs: dict[str, np.ndarray] | list[dict[str, np.ndarray]],
-               timeout: float = TIMEOUT_S) -> GpuResult:
+               timeout: float = TIMEOUT_S, precision: str = "fp16") -> GpuResult:
     """Load ``model`` on LiteRT's GPU accelerator in a child process and run its first signature on ``inputs``
     (by name; a list: one run per sample, in order, as a stateful app would). Raises :class:`GpuUnavailable` where there is no Vulkan driver (or one the accelerator refuses);
     a crash, a time-out or a refusal is the result's ``error``."""
@@ -209,13 +215,13 @@ def run_on_gpu(model: bytes, inputs: dict[str, np.ndarray] | list[dict[str, np.n
             f.write(model)
         samples = [inputs] if isinstance(inputs, dict) else list(inputs)
         write_samples(feed, samples)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env = isolated_env()
         runtime_dir = os.path.join(tmp, "xdg")
         os.mkdir(runtime_dir, 0o700)
         env.setdefault("XDG_RUNTIME_DIR", runtime_dir)
         try:  # -I: the child reads no code from the working directory or PYTHON* variables
-            proc = subprocess.run([sys.executable, "-I", "-c", _CHILD, path, feed, out], capture_output=True,
-                                  text=True, errors="replace", timeout=timeout, cwd=tmp, env=env)
+            proc = run_isolated(["-c", _CHILD, path, feed, out, precision], cwd=tmp, env=env, capture_output=True,
+                                text=True, errors="replace", timeout=timeout)
         except subprocess.TimeoutExpired:
             return GpuResult(False, [], None, None, [], f"LiteRT's GPU accelerator did not finish in {timeout:.0f} s")
         state = json.load(open(out + ".json")) if os.path.exists(out + ".json") else {}

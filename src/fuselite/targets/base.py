@@ -74,8 +74,10 @@ def refuse_other_targets_options(conv: Any, target: Target) -> None:
         given = [n for n in other.options if other is not target and n not in target.options
                  and getattr(conv, n, None) is not None]
         if given:
-            raise InputError(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for target={other.name!r} "
-                             f"({other.what}), not target={target.name!r}")
+            takers = [t for t in TARGETS.values() if all(n in t.options for n in given)]
+            named = " or ".join(f"target={t.name!r} ({t.what})" for t in takers)
+            raise InputError(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for {named}, not "
+                             f"target={target.name!r}")
 
 
 def check_directory(directory, option: str = "micro_sources") -> None:
