@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
 from fuselite.errors import ConversionError, InputError
+from fuselite.runtime.child import run_isolated
 
 SEQUENCE_OPS = ("UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN",
                 "BIDIRECTIONAL_SEQUENCE_RNN", "LSTM", "RNN", "SVDF")
@@ -49,8 +49,9 @@ def official_conversion(src: str, workdir: str, select_tf_ops: bool = False) -> 
     out = os.path.join(workdir, "official-select.tflite" if select_tf_ops else "official.tflite")
     t0 = time.perf_counter()
     try:
-        r = subprocess.run([sys.executable, "-c", _OFFICIAL, src, out, *(["select"] if select_tf_ops else [])],
-                           capture_output=True, text=True, timeout=1800)
+        r = run_isolated(["-c", _OFFICIAL, os.path.abspath(src), os.path.abspath(out),
+                          *(["select"] if select_tf_ops else [])], cwd=workdir, capture_output=True, text=True,
+                         timeout=1800)
     except subprocess.TimeoutExpired:
         return None, "did not finish in 30 min", time.perf_counter() - t0
     seconds = time.perf_counter() - t0

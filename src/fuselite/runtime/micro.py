@@ -17,8 +17,9 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
+
+from fuselite.runtime.child import run_isolated
 
 TIMEOUT_S = 600
 
@@ -125,8 +126,8 @@ def run_samples_on_micro(model: bytes, samples: list[list]) -> list[list]:
         arrays = {f"s{s}_i{i}": np.asarray(x) for s, xs in enumerate(samples) for i, x in enumerate(xs)}
         np.savez(feed, n_inputs=len(samples[0]) if samples else 0, n_samples=len(samples), **arrays)
         try:
-            proc = subprocess.run([sys.executable, "-c", _SAMPLES_SCRIPT, path, feed, out], capture_output=True,
-                                  text=True, timeout=TIMEOUT_S)
+            proc = run_isolated(["-c", _SAMPLES_SCRIPT, path, feed, out], cwd=tmp, capture_output=True,
+                                text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"TFLite Micro did not run the samples in {TIMEOUT_S} s") from None
         if proc.returncode != 0 or not os.path.exists(out):
@@ -198,8 +199,8 @@ def _run(path: str, inputs, lo: int, hi: int, tmp: str) -> tuple[list[dict], str
     """One interpreter process: the records it wrote (in order), and TFLM's own output."""
     out = os.path.join(tmp, f"log-{lo}-{hi}.jsonl")
     try:
-        proc = subprocess.run([sys.executable, "-c", _SCRIPT, path, json.dumps(inputs), out, str(lo), str(hi)],
-                              capture_output=True, text=True, timeout=TIMEOUT_S)
+        proc = run_isolated(["-c", _SCRIPT, path, json.dumps(inputs), out, str(lo), str(hi)], cwd=tmp,
+                            capture_output=True, text=True, timeout=TIMEOUT_S)
         said = proc.stdout + proc.stderr + (f"\nexit code {proc.returncode}" if proc.returncode else "")
     except subprocess.TimeoutExpired:
         return [{"error": f"TFLite Micro did not finish loading and running the model in {TIMEOUT_S} s"}], ""

@@ -22,10 +22,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 
 from fuselite.runtime.accelerators import RUN_SAMPLES, read_sample_outputs, write_samples
+from fuselite.runtime.child import isolated_env, run_isolated
 from fuselite.runtime.compiled import exit_description, op_names
 
 TIMEOUT_S = 600
@@ -151,20 +151,19 @@ def compile_for_npu(model: bytes, config: str | None, samples: list[dict] | None
         path, feed, out = (os.path.join(tmp, n) for n in ("model.tflite", "inputs.npz", "result"))
         with open(path, "wb") as f:
             f.write(model)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env["TMPDIR"] = tmp  # aot_compile's error logs and temporary models: removed with tmp
+        env = isolated_env(TMPDIR=tmp)  # aot_compile's error logs and temporary models: removed with tmp
         if vendor == "intel_openvino":
             libs = openvino_libs()
             if libs is None:
                 raise NpuUnavailable(f"Intel's OpenVINO compiler plugin needs OpenVINO: {install}")
             env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libs, env.get("LD_LIBRARY_PATH")) if p)
             write_samples(feed, samples or [])
-            argv = [sys.executable, "-I", "-c", _JIT_CHILD, path, feed, out]
+            argv = ["-c", _JIT_CHILD, path, feed, out]
         else:
-            argv = [sys.executable, "-I", "-c", _AOT_CHILD, path, out, module, soc]
+            argv = ["-c", _AOT_CHILD, path, out, module, soc]
         try:  # the plugins write into the working directory (MediaTek's DLA dumps): the child's is tmp
-            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout, cwd=tmp,
-                                  env=env)
+            proc = run_isolated(argv, cwd=tmp, env=env, capture_output=True, text=True, errors="replace",
+                                timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"vendor": vendor, "soc": soc, "compiled": False, "error": f"did not finish in {timeout:.0f} s"}
         state = json.load(open(out + ".json")) if os.path.exists(out + ".json") else {}

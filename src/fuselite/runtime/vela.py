@@ -28,8 +28,9 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
+
+from fuselite.runtime.child import run_isolated
 
 # Vela's --accelerator-config choices (ethosu/vela/architecture_features.py, Vela 5.2)
 ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
@@ -69,8 +70,8 @@ def compile_with_vela(model: bytes, accelerator: str = DEFAULT_ACCELERATOR, keep
             f.write(model)
         out_dir = os.path.join(tmp, "out")
         try:
-            proc = subprocess.run([sys.executable, "-m", "ethosu.vela", path, "--accelerator-config", accelerator,
-                                   "--output-dir", out_dir], capture_output=True, text=True, timeout=TIMEOUT_S)
+            proc = run_isolated(["-m", "ethosu.vela", path, "--accelerator-config", accelerator, "--output-dir",
+                                 out_dir], cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return {"error": f"Vela did not finish compiling the model in {TIMEOUT_S} s"}
         said = proc.stdout + proc.stderr
