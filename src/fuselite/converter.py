@@ -10,17 +10,17 @@ Example::
 from __future__ import annotations
 
 import os
-import tempfile
 from importlib import metadata
 
 from fuselite import frontend
 from fuselite.context import ConversionContext
-from fuselite.errors import ConversionError, InputError, NeedsStaticBatch
+from fuselite.errors import InputError, NeedsStaticBatch
 from fuselite.frontend.keras_quantized import int4_kernels
 from fuselite.ir import Module
 from fuselite.options import OPTIONS, settled, unknown_option
 from fuselite.options import keywords as option_keywords
 from fuselite.passes.manager import run_pipeline
+from fuselite.paths import directory_problem, output_problem, write_atomic
 from fuselite.pipeline import PIPELINE
 from fuselite.quantize import QuantizationOptionError, resolve_mode
 from fuselite.quantize.int4 import DEFAULT_BLOCK_SIZE
@@ -58,6 +58,7 @@ class Converter:
     def __init__(self, trace, source: str, keep_alive=None, batch_size: int | None = None, **options):
         self._trace = trace  # ctx -> entries
         self._keep_alive = keep_alive  # objects owning the variables (SavedModel, tf.Module)
+        self._input_paths = ()  # the files / folders read (a SavedModel's): no output goes into them
         self._model_type = "TF_CONCRETE_FUNCTIONS"  # what CONVERSION_METADATA says the source was
         self.source = source
         self.report = Report(source=source)
@@ -143,6 +144,7 @@ class Converter:
         entries, loaded = frontend.saved_model_entries(path, signature_keys, tags)
         conv = cls(lambda ctx: entries, f"SavedModel '{os.fspath(path)}'", loaded, batch_size, **options)
         conv._model_type = "TF_SAVED_MODEL"
+        conv._input_paths = (os.fspath(path),)
         return conv
 
     @classmethod
@@ -313,9 +315,32 @@ class Converter:
         self.module = module
         return ctx.output
 
+    def check_outputs(self, path) -> None:
+        """Before any work: every path a conversion to ``path`` writes (the model; the TFLite Micro sources; Vela's
+        kept files) is a regular file fuselite may write — not an input, nor inside one (a SavedModel's folder),
+        nor a device, FIFO or folder (:func:`fuselite.paths.output_problem`). Raises :class:`InputError`."""
+        from fuselite.tflite.micro import micro_source_names
+
+        problem = output_problem(path, self._input_paths)
+        name = os.path.splitext(os.path.basename(os.fspath(path)))[0] or "model"
+        folders = {"micro_sources": (self.micro_sources, micro_source_names(name)),
+                   "vela_output": (self.vela_output, [f"{name}_vela.tflite"])}
+        for option, (folder, files) in folders.items():  # (a folder to be made holds nothing yet)
+            if folder is None or problem:
+                continue
+            problem = directory_problem(folder, self._input_paths, option)
+            if problem or not os.path.isdir(os.fspath(folder)):
+                continue
+            for file in files:
+                problem = problem or output_problem(os.path.join(os.fspath(folder), file), self._input_paths,
+                                                    f"{option}'s file")
+        if problem:
+            raise InputError(problem)
+
     def convert_to(self, path, check=None) -> bytes:
         """Convert and write ``path`` atomically (nothing is written if conversion fails, or if ``check``, called
         with the converter once the model is converted, raises)."""
+        self.check_outputs(path)
         self._output_name = os.path.splitext(os.path.basename(os.fspath(path)))[0] or "model"
         try:
             data = self._convert()
@@ -349,29 +374,3 @@ def _version() -> str:
         return metadata.version("fuselite")
     except metadata.PackageNotFoundError:  # run from a source tree that was not installed
         return "(not installed)"
-
-
-
-def write_atomic(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and a rename."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ConversionError(f"cannot write '{path}': directory '{directory}' does not exist")
-    if os.path.isdir(path):
-        raise ConversionError(f"cannot write '{path}': it is a directory (give a file name, e.g. model.tflite)")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".fuselite-", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise ConversionError(f"cannot write '{path}': {e.strerror or e} in '{directory}'") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # like a normally created file, not mkstemp's 0600
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -13,6 +13,19 @@ class UsageError(Exception):
 
 
 @contextmanager
+def sigterm_as_exit():
+    """SIGTERM raises SystemExit(143) while the block runs: the ``finally`` blocks and temporary folders on the
+    way out are cleaned up (an atomic write's temporary file, a child's folder), as on Ctrl-C."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def native_logs_hidden(verbose: bool):
     """TensorFlow's and LiteRT's C++ log lines (written to fd 2 on import and on first use) hidden,
     unless ``--verbose``: what the user needs is in the report and in fuselite's own error line."""
@@ -62,15 +75,44 @@ def say(args, text: str) -> None:
         print(text)
 
 
+MAX_MODEL_BYTES = 16 << 30  # 16 GiB: the largest .tflite files (generative models, their weights stored after the
+# flatbuffer by offset) are a few GiB; a flatbuffer alone is at most 2 GiB
+
+
 def read_model(path: str) -> bytes:
+    """The bytes of the ``.tflite`` at ``path``: a regular file (or a link to one) of at most
+    :data:`MAX_MODEL_BYTES`, read in one go at the size the file system gives it. A device, a pipe or a socket
+    (``/dev/zero``, a FIFO) is refused before a byte is read; an :class:`InputError` says why."""
+    import stat
+
     from fuselite.errors import InputError
 
     if not os.path.exists(path):
         raise InputError(f"model not found: '{path}'")
     if os.path.isdir(path):
         raise InputError(f"'{path}' is a directory, not a .tflite file")
-    with open(path, "rb") as f:
-        return f.read()
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer; fstat then says what was opened
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise InputError(f"cannot read model '{path}': {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno())
+        if not stat.S_ISREG(size.st_mode):
+            raise InputError(f"'{path}' is not a regular file (a device, a pipe or a socket): a .tflite model is "
+                             "read from a file")
+        if size.st_size > MAX_MODEL_BYTES:
+            raise InputError(f"'{path}' is {size.st_size:,} bytes, more than the {MAX_MODEL_BYTES >> 30} GiB "
+                             "fuselite reads as a .tflite model")
+        try:
+            data = f.read(size.st_size + 1)
+        except MemoryError:
+            raise InputError(f"not enough memory to read '{path}' ({size.st_size:,} bytes)") from None
+        except OSError as e:
+            raise InputError(f"cannot read model '{path}': {e.strerror}") from None
+    if len(data) != size.st_size:
+        raise InputError(f"'{path}' changed size while it was read ({size.st_size:,} bytes, then {len(data):,}): "
+                         "a file being written, or not a plain file")
+    return data
 
 
 def inputs(args):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 
-from fuselite.cli.common import UsageError, inputs, native_logs_hidden, progress_line, say
+from fuselite.cli.common import UsageError, inputs, native_logs_hidden, progress_line, say, sigterm_as_exit
 from fuselite.load import load_source
 from fuselite.options import OPTIONS
 
@@ -89,26 +88,23 @@ def apply_quantization(conv, args) -> None:
 
 
 def check_output(args) -> None:
-    """Before any work: the output must be a file path fuselite may write, and not the input."""
+    """Before any work (TensorFlow is not imported yet): every file the run writes — the model, the report — is a
+    path fuselite may write (``paths.output_problem``: not the input nor inside it, not a device, FIFO or folder,
+    in a folder that is there), and no two are the same file; the target's folders are checked with its options,
+    and every file in them before the model is converted (``Converter.check_outputs``)."""
+    from fuselite.paths import distinct_outputs, output_problem
     from fuselite.errors import InputError
 
-    out = args.output
-    if os.path.isdir(out):
-        raise InputError(f"cannot write '{out}': it is a directory (give a file name, e.g. model.tflite)")
-    if os.path.exists(out) and os.path.exists(args.src) and os.path.samefile(out, args.src):
-        raise InputError(f"the output '{out}' is the input model: choose another path")
-    directory = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(directory):
-        raise InputError(f"cannot write '{out}': directory '{directory}' does not exist")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write '{out}': no permission to write in '{directory}'")
+    problem = (output_problem(args.output, [args.src]) or
+               (args.report is not None and output_problem(args.report, [args.src], "--report")) or
+               distinct_outputs({"-o": args.output, "--report": args.report}))
+    if problem:
+        raise InputError(problem)
 
 
 def cmd_convert(args) -> int:
     t0 = time.perf_counter()
-    # SIGTERM as an exception: the atomic write removes its temporary file on the way out
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    try:
+    with sigterm_as_exit():  # the atomic write removes its temporary file on the way out
         check_usage(args)
         check_output(args)
         with native_logs_hidden(args.verbose):
@@ -123,8 +119,6 @@ def cmd_convert(args) -> int:
             finally:
                 if progress:
                     progress.done()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if args.report:
         from fuselite.converter import write_atomic
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from fuselite.cli.common import inputs, native_logs_hidden, read_model, say
+from fuselite.cli.common import inputs, native_logs_hidden, read_model, say, sigterm_as_exit
 from fuselite.cli.convert import verify_with_progress
 
 
@@ -44,7 +44,7 @@ def cmd_compare(args) -> int:
     if not args.quiet and not args.json:
         print(f"converting {args.src} with fuselite and with tf.lite.TFLiteConverter (a child process), then "
               "checking and timing both ...", file=sys.stderr, flush=True)
-    with native_logs_hidden(args.verbose):
+    with sigterm_as_exit(), native_logs_hidden(args.verbose):  # its temporary folder goes on SIGTERM too
         rows = compare(args.src, args.seconds, args.tolerance)
     print(json.dumps(rows, indent=2) if args.json else format_comparison(rows))
     return 0

@@ -26,10 +26,10 @@ import glob
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 
+from fuselite.paths import write_atomic
 from fuselite.runtime.child import run_isolated
 
 # Vela's --accelerator-config choices (ethosu/vela/architecture_features.py, Vela 5.2)
@@ -88,7 +88,8 @@ def compile_with_vela(model: bytes, accelerator: str = DEFAULT_ACCELERATOR, keep
             os.makedirs(keep, exist_ok=True)
             for file in [compiled, *glob.glob(os.path.join(out_dir, "*.csv"))]:
                 target = os.path.join(keep, os.path.basename(file))
-                shutil.copyfile(file, target)
+                with open(file, "rb") as f:  # a new file by a rename: a symlink planted at the name is replaced,
+                    write_atomic(target, f.read())  # not followed
                 kept.append(target)
     cpu = [{"op": op, "tensor": tensor, "reason": reason.strip()} for op, tensor, reason in _CPU_OP.findall(said)]
     on_cpu = [k for k in left if k != NPU_OP]

@@ -8,7 +8,6 @@ Its own pass bodies (a check before writing, a run after export) sit in its modu
 
 from __future__ import annotations
 
-import os
 from typing import Any, ClassVar
 
 from fuselite.errors import InputError
@@ -83,11 +82,8 @@ def refuse_other_targets_options(conv: Any, target: Target) -> None:
 def check_directory(directory, option: str = "micro_sources") -> None:
     """Before converting: ``option`` names a directory that is there or can be made (a target's output
     directory: TFLite Micro's sources, Vela's compiled model)."""
-    directory = os.path.abspath(os.fspath(directory))
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise InputError(f"{option}: '{directory}' is a file, not a directory")
-    parent = directory
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{option}: no permission to write in '{parent}'")
+    from fuselite.paths import directory_problem
+
+    problem = directory_problem(directory, what=option)
+    if problem:
+        raise InputError(problem)
