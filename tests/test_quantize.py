@@ -155,7 +155,7 @@ def test_cli_quantize(tmp_path):
     assert [r["mode"] for r in ops] == ["int8 weights"] * 2 + ["float"]
     last = ops[1]["op"]  # a node name as the report gives it
     out = subprocess.run(base + [str(tmp_path / "dyn.tflite"), "--quantize", "dynamic", "--keep-float", "SOFTMAX",
-                                 "--keep-float", last], capture_output=True, text=True, timeout=300)
+                                 "--keep-float", last, "--verbose"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "quantization: dynamic" in out.stdout and f"keep_float {last!r}" in out.stdout
     assert (tmp_path / "dyn.tflite").exists()
@@ -165,6 +165,9 @@ def test_cli_quantize(tmp_path):
                                  str(tmp_path / "cal.npz")], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "calibration: 30 sample(s)" in out.stdout and "quantization: int8" in out.stdout
+    assert "largest shares of the error" not in out.stdout and "--verbose" in out.stdout  # (the summary)
+    out = subprocess.run(base + [str(tmp_path / "int8.tflite"), "--quantize", "int8", "--calibration-data",
+                                 str(tmp_path / "cal.npz"), "--verbose"], capture_output=True, text=True, timeout=300)
     assert "largest shares of the error" in out.stdout
     out = subprocess.run(base + [str(tmp_path / "i16.tflite"), "--quantize", "int16x8", "--calibration-data",
                                  str(tmp_path / "cal.npz"), "--max-error", "0.5"], capture_output=True, text=True,

@@ -71,3 +71,27 @@ def test_a_long_op_list_is_counted_by_kind_on_wrapped_lines():
     lstm.convert()
     (c,) = lstm.report.composites
     assert 1 < len(c["into"]) <= 8 and f"fused into {', '.join(c['into'])} (form: fused)" in str(lstm.report)
+
+
+def test_convert_prints_a_summary_that_fits_a_screen(tmp_path):
+    """`fuselite convert` of a Conv1D + bidirectional GRU keyword spotter: at most 25 lines, no line twice, the
+    recurrent layer's form and reason on one line, and where the details are; --verbose prints the whole report."""
+    import subprocess
+    import sys
+
+    import keras
+
+    keras.utils.set_random_seed(0)
+    i = keras.Input((49, 40), name="mfcc")
+    x = keras.layers.Bidirectional(keras.layers.GRU(16))(keras.layers.Conv1D(16, 3, activation="relu")(i))
+    keras.Model(i, keras.layers.Dense(12, activation="softmax")(x)).save(tmp_path / "kws.keras")
+    base = [sys.executable, "-m", "fuselite.cli", "convert", str(tmp_path / "kws.keras"), "-o", str(tmp_path / "k.tflite")]
+    out = subprocess.run(base, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) <= 25 and len(set(lines)) == len(lines), out.stdout
+    (recurrent,) = [ln for ln in lines if ln.strip().startswith("recurrent ")]
+    assert "Bidirectional: loop (by size at 1 thread" in recurrent and "static batch" in recurrent, recurrent
+    assert any("--verbose" in ln and "--json" in ln for ln in lines) and lines[-1].startswith("wrote ")
+    full = subprocess.run(base + ["--verbose"], capture_output=True, text=True, timeout=600)
+    assert full.returncode == 0 and "frozen variables: 10" in full.stdout and len(full.stdout.splitlines()) > 25

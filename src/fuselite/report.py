@@ -82,6 +82,13 @@ class Report:
 
         return render_html(self.to_dict())
 
+    def summary(self) -> str:
+        """The report on one screen (``fuselite convert`` prints it; ``--verbose`` prints ``str(report)``):
+        ``fuselite.report_summary``."""
+        from fuselite.report_summary import summary_lines
+
+        return "\n".join(summary_lines(self))
+
     def __str__(self) -> str:
         lines = [f"fuselite conversion of {self.source}"]
         if self.signatures:
@@ -221,7 +228,7 @@ def ethos_u_lines(e: dict) -> list[str]:
 
 
 def _micro_lines(m: dict) -> list[str]:
-    problems = m["problems"]
+    problems = list(dict.fromkeys(m["problems"]))  # (two directions of a layer: the same problem twice)
     if not m["runs"]:
         return [f"  TFLite Micro: would not run ({len(problems)} problem(s)): " + "; ".join(problems[:3])
                 + (" ..." if len(problems) > 3 else "") + " (target='micro' converts to forms it runs)"]

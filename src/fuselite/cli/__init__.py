@@ -28,7 +28,8 @@ def main(argv=None) -> int:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="print only errors (and what --json asks for)")
     common.add_argument("-v", "--verbose", action="store_true",
-                        help="show TensorFlow's and LiteRT's own log lines (hidden by default)")
+                        help="show TensorFlow's and LiteRT's own log lines (hidden by default); convert: the whole "
+                             "report (every op, variable, rule and problem), not its one-screen summary")
     parser = argparse.ArgumentParser(prog="fuselite", description="TensorFlow / Keras -> LiteRT converter",
                                      epilog="exit codes: 0 ok, 1 conversion or check failed (or an input could "
                                             "not be read), 2 usage error, 130 interrupted; docs/cli.md")

@@ -128,7 +128,7 @@ def cmd_convert(args) -> int:
     if args.json:
         print(conv.report.to_json(indent=2))
     else:
-        say(args, str(conv.report))
+        say(args, str(conv.report) if args.verbose else conv.report.summary())
         say(args, f"wrote {args.output} ({len(data):,} bytes) in {time.perf_counter() - t0:.2f} s")
     if args.verify:
 
