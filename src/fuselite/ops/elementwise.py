@@ -121,7 +121,7 @@ add_entries({
     "POW": Facts(no_integer="LiteRT's POW takes float32 and int32 only (pow.cc)", runtime=("1.10.0",)),
     "ROUND": Facts(no_integer="LiteRT's ROUND takes float32 only", runtime=("1.14.0",), micro_op="AddRound"),
     # TFLite Micro's elementwise.cc rsqrt: int8 only; in LiteRT which of its two kernels is closer depends on
-    # the data (``int8_forms.rsqrt_width``)
+    # the data (``int8_widths.rsqrt_width``)
     "RSQRT": Facts(
         integer=RANGE,
         int16=True,

@@ -286,7 +286,7 @@ class Int8Function:
             target = params_for(dtype, *result_range(op.kind, ins))
             shared = {v.quant for v in op.inputs if v is not None and v.dtype == dtype and not v.is_const}
             if len(shared) == 1 and result_range(op.kind, ins) == represented(next(iter(shared)), dtype):
-                target = next(iter(shared))  # the group's one scale already (int8_forms.shared_ranges)
+                target = next(iter(shared))  # the group's one scale already (int8_ranges.shared_ranges)
             op.outputs[0].quant = target
             for i, v in enumerate(op.inputs):
                 if v is not None and v.dtype == dtype and v.is_const and v.quant != target:

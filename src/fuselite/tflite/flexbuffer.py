@@ -50,7 +50,7 @@ def encode_tf_attrs(attrs: dict, tensor_type) -> bytes:
     TF op's name (what tensorflow-text's TFLite kernels read): dtypes as LiteRT tensor types (int), lists as
     typed vectors (a list of strings: ``FBT_VECTOR_STRING_DEPRECATED``, which ragged_tensor_to_tensor_tflite.cc
     reads with ``AsTypedVector``), the map written even when empty. ``tensor_type``: an IR dtype -> its LiteRT
-    tensor type (``flatbuffer.tensor_type``)."""
+    tensor type (``tensors.tensor_type``)."""
     from flatbuffers import flexbuffers
 
     def scalar(b, v, key):  # a dtype: the IR's numpy dtype, or its name for a non-numeric type attribute (T, out_type)
