@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
 
-from fuselite.cli.common import UsageError, native_logs_hidden, progress_line, say
+from fuselite.cli.common import UsageError, native_logs_hidden, progress_line, say, sigterm_as_exit
 from fuselite.cli.convert import apply_quantization
 
 WEIGHTS = {"float32": None, "float16": "float16", "int8": "dynamic", "int4": "int4"}  # convert-lm --weights: --quantize's mode
@@ -12,10 +14,13 @@ WEIGHTS = {"float32": None, "float16": "float16", "int8": "dynamic", "int4": "in
 
 def cmd_convert_lm(args) -> int:
     """A keras-hub CausalLM (.keras) as LiteRT-LM's prefill / decode model: a .tflite, or a .litertlm bundle with
-    its tokenizer."""
-    from fuselite.converter import Converter, write_atomic
+    its tokenizer. The options, the output's folder and ``--tokenizer`` are checked before any work."""
+    with sigterm_as_exit():
+        return _convert_lm(args)
+
+
+def _convert_lm(args) -> int:
     from fuselite.errors import InputError
-    from fuselite.load import load_causal_lm
 
     t0 = time.perf_counter()
     bundle = args.output.endswith(".litertlm")
@@ -25,9 +30,28 @@ def cmd_convert_lm(args) -> int:
         lengths = [int(n) for n in args.prefill.split(",")]
     except ValueError:
         raise UsageError(f"--prefill is a comma-separated list of token counts, got {args.prefill!r}") from None
-    with native_logs_hidden(args.verbose):
+    if any(n < 1 for n in lengths) or args.cache_length < 1:
+        raise UsageError("--prefill lengths and --cache-length are positive numbers of tokens")
+    if args.block_size is not None and args.block_size < 1:
+        raise UsageError("--block-size is a positive number of weights")
+    if args.tokenizer and not bundle:
+        raise UsageError("--tokenizer is for a .litertlm bundle (a .tflite holds the model alone)")
+    from fuselite.paths import output_problem
+
+    problem = output_problem(args.output, [args.src])
+    if problem:
+        raise InputError(problem)
+    tokenizer_of_file = None
+    if args.tokenizer:
+        from fuselite.generative import tokenizer_file
+
+        tokenizer_of_file = tokenizer_file(args.tokenizer)  # read and checked before the model is converted
+    from fuselite.converter import Converter, write_atomic
+    from fuselite.load import load_causal_lm
+
+    with native_logs_hidden(args.verbose), _no_bytecode_written():
         lm = load_causal_lm(args.src)
-        tokenizer = args.tokenizer or getattr(getattr(lm, "preprocessor", None), "tokenizer", None)
+        tokenizer = tokenizer_of_file or getattr(getattr(lm, "preprocessor", None), "tokenizer", None)
         if bundle and tokenizer is None:
             raise InputError(f"{args.src} has no preprocessor with a tokenizer: pass --tokenizer FILE (a "
                              "SentencePiece model or a tokenizer.json)")
@@ -59,11 +83,30 @@ def cmd_convert_lm(args) -> int:
     return 0
 
 
-def cmd_generate(args) -> int:
-    """Greedy text from a .litertlm bundle through LiteRT-LM's own runtime."""
-    from fuselite.generative import generate
+@contextlib.contextmanager
+def _no_bytecode_written():
+    """No ``.pyc`` written while the decoder is traced: AutoGraph's generated modules live in the temporary
+    directory, and their ``__pycache__`` would be left there."""
+    previous = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = previous
 
-    with native_logs_hidden(args.verbose):
+
+def cmd_generate(args) -> int:
+    """Greedy text from a .litertlm bundle through LiteRT-LM's own runtime (in a child process, the bundle's
+    structure checked first). ``--threads`` is at most the machine's CPUs. LiteRT-LM's cache of packed weights
+    goes to ``$XDG_CACHE_HOME/fuselite/litert-lm/`` (``~/.cache/fuselite/litert-lm/``, folders 0700), never
+    beside the bundle."""
+    from fuselite.generative.run import generate, max_threads
+
+    if args.max_new_tokens < 1:
+        raise UsageError(f"--max-new-tokens is a positive number of tokens, got {args.max_new_tokens}")
+    if args.threads > max_threads():
+        raise UsageError(f"--threads is at most {max_threads()} (the CPUs of this machine), got {args.threads}")
+    with sigterm_as_exit(), native_logs_hidden(args.verbose):
         text, stats = generate(args.bundle, args.prompt, args.max_new_tokens, args.threads)
     if args.json:
         import json

@@ -8,6 +8,8 @@ LiteRT-LM's bundle holds one tokenizer section, ``SP_Tokenizer`` or ``HF_Tokeniz
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 
 from fuselite.errors import InputError
@@ -24,9 +26,15 @@ class TokenizerFile:
     stop_tokens: list[int]
 
 
+MAX_TOKENIZER_BYTES = 256 << 20  # a tokenizer file past this is refused: the largest (256k-token vocabularies) are ~35 MB
+
+
 def tokenizer_file(tokenizer) -> TokenizerFile:
     """The file LiteRT-LM reads for a keras-hub tokenizer (``lm.preprocessor.tokenizer``), a SentencePiece model
-    file's path (``.model`` / ``.spm``) or a Hugging Face ``tokenizer.json``'s path."""
+    file's path (``.model`` / ``.spm``) or a Hugging Face ``tokenizer.json``'s path (a regular file of at most
+    :data:`MAX_TOKENIZER_BYTES`); a :class:`TokenizerFile` as it is."""
+    if isinstance(tokenizer, TokenizerFile):
+        return tokenizer
     if isinstance(tokenizer, (str, bytes)) or hasattr(tokenizer, "__fspath__"):
         return _from_path(tokenizer)
     proto = getattr(tokenizer, "proto", None)
@@ -48,19 +56,23 @@ def _special_ids(tokenizer) -> tuple[int | None, list[int]]:
 
 
 def _from_path(path) -> TokenizerFile:
-    import os
-
     path = os.fsdecode(path)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        with open_regular(path, "the tokenizer", "a SentencePiece model or a tokenizer.json") as f:
+            st = os.fstat(f.fileno())
+            if st.st_size > MAX_TOKENIZER_BYTES:
+                raise InputError(f"the tokenizer file '{path}' has {st.st_size:,} bytes, past the "
+                                 f"{MAX_TOKENIZER_BYTES:,} a tokenizer may have")
+            data = f.read(MAX_TOKENIZER_BYTES + 1)
     except OSError as e:
-        raise InputError(f"cannot read the tokenizer file '{path}': {e.strerror}") from None
+        raise InputError(f"cannot read the tokenizer file '{path}': {e.strerror or e}") from None
+    if len(data) > MAX_TOKENIZER_BYTES:
+        raise InputError(f"the tokenizer file '{path}' has more than the {MAX_TOKENIZER_BYTES:,} bytes a tokenizer "
+                         "may have")
+    if not data:
+        raise InputError(f"the tokenizer file '{path}' is empty")
     if path.endswith(".json"):
-        try:
-            spec = json.loads(data)
-        except ValueError as e:
-            raise InputError(f"'{path}' is not a tokenizer.json: {e}") from None
+        spec = check_tokenizer_json(data, f"'{path}'")
         special = {t["content"]: t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
         return TokenizerFile("hf", data, None, sorted(special.values())[:1])
     from fuselite.requirements import require_lm
@@ -73,6 +85,56 @@ def _from_path(path) -> TokenizerFile:
         raise InputError(f"'{path}' is not a SentencePiece model: {e}") from None
     bos, eos = processor.bos_id(), processor.eos_id()
     return TokenizerFile("sentencepiece", data, bos if bos >= 0 else None, [eos] if eos >= 0 else [])
+
+
+def open_regular(path: str, what: str, kind: str):
+    """``path`` opened for reading (binary) where it is a regular file; an InputError saying "``what`` '...' is not
+    a regular file (``kind``)" where it is a device, a pipe or a folder (opened without blocking: a FIFO with no
+    writer does not hang). OSErrors as ``open`` raises them."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{what} '{path}' is not a regular file ({kind})")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_tokenizer_json(data: bytes, where: str) -> dict:
+    """The parsed ``tokenizer.json`` in ``data``; an InputError naming the first field the tokenizers library
+    (which LiteRT-LM's runtime reads it with) would refuse: its JSON, ``model`` (an object with a ``type``),
+    ``added_tokens`` (objects with an integer ``id`` and a string ``content``)."""
+    try:
+        spec = json.loads(data)
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise InputError(f"{where} is not a tokenizer.json: {e}") from None
+    except MemoryError:
+        raise InputError(f"{where} ({len(data):,} bytes of JSON) does not fit in memory") from None
+    if not isinstance(spec, dict):
+        raise InputError(f"{where} is not a tokenizer.json: it holds a JSON {type(spec).__name__}, not an object")
+    model = spec.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("type"), str):
+        raise InputError(f"{where} is not a tokenizer.json: it has no 'model' object with a 'type' (BPE, "
+                         "WordPiece, Unigram, ...)")
+    added = spec.get("added_tokens", [])
+    if added is None:
+        added = spec["added_tokens"] = []
+    if not isinstance(added, list):
+        raise InputError(f"{where} is not a tokenizer.json: 'added_tokens' is a list of tokens, got a JSON "
+                         f"{type(added).__name__}")
+    for i, token in enumerate(added):
+        if not isinstance(token, dict):
+            raise InputError(f"{where}: added_tokens[{i}] is not an object")
+        for field, kind in (("id", int), ("content", str)):
+            value = token.get(field)
+            if not isinstance(value, kind) or isinstance(value, bool) or (field == "id" and value < 0):
+                why = "has none" if field not in token else f"has {json.dumps(value)[:40]}"
+                raise InputError(f"{where}: added_tokens[{i}] needs '{field}' ("
+                                 f"{'a token id, an integer >= 0' if field == 'id' else 'the token, a string'}), "
+                                 f"it {why}")
+    return spec
 
 
 def byte_level_bpe_json(vocabulary: dict, merges, tokenizer=None) -> str:
