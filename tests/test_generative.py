@@ -293,7 +293,8 @@ def test_cli_convert_lm_then_generate(tmp_path):
     assert any(op["mode"] == "int8 weights" and op["kind"] == "EMBEDDING_LOOKUP" for op in q["ops"])
     assert g["weight_bytes"] > 0
     proc = subprocess.run([*cli, "generate", str(tmp_path / "lm.litertlm"), "the cat sat", "--max-new-tokens", "8",
-                           "--json"], capture_output=True, text=True, timeout=300)
+                           "--json"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})  # (not the user's cache)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout[proc.stdout.index("{"):proc.stdout.rindex("}") + 1])
     assert result["decode_tokens"] >= 1 and result["text"]

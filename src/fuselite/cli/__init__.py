@@ -117,7 +117,8 @@ def main(argv=None) -> int:
     g.add_argument("prompt", help="the text to continue (no prompt template)")
     g.add_argument("--max-new-tokens", type=int, default=64, metavar="N", help="at most N tokens (default 64)")
     g.add_argument("--threads", type=flag_type(OPTIONS["threads"]), default=1, metavar="N",
-                   help="CPU threads (default 1)")
+                   help="CPU threads (default 1; at most this machine's CPUs). LiteRT-LM's XNNPACK cache goes to "
+                        "$XDG_CACHE_HOME/fuselite/litert-lm (or ~/.cache/fuselite/litert-lm), never beside the bundle")
     g.add_argument("--json", action="store_true", help="print the text and LiteRT-LM's timings as JSON")
     g.set_defaults(func=cmd_generate)
     d = sub.add_parser("demo", parents=[common], help="convert a small Keras model built in-process and run it on "

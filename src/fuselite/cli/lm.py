@@ -78,7 +78,7 @@ def _convert_lm(args) -> int:
 
         print(json.dumps({"report": conv.report.to_dict(), "written": written}, indent=2))
     else:
-        say(args, str(conv.report))
+        say(args, str(conv.report) if args.verbose else conv.report.summary())
         say(args, f"wrote {args.output} ({written['bytes']:,} bytes) in {time.perf_counter() - t0:.2f} s")
     return 0
 
