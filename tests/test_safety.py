@@ -238,3 +238,14 @@ def test_vela_output_replaces_a_planted_symlink_instead_of_following_it(shadows,
                 "--calibration-data", root / "calibration.npz", "--vela-output", kept, "-q"], tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert victim.read_text() == "precious" and not (kept / "m_vela.tflite").is_symlink()
+
+
+def test_rules_from_the_working_directory_are_imported_alone(shadows):
+    """--rules MODULE is the one import of the working directory, and only of the module named: its folder is
+    looked up after the installed packages and only for that import (the shadows beside it stay unimported)."""
+    root, cwd, marks = shadows
+    (cwd / "my_rules.py").write_text("import fuselite\n\n@fuselite.fusion('test.unused', register=False)\n"
+                                     "def rule(c):\n    return None\n")
+    out = _run(["convert", root / "mlp.keras", "-o", root / "rules.tflite", "--rules", "my_rules", "-q"], cwd)
+    assert sorted(p.name for p in marks.iterdir()) == [], out.stderr[-2000:]
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -61,6 +61,7 @@ class ConversionContext:
     error_signature: str | None = None  # the signature the error is measured on (None: the first)
     captured: dict[int, list] = field(default_factory=dict)  # value uid -> its values per calibration sample
     micro_only: list[str] = field(default_factory=list)  # quantized ops only TFLite Micro runs (int16 LSTMs)
+    fold_budget: int | None = None  # bytes folding may allocate, measured at the first fold (stages/groups.py)
 
     def __getattr__(self, name: str):
         """An option's value (``ctx.threads``): the fields above hold the rest."""

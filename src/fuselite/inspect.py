@@ -1,7 +1,9 @@
 """What is inside a ``.tflite`` file: ``fuselite inspect MODEL.tflite [--json]``.
 
-Reads any TFLite flatbuffer (fuselite's or another converter's) with LiteRT's own schema
-bindings; runs nothing. :func:`describe` returns a plain dict (what ``--json`` prints),
+Reads any TFLite flatbuffer (fuselite's or another converter's) with the layout of LiteRT's own
+schema bindings, each read bounds-checked and the file validated first
+(:mod:`fuselite.tflite.validate`: a damaged or hostile file is one :class:`InputError`); runs
+nothing. :func:`describe` returns a plain dict (what ``--json`` prints),
 :func:`format_description` the text a person reads:
 
 - signatures: each input and output with its tensor name, shape (``-1`` for a dynamic
@@ -24,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -39,11 +42,16 @@ _ITEMSIZE = {"float32": 4, "float16": 2, "int32": 4, "uint8": 1, "int64": 8, "bo
 
 
 def load_model(data: bytes):
-    """The flatbuffer as LiteRT's object API ``ModelT``; an :class:`InputError` if it is not one."""
+    """The flatbuffer as LiteRT's object API ``ModelT``; an :class:`InputError` if it is not one, or not a valid
+    one (:func:`fuselite.tflite.validate.validate_model`: bounds, indices, cycles, constants, checked before the
+    object API reads a byte of it)."""
     from ai_edge_litert import schema_py_generated as schema
+
+    from fuselite.tflite.validate import validate_model
 
     if len(data) < 8 or data[4:8] != b"TFL3":
         raise InputError("not a TFLite model: a .tflite file has the identifier 'TFL3' at bytes 4-8")
+    validate_model(data)
     try:
         return schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
     except Exception as e:  # a truncated or corrupt file
@@ -58,6 +66,10 @@ def _op_names() -> dict[int, str]:
 
 def _text(b) -> str:
     return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+
+
+def _indices(vector) -> list[int]:  # an int vector of the object API: a numpy array, a list, or None
+    return [int(i) for i in vector] if vector is not None else []
 
 
 def _tensor_info(t) -> dict:
@@ -116,8 +128,12 @@ def _conversion_metadata(buf: bytes) -> dict | None:
 
 
 def describe(data: bytes) -> dict:
-    """Everything :mod:`fuselite.inspect` reports about the model ``data`` (bytes), as a plain dict."""
-    m = load_model(data)
+    """Everything :mod:`fuselite.inspect` reports about the model ``data`` (bytes), as a plain dict. The file is
+    validated first (:func:`fuselite.tflite.validate.validate_model`: an :class:`InputError` naming what is wrong)
+    and read by the validator's own reader, in time in proportion to its size."""
+    from fuselite.tflite.validate import model_view
+
+    m = model_view(data)
     names = _op_names()
     codes = [(names.get(max(c.builtinCode, c.deprecatedBuiltinCode), "?") if c.customCode is None
               else f"CUSTOM({_text(c.customCode)})") for c in (m.operatorCodes or [])]
@@ -146,7 +162,7 @@ def describe(data: bytes) -> dict:
             if has_data(t):
                 weights += data_bytes(t)
             elif dtype in _ITEMSIZE:
-                activations += int(np.prod([max(int(d), 1) for d in (t.shape if t.shape is not None else [])])) \
+                activations += math.prod(max(int(d), 1) for d in (t.shape if t.shape is not None else [])) \
                     * _ITEMSIZE[dtype]
             q = t.quantization
             if q is not None and q.scale is not None and len(q.scale):
@@ -155,8 +171,9 @@ def describe(data: bytes) -> dict:
             if t.isVariable:
                 state_tensors.append(f"{_text(sg.name)}/{_text(t.name)}")
         for op in sg.operators or []:
-            if codes[op.opcodeIndex] == "VAR_HANDLE" and op.builtinOptions is not None:
-                variables.add(_text(op.builtinOptions.sharedName))
+            shared = getattr(op.builtinOptions, "sharedName", None)  # VarHandleOptions (not another op's)
+            if codes[op.opcodeIndex] == "VAR_HANDLE" and shared is not None:
+                variables.add(_text(shared))
     signatures = {}
     for sig in m.signatureDefs or []:
         sg = m.subgraphs[sig.subgraphIndex]
@@ -167,8 +184,8 @@ def describe(data: bytes) -> dict:
     if not signatures and m.subgraphs:  # no signature defs: the first subgraph's inputs and outputs
         sg = m.subgraphs[0]
         signatures["(subgraph 0)"] = {"subgraph": 0,
-                                      "inputs": [_tensor_info(sg.tensors[i]) for i in sg.inputs or []],
-                                      "outputs": [_tensor_info(sg.tensors[i]) for i in sg.outputs or []]}
+                                      "inputs": [_tensor_info(sg.tensors[i]) for i in _indices(sg.inputs)],
+                                      "outputs": [_tensor_info(sg.tensors[i]) for i in _indices(sg.outputs)]}
     metadata = {_text(md.name): md.buffer for md in m.metadata or []}
 
     def metadata_bytes(name: str) -> bytes | None:  # a metadata entry's bytes

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from fuselite.keras_files import check_keras_file, keras_load_error
+from fuselite.keras_files import check_keras_file, check_regular_file, keras_load_error
 
 
 def load_source(src: str, args):
@@ -27,6 +27,8 @@ def load_source(src: str, args):
             raise InputError("--signature-keys is for SavedModels; a .keras file has one signature")
         if src.endswith(".keras"):
             check_keras_file(src)
+        else:  # .h5: h5py would block on a FIFO
+            check_regular_file(src)
     elif not os.path.exists(src):
         raise InputError(f"SavedModel not found: '{src}' does not exist")
 

@@ -15,6 +15,11 @@ is at most ``tolerance × max(1, max |TensorFlow output|)``.
 interleaving the models round by round, and reports the median and the 10th–90th
 percentiles.
 
+Both check the file first (``fuselite.tflite.validate``) and run LiteRT in a child process
+(``python -I`` in a temporary folder): a kernel that crashes on a damaged file ends the child,
+and the call raises one :class:`InputError` ("LiteRT crashed running the model (signal
+SIGSEGV) ..."). The forms :func:`fastest_form` times during a conversion run in this process.
+
 Example::
 
     result = verify("model.keras", open("model.tflite", "rb").read())
@@ -23,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import contextvars
 import os
 import statistics
 import time
@@ -68,13 +74,15 @@ class _Source:
     """A callable TensorFlow program: named inputs -> named outputs (numpy)."""
 
     def __init__(self, path: str, signature_key: str | None = None):
-        from fuselite.keras_files import check_keras_file, keras_load_error
+        from fuselite.keras_files import check_keras_file, check_regular_file, keras_load_error
         from fuselite.requirements import require_tensorflow
 
         if not os.path.exists(path):  # before TensorFlow's import: said at once
             raise InputError(f"source model not found: '{path}'")
         if path.endswith(".keras"):
             check_keras_file(path)
+        elif path.endswith(".h5"):  # h5py would block on a FIFO
+            check_regular_file(path)
         require_tensorflow()
         if path.endswith((".keras", ".h5")):
             import keras
@@ -161,12 +169,11 @@ def draw_inputs(details: dict, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:
-    """Inputs from an ``.npz`` (one array per input, by input name)."""
-    try:
-        with np.load(path) as npz:
-            return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read inputs '{path}': {e}") from None
+    """Inputs from an ``.npz`` (one array per input, by input name), each array's header checked before it is
+    read (``fuselite.npz``): one :class:`InputError` line for a file that is not one."""
+    from fuselite.npz import read_npz
+
+    return read_npz(path, "inputs")
 
 
 def _to_runtime(x: np.ndarray, d: dict) -> np.ndarray:
@@ -194,6 +201,11 @@ def _invoke(runner, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     missing = sorted(set(details) - set(inputs))
     if missing:
         raise InputError(f"inputs lack {', '.join(missing)} (the model's inputs: {', '.join(details)})")
+    for name, d in details.items():  # strings (or records) for a number: said, not numpy's cast failing
+        given = np.asarray(inputs[name]).dtype
+        if np.dtype(d["dtype"]).kind in "biufc" and given.kind not in "biufc":
+            raise InputError(f"input '{name}' is given as {'strings' if given.kind in 'SU' else 'values'} (dtype "
+                             f"{given.str}); the model takes {np.dtype(d['dtype']).name}")
     feed = {name: _to_runtime(inputs[name], d) for name, d in details.items()}
     check_input_shapes(details, feed)
     out = runner(**feed)
@@ -216,16 +228,20 @@ def _pair(want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> list[tuple
 
 
 def verify(source: str, data: bytes, inputs: dict[str, np.ndarray] | None = None, tolerance: float = 1e-4,
-           signature_key: str | None = None) -> Verification:
-    """Run ``source`` and the model ``data`` on the same inputs and compare every output."""
+           signature_key: str | None = None, isolated: bool = True) -> Verification:
+    """Run ``source`` and the model ``data`` on the same inputs and compare every output. The file is checked
+    first (:func:`fuselite.tflite.validate.validate_model`); LiteRT runs it in a child process (``isolated``, the
+    default: a native crash on a damaged file is an :class:`InputError`, "LiteRT crashed running the model
+    (signal SIGSEGV) ...")."""
     from fuselite.inspect import describe
 
-    info = describe(data)
-    src = _Source(source, signature_key)
-    _, runner = _runner(data, signature_key)
-    if inputs is None:
-        inputs = draw_inputs(runner.get_input_details())
-    got = _invoke(runner, inputs)
+    info = describe(data)  # validated: nothing native has read the file yet
+    if not os.path.exists(source):  # said before LiteRT runs (as _Source says it)
+        raise InputError(f"source model not found: '{source}'")
+    run = _in_child if isolated else _run_here
+    inputs, got, stateless = run("outputs", [data], {"signature_key": signature_key,
+                                                    "again": not info["variables"]["resource"]}, inputs)
+    src = _Source(source, signature_key)  # TensorFlow's import (seconds) once LiteRT has run the model
     real = {n: np.asarray(x, np.float32) if np.asarray(x).dtype.kind == "f" else x for n, x in inputs.items()}
     try:
         want = src(real)
@@ -238,22 +254,156 @@ def verify(source: str, data: bytes, inputs: dict[str, np.ndarray] | None = None
         allowed = tolerance * max(1.0, float(np.abs(w).max()) if w.size else 0.0)
         result.outputs.append({"name": name, "max_abs_error": err, "allowed": allowed, "ok": bool(err <= allowed),
                                "min": float(w.min()) if w.size else 0.0, "max": float(w.max()) if w.size else 0.0})
-    if info["variables"]["resource"]:  # state the program keeps on purpose
-        result.stateless = None
-    else:
-        again = _invoke(runner, inputs)
-        result.stateless = all(np.array_equal(got[k], again[k]) for k in got)
+    result.stateless = stateless  # None: the model has resource variables, state it keeps on purpose
     return result
+
+
+def _outputs(data: bytes, signature_key: str | None, inputs: dict | None, again: bool):
+    """LiteRT's side of :func:`verify`: (the inputs, drawn where not given; the outputs; whether a second invoke
+    gives bit-identical outputs, None unless ``again``)."""
+    _, runner = _runner(data, signature_key)
+    if inputs is None:
+        inputs = draw_inputs(runner.get_input_details())
+    got = _invoke(runner, inputs)
+    stateless = None
+    if again:
+        second = _invoke(runner, inputs)
+        stateless = all(np.array_equal(got[k], second[k]) for k in got)
+    return inputs, got, stateless
+
+
+# -- LiteRT in a child process ---------------------------------------------------------------------------------
+
+LITERT_TIMEOUT_S = 600  # a child running LiteRT on a model is stopped after this long (bench: plus its seconds)
+_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from fuselite.verify import _child_main; _child_main(sys.argv[2])"
+
+
+def _run_here(task: str, models: list[bytes], request: dict, inputs: dict | None):
+    """``task`` ("outputs": :func:`_outputs`, "bench": :func:`_bench`) in this process."""
+    if task == "outputs":
+        return _outputs(models[0], request["signature_key"], inputs, request["again"])
+    return _bench(models, inputs=inputs, **request)
+
+
+def _save(path: str, arrays: dict) -> list[str]:
+    """``arrays`` in an ``.npz`` by position (any name survives), their names returned in order."""
+    np.savez(path, *[np.asarray(a).astype(bytes) if np.asarray(a).dtype == object else np.asarray(a)
+                     for a in arrays.values()])
+    return list(arrays)
+
+
+def _load(path: str, names: list[str]) -> dict:
+    with np.load(path, allow_pickle=False) as z:
+        return {name: z[f"arr_{i}"] for i, name in enumerate(names)}
+
+
+def _in_child(task: str, models: list[bytes], request: dict, inputs: dict | None):
+    """:func:`_run_here` in a child process (``python -I`` in a temporary folder, the environment's ``PYTHON*``
+    variables dropped, as ``fuselite.runtime.compiled``'s worker): a model that crashes LiteRT's native code
+    (a custom kernel fed garbage) ends the child, not this process, and is said in one :class:`InputError`.
+    LiteRT's own log lines reach this process's stderr (hidden by the CLI unless ``--verbose``)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    from fuselite.runtime.compiled import exit_description
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder fuselite is imported from
+    timeout = LITERT_TIMEOUT_S + float(request.get("seconds", 0))
+    with tempfile.TemporaryDirectory(prefix="fuselite-litert-") as work:
+        paths = []
+        for i, data in enumerate(models):
+            paths.append(os.path.join(work, f"model{i}.tflite"))
+            with open(paths[-1], "wb") as f:
+                f.write(data)
+        names = _save(os.path.join(work, "inputs.npz"), inputs) if inputs is not None else None
+        with open(os.path.join(work, "request.json"), "w") as f:
+            json.dump({"task": task, "models": paths, "inputs": names, "request": request}, f)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        try:
+            # stdout to stderr: LiteRT's prints never mix with what the CLI prints (--json)
+            done = subprocess.run([sys.executable, "-I", "-c", _CHILD, root, work], cwd=work, env=env,
+                                  stdin=subprocess.DEVNULL, stdout=2, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"LiteRT did not finish running the model in {timeout:.0f} s (it ran in a child "
+                             "process, stopped)") from None
+        answer_path = os.path.join(work, "answer.json")
+        if done.returncode != 0 or not os.path.exists(answer_path):
+            raise InputError(f"LiteRT crashed running the model ({exit_description(done.returncode)}): the file is "
+                             "damaged, or one of its kernels fails on it (LiteRT ran in a child process)")
+        with open(answer_path) as f:
+            answer = json.load(f)
+        if "error" in answer:
+            raise InputError(answer["error"])
+        if task == "bench":
+            return answer["results"]
+        used = _load(os.path.join(work, "used.npz"), answer["inputs"])
+        return used, _load(os.path.join(work, "outputs.npz"), answer["outputs"]), answer["stateless"]
+
+
+def _child_main(work: str) -> None:
+    """The child process of :func:`_in_child`: the request in ``work/request.json``, the answer in
+    ``work/answer.json`` (and the arrays of "outputs" in ``used.npz`` and ``outputs.npz``)."""
+    import json
+
+    from fuselite.errors import ConversionError
+
+    with open(os.path.join(work, "request.json")) as f:
+        req = json.load(f)
+    try:
+        models = []
+        for path in req["models"]:
+            with open(path, "rb") as f:
+                models.append(f.read())
+        inputs = _load(os.path.join(work, "inputs.npz"), req["inputs"]) if req["inputs"] is not None else None
+        result = _run_here(req["task"], models, req["request"], inputs)
+        if req["task"] == "bench":
+            answer = {"results": result}
+        else:
+            used, got, stateless = result
+            answer = {"inputs": _save(os.path.join(work, "used.npz"), used),
+                      "outputs": _save(os.path.join(work, "outputs.npz"), got), "stateless": stateless}
+    except ConversionError as e:
+        answer = {"error": str(e)}
+    except Exception as e:  # LiteRT's own exceptions (a kernel's error at invoke): one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        answer = {"error": f"LiteRT cannot run the model: {type(e).__name__}" + (f": {first}" if first else "")}
+    with open(os.path.join(work, "answer.json"), "w") as f:
+        json.dump(answer, f)
 
 
 # -- latency -------------------------------------------------------------------------------------------
 
 def bench(models: list[bytes], seconds: float = 2.0, num_threads: int = 1, inputs: dict | None = None,
-          warmup: int = 10, burst: int = 1) -> list[dict]:
+          warmup: int = 10, burst: int = 1, isolated: bool | None = None) -> list[dict]:
     """``invoke()`` latency of each model (µs): median and 10th / 90th percentiles, the models interleaved:
     ``burst`` invokes of one, then of the next (the order reversed every round). A burst of a few invokes times
     each model with its own weights in the caches, as an app that runs one model; one invoke at a time, the
-    other models evict a large one's."""
+    other models evict a large one's.
+
+    With ``isolated`` (the default, but for the forms :func:`fastest_form` times during a conversion) each file
+    is checked first (:func:`fuselite.tflite.validate.validate_model`), then the models load and are timed in a
+    child process (the timing is the child's own, as it is in this process), so a native crash on a damaged file
+    is an :class:`InputError` ("LiteRT crashed running the model ...")."""
+    from fuselite.tflite.validate import validate_model
+
+    request = {"seconds": seconds, "num_threads": num_threads, "warmup": warmup, "burst": burst}
+    if isolated is None:
+        isolated = not _OWN_MODELS.get()
+    if not isolated:
+        return _run_here("bench", models, request, inputs)
+    for data in models:
+        validate_model(data)
+    return _in_child("bench", models, request, inputs)
+
+
+_OWN_MODELS = contextvars.ContextVar("fuselite_own_models", default=False)  # fastest_form: bench in this process
+
+
+def _bench(models: list[bytes], seconds: float = 2.0, num_threads: int = 1, inputs: dict | None = None,
+           warmup: int = 10, burst: int = 1) -> list[dict]:
+    """:func:`bench` in this process."""
     from fuselite.inspect import describe
 
     runs = []
@@ -328,8 +478,12 @@ def fastest_form(models: dict[str, bytes], num_threads: int = 1) -> dict:
     names, datas = list(forms), list(forms.values())
 
     def block() -> list[float]:
-        return [r["median_us"] for r in bench(datas, seconds=AUTO_SECONDS / AUTO_BLOCKS, num_threads=num_threads,
-                                              burst=AUTO_BURST)]
+        own = _OWN_MODELS.set(True)  # the forms fuselite just wrote: timed in this process
+        try:
+            return [r["median_us"] for r in bench(datas, seconds=AUTO_SECONDS / AUTO_BLOCKS,
+                                                  num_threads=num_threads, burst=AUTO_BURST)]
+        finally:
+            _OWN_MODELS.reset(own)
 
     def ranked(blocks: list[list[float]]) -> list[tuple[str, float]]:
         return sorted(((f, min(b[n] for b in blocks)) for n, f in enumerate(names)), key=lambda item: item[1])

@@ -13,15 +13,14 @@ from fuselite.options import OPTIONS
 
 def calibration_samples(path: str):
     """A representative_dataset from an .npz: one array per input (by name), samples on the first axis."""
-    import numpy as np
-
     from fuselite.errors import InputError
+    from fuselite.npz import read_npz
 
-    try:
-        with np.load(path) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read calibration data '{path}': {e}") from None
+    arrays = read_npz(path, "calibration data")  # each array's header checked before it is read
+    scalars = [k for k, a in arrays.items() if a.ndim == 0]
+    if scalars:
+        raise InputError(f"calibration data '{path}': array '{scalars[0]}' is a scalar; each array holds the "
+                         "samples of one input on its first axis")
     counts = {len(a) for a in arrays.values()}
     if not arrays or len(counts) != 1:
         raise InputError(f"calibration data '{path}' needs one array per input with the same number of samples "
@@ -92,8 +91,8 @@ def check_output(args) -> None:
     path fuselite may write (``paths.output_problem``: not the input nor inside it, not a device, FIFO or folder,
     in a folder that is there), and no two are the same file; the target's folders are checked with its options,
     and every file in them before the model is converted (``Converter.check_outputs``)."""
-    from fuselite.paths import distinct_outputs, output_problem
     from fuselite.errors import InputError
+    from fuselite.paths import distinct_outputs, output_problem
 
     problem = (output_problem(args.output, [args.src]) or
                (args.report is not None and output_problem(args.report, [args.src], "--report")) or

@@ -8,7 +8,8 @@ A rule that emits something else than the body computes (an embedding composite 
 ``gather * 2 + 1`` taken for a plain lookup), or one whose ops LiteRT rejects (a weight in the wrong layout), is
 declined with the difference or LiteRT's message. Where the check cannot run (no TensorFlow
 function kept, a resource or string argument, a CUSTOM op without a kernel here, TensorFlow
-refusing random arguments), the record says why it was not checked.
+refusing random arguments, a body that is not pure: an op in it, or in a function it calls, that touches files, the
+network, the environment or the clock, which conversion never runs), the record says why it was not checked.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def _zeros(rng, shape) -> np.ndarray:
 def check_fusion(c, outs: list, seed: int = 0) -> dict:
     """``{"checked": True, "max_abs_error", "seconds"}`` or ``{"checked": False, "why"}``; raises
     :class:`Mismatch` when the fused ops disagree with the body."""
-    from fuselite.fusion.evaluate import evaluate_function
+    from fuselite.fusion.evaluate import evaluate_function, impure_nodes
     from fuselite.passes.clone import snapshot_module
 
     t0 = time.perf_counter()
@@ -60,6 +61,10 @@ def check_fusion(c, outs: list, seed: int = 0) -> dict:
         return {"checked": False, "why": "the original TensorFlow function is not available"}
     if any(op.kind == "CUSTOM" for op in c.ops):
         return {"checked": False, "why": "a CUSTOM op has no kernel here"}
+    impure = impure_nodes(fdef, c.function.attrs.get("_library") or {})
+    if impure:  # conversion runs no op that touches files, the network, the environment or the clock
+        return {"checked": False, "why": f"the body is not pure, so it is not run: {impure[0]}"
+                                         + (f" (and {len(impure) - 1} more)" if len(impure) > 1 else "")}
     rng = np.random.default_rng(seed)
     draws = getattr(c, "check_draws", {})
     # an argument that is zeros at every call site (a zero state of a run-time batch) is drawn as zeros, as a

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fuselite.passes.side_effects import graph_state_only, outside_effect, side_effect_error
+
 
 def _callees(fdef, library) -> list:
     """``fdef`` and every library function it reaches (bodies of loops, conditionals, calls)."""
@@ -35,13 +37,42 @@ def _callees(fdef, library) -> list:
     return order
 
 
+def impure_nodes(fdef, library: dict) -> list[str]:
+    """The nodes of ``fdef`` and of every function it reaches that may change something outside the run (files,
+    the network, the environment, the clock, Python; a stateful op not known to keep its state in the run, an op
+    TensorFlow does not know), each as ``"ReadFile 'name' in function 'f': reads a file"``. Empty: the body is
+    pure, and :func:`evaluate_function` may run it."""
+    from tensorflow.python.framework import op_def_registry
+
+    found = []
+    for f in _callees(fdef, library):
+        for node in f.node_def:
+            if node.op in library:
+                continue  # a call: the callee's own nodes are checked
+            op_def = op_def_registry.get(node.op)
+            why = outside_effect(node.op, node)
+            if why is None and op_def is None:
+                why = "an op TensorFlow does not know"
+            elif why is None and not graph_state_only(node.op, op_def.is_stateful):
+                why = "a stateful op (TensorFlow's registry) not known to keep its state inside the run"
+            if why is not None:
+                found.append(f"{node.op} '{node.name}' in function '{f.signature.name}': {why}")
+    return found
+
+
 def evaluate_function(fdef, library: dict, args: list[np.ndarray]) -> list[np.ndarray]:
     """Run ``fdef`` (with the functions it calls from ``library``) once on ``args``, without Grappler.
-    A resource argument (a variable passed to the function) is given a variable holding its array."""
+    A resource argument (a variable passed to the function) is given a variable holding its array.
+    A body that is not pure (:func:`impure_nodes`) is a
+    :class:`~fuselite.passes.side_effects.SideEffectError`, and nothing runs."""
     import tensorflow as tf
     from tensorflow.core.framework import graph_pb2
     from tensorflow.core.protobuf import config_pb2
 
+    impure = impure_nodes(fdef, library)
+    if impure:
+        raise side_effect_error(impure, "the function's body has them, or stateful ops not known to keep their "
+                                        "state inside the run")
     sig = fdef.signature
     if len(args) != len(sig.input_arg):
         raise ValueError(f"{len(args)} argument(s) for {len(sig.input_arg)} input(s)")

@@ -188,26 +188,63 @@ def _input_shapes_flags(pairs: list) -> dict:
 
 def _rule_modules(modules: list[str]) -> list:
     """``--rules MODULE``: the fusion rules (``@fuselite.fusion`` functions) a module defines, imported by its
-    dotted path from the current directory or the installed packages."""
-    if modules and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    rules = []
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except Exception as e:
-            raise InputError(f"cannot import fusion rules module '{name}': {type(e).__name__}: {e}") from None
-        found = [v for v in vars(module).values() if callable(v) and isinstance(getattr(v, "interface", None), str)]
-        if not found:
-            raise InputError(f"module '{name}' defines no fusion rules (functions decorated with @fuselite.fusion)")
-        rules += found
-    return rules
+    dotted path: an installed module, or one in the current directory — looked up after the installed packages,
+    and only while the modules named are imported (a ``json.py`` beside them never shadows a package later)."""
+    cwd = os.getcwd()
+    added = bool(modules) and cwd not in sys.path
+    if added:
+        sys.path.append(cwd)
+    try:
+        rules = []
+        for name in modules:
+            try:
+                module = importlib.import_module(name)
+            except Exception as e:
+                raise InputError(f"cannot import fusion rules module '{name}': {type(e).__name__}: {e}") from None
+            found = [v for v in vars(module).values() if callable(v) and isinstance(getattr(v, "interface", None), str)]
+            if not found:
+                raise InputError(f"module '{name}' defines no fusion rules (functions decorated with @fuselite.fusion)")
+            rules += found
+        return rules
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
 
 
 def _buffer_offsets(value):
     if value is not None and not isinstance(value, bool):
         raise InputError(f"buffer_offsets is True, False or None (by size), got {value!r}")
     return value
+
+
+def _max_calibration_samples(value):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InputError(f"max_calibration_samples is the most representative_dataset samples calibration uses, a "
+                         f"positive integer (or None: all of them, as the official converter), got {value!r}")
+    return value
+
+
+def _default_calibration_samples():
+    from fuselite.runtime.calibrate import DEFAULT_MAX_SAMPLES
+
+    return DEFAULT_MAX_SAMPLES
+
+
+def _fold_memory_budget(value):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InputError(f"fold_memory_budget is the most bytes constant folding may allocate for its results, a "
+                         f"positive integer ('64G', '512M' on the command line), or None: 4 times the model's "
+                         f"weights, at least 256 MiB; got {value!r}")
+    return value
+
+
+def _bytes_text(text: str):
+    """A flag's size as bytes: an integer, or a number with a K, M, G or T suffix (powers of 1024)."""
+    shift = {"K": 10, "M": 20, "G": 30, "T": 40}.get(text[-1:].upper()) if text else None
+    try:
+        return int(float(text[:-1]) * (1 << shift)) if shift else int(text)
+    except (ValueError, OverflowError):  # the check says what it takes
+        return text
 
 
 def _target_help() -> str:
@@ -294,6 +331,15 @@ for _option in (
     Option("threads", _default_threads, "the LiteRT num_threads the model will run with: the recurrent forms are chosen for it "
            "(default 1, what LiteRT uses when an app leaves num_threads unset)", _threads, "--threads",
            {"metavar": "N"}, parse=_integer_text),
+    Option("max_calibration_samples", _default_calibration_samples, lambda: f"int8 / int16x8: calibrate on at "
+           f"most N representative_dataset samples (default {_default_calibration_samples()}; the report says when "
+           f"the limit stopped a dataset that has more, or never ends). None (Python): all, as the official "
+           f"converter", _max_calibration_samples,
+           "--max-calibration-samples", {"metavar": "N"}, parse=_integer_text),
+    Option("fold_memory_budget", None, "the most bytes constant folding may allocate for its results (a result "
+           "past it is an error naming the op; default 4 times the model's weights, at least 256 MiB; "
+           "docs/security.md)", _fold_memory_budget, "--fold-memory-budget", {"metavar": "BYTES"},
+           parse=_bytes_text),
 ):
     register(_option)
 

@@ -9,6 +9,7 @@ inputs and constants. Shapes only ever get more specific.
 from __future__ import annotations
 
 from fuselite.ir import Function, Module
+from fuselite.passes.side_effects import outside_effect
 
 _OPAQUE = {"While", "StatelessWhile", "If", "StatelessIf", "PartitionedCall", "StatefulPartitionedCall"}
 _SMALL = 4096
@@ -64,8 +65,8 @@ def refine_function(fn: Function) -> int:
                 op.outputs[0].shape = merged
                 refined += 1
             continue
-        if op.dialect != "tf" or op.kind in _OPAQUE or "_node_def" not in op.attrs:
-            continue
+        if op.dialect != "tf" or op.kind in _OPAQUE or "_node_def" not in op.attrs or outside_effect(op.kind):
+            continue  # (an op touching files: not in the graph, whose shape inference may evaluate constants)
         ins = [leaf(v) if v.uid not in names else names[v.uid] for v in op.inputs]
         if any(i is None for i in ins):
             continue

@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -27,9 +27,69 @@ class CalibrationDataError(InputError):
     """The representative dataset does not fit the model's inputs."""
 
 
-def _samples(dataset) -> Iterable:
-    """TF accepts a callable returning an iterable (the usual generator function) or an iterable."""
-    return dataset() if callable(dataset) else dataset
+DEFAULT_MAX_SAMPLES = 500  # the ``max_calibration_samples`` option's default (the official converter has none)
+
+
+def _said(e: Exception) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split()) or '(no message)'}"
+
+
+def _samples(dataset) -> Iterator:
+    """TF accepts a callable returning an iterable (the usual generator function) or an iterable: an iterator
+    over it, or a :class:`CalibrationDataError` saying what the dataset is instead (and what calling it raised)."""
+    what = ("representative_dataset is a callable returning an iterable of samples (a generator function), or "
+            "an iterable of samples")
+    samples, got = dataset, f"got {type(dataset).__name__}"
+    if callable(dataset):
+        try:
+            samples = dataset()
+        except Exception as e:  # the user's code: said in one line, chained for whoever debugs it
+            raise CalibrationDataError(f"representative_dataset raised {_said(e)} (when called)") from e
+        got = f"calling it returned {type(samples).__name__}"
+    if isinstance(samples, (str, bytes, dict)):  # iterable, but of characters or keys: not samples
+        raise CalibrationDataError(f"{what}; {got}")
+    try:
+        return iter(samples)
+    except TypeError:
+        raise CalibrationDataError(f"{what}; {got}") from None
+    except Exception as e:  # a user's __iter__ that fails
+        raise CalibrationDataError(f"representative_dataset raised {_said(e)} (when iterated)") from e
+
+
+def _next(samples: Iterator, index: int):
+    """The next sample, ``_END`` at the end, or a :class:`CalibrationDataError` for what the user's code raised."""
+    try:
+        return next(samples)
+    except StopIteration:
+        return _END
+    except Exception as e:  # the user's generator: said in one line, chained for whoever debugs it
+        raise CalibrationDataError(f"representative_dataset raised {type(e).__name__} at sample {index}: "
+                                   f"{' '.join(str(e).split()) or '(no message)'}") from e
+
+
+_END = object()
+
+
+def _as_array(value, name: str, dtype, index: int) -> np.ndarray:
+    """``value`` as an array of the input's dtype, or a :class:`CalibrationDataError` saying why not: strings
+    for a numeric input, ragged lists, objects that are not numbers."""
+    want = np.dtype(dtype)
+    where = f"calibration sample {index}: input '{name}'"
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise CalibrationDataError(f"{where} is not an array ({type(value).__name__}: "
+                                   f"{' '.join(str(e).split())})") from None
+    if want.kind not in "OSU" and arr.dtype.kind in "SU":
+        raise CalibrationDataError(f"{where} is an array of strings (dtype {arr.dtype.str}), the model takes "
+                                   f"{want.name}")
+    if want.kind not in "OSU" and arr.dtype.kind not in "biufc":
+        try:
+            return arr.astype(want)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise CalibrationDataError(f"{where} has dtype {arr.dtype.str} ({' '.join(str(e).split())}), the model "
+                                       f"takes {want.name}") from None
+    return arr
 
 
 def _feed(sample, names: list[str], details: dict, index: int) -> dict:
@@ -37,8 +97,13 @@ def _feed(sample, names: list[str], details: dict, index: int) -> dict:
         unknown = sorted(set(sample) - set(names))
         missing = [n for n in names if n not in sample]
         if unknown or missing:
-            raise CalibrationDataError(f"calibration sample {index}: inputs {names}, got keys {sorted(sample)}")
+            raise CalibrationDataError(f"calibration sample {index}: inputs {names}, got keys "
+                                       f"{sorted(map(str, sample))}")
         values = [sample[n] for n in names]
+    elif sample is None or isinstance(sample, (str, bytes)):
+        raise CalibrationDataError(f"calibration sample {index} is {'None' if sample is None else 'a string'}: a "
+                                   "sample is a list of arrays in the order of the model's inputs ("
+                                   f"{', '.join(names)}), a dict keyed by input name, or one array")
     else:
         values = list(sample) if isinstance(sample, (list, tuple)) else [sample]
         if len(values) != len(names):
@@ -47,7 +112,7 @@ def _feed(sample, names: list[str], details: dict, index: int) -> dict:
     fed = {}
     for name, value in zip(names, values):
         d = details[name]
-        arr = np.asarray(value)
+        arr = _as_array(value, name, d["dtype"], index)
         signature = [int(n) for n in d.get("shape_signature", d["shape"])]
         if not fits(arr.shape, signature) and arr.size == int(np.prod(d["shape"])):
             arr = arr.reshape(d["shape"])
@@ -60,11 +125,16 @@ def _feed(sample, names: list[str], details: dict, index: int) -> dict:
 
 
 def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None = None, keep: int = 0,
-                   capture: Iterable[str] = (), captured: dict[str, list] | None = None
+                   capture: Iterable[str] = (), captured: dict[str, list] | None = None,
+                   limit: int | None = DEFAULT_MAX_SAMPLES, limited: dict | None = None
                    ) -> tuple[list[dict], dict[str, tuple[float, float]], int]:
     """(the first ``keep`` samples as input dicts, {tensor name: (min, max)}, number of samples) over the
     float32 tensors of ``model``'s first signature. The values of the tensors named in ``capture``
-    are appended to ``captured[name]`` sample by sample (an op's inputs, to replay it)."""
+    are appended to ``captured[name]`` sample by sample (an op's inputs, to replay it).
+
+    At most ``limit`` samples are used (None: all, as the official converter, which never ends on an endless
+    generator); ``limited["limited"]`` says whether the dataset had more. A dataset that is not one, that
+    raises or whose sample does not fit the inputs is a :class:`CalibrationDataError` naming the sample."""
     from fuselite.runtime.interpreters import interpreter
     from fuselite.runtime.signatures import signature_inputs
 
@@ -82,7 +152,19 @@ def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None
     count = 0
     kept: list[dict] = []
     capture = set(capture)
-    for count, sample in enumerate(_samples(dataset), start=1):
+    samples = _samples(dataset)
+    stopped = False
+    while True:
+        if limit is not None and count >= limit:
+            try:  # one more sample, to say whether the limit cut the dataset short
+                stopped = next(samples, _END) is not _END
+            except Exception:  # a failing sample past the limit: unused, the dataset had more
+                stopped = True
+            break
+        sample = _next(samples, count)
+        if sample is _END:
+            break
+        count += 1
         fed = _feed(sample, names, details, count - 1)
         if len(kept) < keep:
             kept.append(fed)
@@ -104,6 +186,14 @@ def collect_ranges(model: bytes, dataset, progress: Callable[[int], None] | None
                 captured.setdefault(name, []).append(value.copy())
         if progress is not None:
             progress(count)
+    close = getattr(samples, "close", None)
+    if stopped and callable(close):  # a generator left at the limit runs its own cleanup (finally, with) now
+        try:
+            close()
+        except Exception:
+            pass
+    if limited is not None:
+        limited["limited"] = stopped
     if count == 0:
         raise CalibrationDataError("the representative dataset gave no samples")
     return kept, {name: (lo[name], hi[name]) for name in lo}, count

@@ -5,10 +5,13 @@ Each pass body is ``(module, ctx)``; ``fuselite/pipeline.py`` declares where it 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fuselite.errors import ConversionError, NeedsStaticBatch
 from fuselite.ir import BlockwiseQuantization
+from fuselite.passes.fold_tf import size_text
 from fuselite.quantize.select import op_name
 from fuselite.runtime.kernel_errors import MissingKernelError
 from fuselite.runtime.prepare_check import INVOKE_BELOW, litert_problem
@@ -55,6 +58,8 @@ def check_on_litert(module, ctx) -> None:
                 return
             shapes = dynamic
     message, node, kind = problem
+    if not message.strip():  # LiteRT's arena failed to allocate (out of memory): it says nothing
+        message = _unexplained(ctx.output)
     if dynamic is not None and shapes is dynamic:
         at = ", ".join(f"{name} {list(shape)}" for name, shape in shapes.items())
         message = f"at a batch of {DYNAMIC_SIZE} ({at}): {message}"
@@ -75,10 +80,32 @@ def _problem(model: bytes, shapes) -> tuple:
     """(LiteRT's problem with ``model`` at ``shapes`` or None, whether on the builtin kernels): with XNNPACK
     first (not for a large file: ``packs_too_much``), then on the builtin kernels alone."""
     for builtin in (True,) if packs_too_much(model) else (False, True):
-        problem = litert_problem(model, builtin=builtin, shapes=shapes)
+        try:
+            problem = litert_problem(model, builtin=builtin, shapes=shapes)
+        except MemoryError as e:  # NumPy's zeros for an input (its message may be empty)
+            problem = (f"out of memory: {e}" if str(e) else "", None, None)
         if problem is not None:
             return problem, builtin
     return None, True
+
+
+def _unexplained(model: bytes) -> str:
+    """The reason to give where LiteRT failed without one (its arena could not be allocated): the bytes the
+    model's tensors take as written, and the largest of them."""
+    from fuselite.runtime.interpreters import interpreter
+
+    try:
+        tensors = interpreter(model, allocate=False).get_tensor_details()
+    except Exception:  # noqa: BLE001 - a reason is still given
+        tensors = []
+    sizes = [(math.prod(int(d) for d in t["shape"]) * np.dtype(t["dtype"]).itemsize, t) for t in tensors
+             if np.dtype(t["dtype"]).kind in "biufc"]
+    if not sizes:
+        return "LiteRT gave no reason (most likely out of memory)"
+    largest, t = max(sizes, key=lambda s: s[0])
+    return (f"LiteRT gave no reason, most likely out of memory allocating its tensors: they take "
+            f"{size_text(sum(n for n, _ in sizes))} as written, the largest '{t['name']}' "
+            f"({np.dtype(t['dtype']).name} {[int(d) for d in t['shape']]}) {size_text(largest)}")
 
 
 def _larger_sizes(ctx, problem) -> dict[str, tuple] | None:

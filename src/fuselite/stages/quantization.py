@@ -22,7 +22,7 @@ from fuselite.quantize.int8_kernels import computes_16x8
 from fuselite.quantize.integer_lstm import LSTM_16X8, lstm_state_sources
 from fuselite.quantize.options import QuantizationOptionError
 from fuselite.quantize.select import op_name
-from fuselite.runtime.calibrate import collect_ranges
+from fuselite.runtime.calibrate import DEFAULT_MAX_SAMPLES, collect_ranges
 from fuselite.runtime.micro import MicroUnavailable
 from fuselite.runtime.quantization_error import micro_quantization_error, quantization_error
 from fuselite.runtime.signatures import packs_too_much
@@ -158,11 +158,18 @@ def calibrate(module, ctx) -> int:
               if op.kind in REPLAYED for v in (op.inputs[0], *(lstm_state_sources(op) if op.kind != "RSQRT" else ()))
               if v.uid in ctx.float_names}
     captured: dict[str, list] = {}
+    limit, limited = ctx.max_calibration_samples, {}
     ctx.error_samples, by_name, count = collect_ranges(ctx.float_output, ctx.representative_dataset,
-                                                       keep=ERROR_SAMPLES, capture=replay, captured=captured)
+                                                       keep=ERROR_SAMPLES, capture=replay, captured=captured,
+                                                       limit=limit, limited=limited)
     ctx.ranges = {uid: by_name[name] for uid, name in ctx.float_names.items() if name in by_name}
     ctx.captured = {replay[name]: values for name, values in captured.items()}
     ctx.report.calibration = {"samples": count, "tensors": len(ctx.ranges)}
+    if limited.get("limited"):
+        ctx.report.calibration["limit"] = limit
+        ctx.report.warn(f"calibration used {count} sample(s): the max_calibration_samples limit "
+                        f"(--max-calibration-samples, default {DEFAULT_MAX_SAMPLES}) stopped a representative_dataset "
+                        "that gives more (or never ends); raise the limit, or set it to None, to calibrate on more")
     return count
 
 
