@@ -548,3 +548,29 @@ def test_check_litertlm_reads_what_write_litertlm_wrote(made):
     assert info["start_token"] == [made["tokenizer"].start_token]
     assert info["max_num_tokens"] == CACHE and info["tokenizer"] == "sentencepiece"
     assert sorted(s["type"] for s in info["sections"]) == ["LlmMetadataProto", "SP_Tokenizer", "TFLiteModel"]
+
+
+def test_the_lm_verbs_import_no_code_from_the_working_directory(made, place):
+    """convert-lm and generate (and generate's LiteRT-LM child) run from a folder of shadowing modules, with the
+    `fuselite` command a user runs: none is imported, and both work (as tests/test_safety.py does for the rest)."""
+    from test_safety import FUSELITE as COMMAND
+    from test_safety import SHADOWED
+
+    cwd, marks = place["here"], place["home"] / "marks"
+    marks.mkdir()
+    for name in (*SHADOWED, "litert_lm", "keras_hub", "sentencepiece", "tokenizers"):
+        (cwd / name).mkdir()
+        (cwd / name / "__init__.py").write_text(f"open({str(marks / name)!r}, 'w').write('imported')\n"
+                                                "raise SystemExit(97)\n")
+    bundle = place["tmp"].parent / "out.litertlm"
+
+    def run(*args, timeout):
+        return subprocess.run([COMMAND, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY)),
+                              env=_env(place), cwd=cwd, stdin=subprocess.DEVNULL)
+
+    out = run("convert-lm", made["keras"], "-o", bundle, "--prefill", "8", "--cache-length", CACHE, "-q",
+              timeout=CONVERT_S)
+    assert sorted(p.name for p in marks.iterdir()) == [] and out.returncode == 0, out.stderr[-2000:]
+    out = run("generate", bundle, "the cat", "--max-new-tokens", "4", timeout=GENERATE_S)
+    assert sorted(p.name for p in marks.iterdir()) == [] and out.returncode == 0, out.stderr[-2000:]

@@ -75,6 +75,7 @@ VERBS = {
     "bench": ["bench", "{root}/out.tflite", "--seconds", "0.2"],
     "compare": ["compare", "{root}/mlp.keras", "--seconds", "0.2"],
     "pipeline": ["pipeline"],
+    "demo": ["demo"],
 }
 NEEDS = {"convert --target micro": micro_available, "convert --target ethos-u": vela_available,
          "convert --target npu": lambda: openvino_libs() is not None}
