@@ -13,10 +13,10 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 
 from fuselite.errors import ConversionError, InputError
+from fuselite.runtime.child import exit_description
 
 
 class GenerationError(ConversionError):
@@ -80,7 +80,7 @@ def generate(bundle, prompt: str, max_new_tokens: int = 64, threads: int = 1,
         raise GenerationError(f"LiteRT-LM {what} '{path}': {answer['message']}{said}")
     stage = {"load": "while loading", "session": "while starting a session on",
              "generate": "while generating from"}.get(answer.get("stage"), "on")
-    raise GenerationError(f"LiteRT-LM ended with {_exit_description(code)} {stage} '{path}' (run in a child "
+    raise GenerationError(f"LiteRT-LM ended with {exit_description(code)} {stage} '{path}' (run in a child "
                           f"process){said}")
 
 
@@ -190,16 +190,6 @@ def _log_reason(log: str) -> str | None:
     """The last error line of LiteRT-LM's log (``E0000 ... file.cc:123] why``), without its prefix."""
     reasons = [m.group(1).strip() for m in re.finditer(r"^[EF]\d{4} [^\]]*\] (.+)$", log, re.M)]
     return reasons[-1][:400] if reasons else None
-
-
-def _exit_description(code: int) -> str:
-    """A child's return code in words: "signal SIGSEGV", "exit status 1"."""
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit status {code}"
 
 
 def cache_dir(bundle) -> str | None:

@@ -15,6 +15,18 @@ import subprocess
 import sys
 
 
+def exit_description(code: int) -> str:
+    """A child process's return code in words: "signal SIGSEGV", "exit status 1"."""
+    import signal
+
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
 def isolated_env(**extra: str) -> dict[str, str]:
     """The environment without ``PYTHON*`` variables (``-I`` ignores them; a child's own children may not),
     plus ``extra``."""

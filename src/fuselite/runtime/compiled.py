@@ -33,6 +33,8 @@ import threading
 
 import numpy as np
 
+from fuselite.runtime.child import exit_description  # noqa: F401  (compiled.exit_description, as before)
+
 API = "CompiledModel"
 VARIABLE_TENSORS = "variable tensors, which CompiledModel's loader refuses (\"Variable tensors not yet supported\")"
 TIMEOUT_S = 600
@@ -203,18 +205,6 @@ class _Worker:
 
 _worker = _Worker()
 atexit.register(_worker.close)
-
-
-def exit_description(code: int) -> str:
-    """A child process's return code in words: "signal SIGSEGV", "exit status 1"."""
-    import signal
-
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit status {code}"
 
 
 def load_compiled(model: bytes, num_threads: int = 1) -> None:
