@@ -208,20 +208,27 @@ def test_micro_sources_taken_by_a_folder_fail_before_writing_and_names_are_sanit
         assert "namespace int_" in text or "int_" in file.name
 
 
-def test_sigterm_of_compare_leaves_no_temporary_folder(shadows, tmp_path):
+@pytest.mark.parametrize("verb", ["compare", "bench"])
+def test_sigterm_leaves_no_temporary_folder(shadows, tmp_path, verb):
+    """compare's folder (the official converter's child) and bench's (LiteRT's child) go when it is killed."""
     import signal
     import time
 
     root, _, _ = shadows
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    proc = subprocess.Popen([FUSELITE, "compare", str(root / "mlp.keras"), "--seconds", "30"], cwd=tmp_path,
+    if verb == "bench" and not (root / "out.tflite").exists():
+        assert _run([a.format(root=root) for a in VERBS["convert"]], tmp_path).returncode == 0
+    args = {"compare": ["compare", root / "mlp.keras", "--seconds", "30"],
+            "bench": ["bench", root / "out.tflite", "--seconds", "60"]}[verb]
+    prefix = {"compare": "fuselite-compare-", "bench": "fuselite-litert-"}[verb]
+    proc = subprocess.Popen([FUSELITE, *map(str, args)], cwd=tmp_path,
                             env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=_limited)
     deadline = time.time() + 300
-    while time.time() < deadline and not any(p.name.startswith("fuselite-compare-") for p in tmp.iterdir()):
+    while time.time() < deadline and not any(p.name.startswith(prefix) for p in tmp.iterdir()):
         time.sleep(0.2)
-    assert any(p.name.startswith("fuselite-compare-") for p in tmp.iterdir()), "compare never started"
+    assert any(p.name.startswith(prefix) for p in tmp.iterdir()), f"{verb} never started"
     time.sleep(1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 128 + signal.SIGTERM

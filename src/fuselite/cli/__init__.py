@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from fuselite.cli.common import UsageError
+from fuselite.cli.common import UsageError, sigterm_as_exit
 from fuselite.cli.convert import cmd_convert
 from fuselite.cli.lm import WEIGHTS, cmd_convert_lm, cmd_generate
 from fuselite.cli.models import cmd_bench, cmd_compare, cmd_demo, cmd_inspect, cmd_pipeline, cmd_verify
@@ -133,7 +133,8 @@ def main(argv=None) -> int:
     from fuselite.errors import ConversionError
 
     try:
-        return args.func(args)
+        with sigterm_as_exit():  # every verb: its temporary files and children's folders go on SIGTERM too
+            return args.func(args)
     except UsageError as e:
         print(f"fuselite {args.command}: error: {e}", file=sys.stderr)
         return 2
