@@ -23,8 +23,8 @@ PACKAGE = "fuselite"
 # Lowest first. Units of one layer are independent of each other.
 LAYERS: list[set[str]] = [
     {"errors", "budget"},  # the exceptions every layer raises; the error budget's plan (no imports)
-    {"ir", "tf_dtypes", "operands", "ops"},  # the graph IR; TensorFlow dtypes <-> IR dtypes; LiteRT operand layouts;
-    # what each op's quantized kernels take (ops/catalog.py)
+    {"ir", "tf_dtypes", "operands", "ops", "paths"},  # the graph IR; TensorFlow dtypes <-> IR dtypes; LiteRT operand
+    # layouts; what each op's quantized kernels take (ops/catalog.py); the paths a run may write, written atomically
     {"tflite", "lower", "passes", "quantize", "runtime"},  # stages on the IR, each standing alone; running .tflite
     {"fusion", "targets"},  # composite rules: build on passes (cleanup) and tflite (custom-op options); targets
     {"rnn"},  # the recurrent package: its rules are fusion rules; its loop matcher folds with passes

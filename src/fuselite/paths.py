@@ -70,7 +70,7 @@ def directory_problem(path, inputs: Iterable = (), what: str = "the folder") -> 
     if not text:
         return f"{what} is an empty path"
     if os.path.exists(text) and not os.path.isdir(text):
-        return f"{what} '{text}' is not a folder"
+        return f"{what}: '{os.path.abspath(text)}' is a file, not a directory"
     real = os.path.realpath(text)
     for source in inputs:
         if source is not None and os.path.isdir(os.fspath(source)) and _inside(real, os.path.realpath(os.fspath(source))):

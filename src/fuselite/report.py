@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from fuselite.report_lines import element_count, gpu_lines, litert_api_lines, micro_lines, wrapped
+
 _LISTED = 10  # frozen variables named in the text report
 _SLOWEST = 4  # passes named with their time in the text report (all of them in to_json())
 _INTO_LISTED = 8  # the ops a composite became, listed one by one up to this many; beyond, counted by kind
-_WIDTH = 100  # columns of the text report's wrapped lists
 
 
 @dataclass
@@ -101,7 +102,7 @@ class Report:
         for kind, n in sorted(self.ops_after.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"    {kind:<28} {n}")
         if self.frozen_variables:
-            n = sum(_size(v["shape"]) for v in self.frozen_variables)
+            n = sum(element_count(v["shape"]) for v in self.frozen_variables)
             lines.append(f"  frozen variables: {len(self.frozen_variables)} ({n:,} values)")
             for v in self.frozen_variables[:_LISTED]:
                 lines.append(f"    {_describe(v)}")
@@ -138,7 +139,7 @@ class Report:
                 lines.append(f"{head}fused into {', '.join(c['into'])}{form}")
             else:  # an unrolled recurrent layer: hundreds of ops, counted by kind (all in to_json())
                 lines.append(f"{head}fused into {len(c['into'])} ops{form}:")
-                lines += _wrapped([f"{k} {n}" for k, n in _by_count(c["into"])], "      ")
+                lines += wrapped([f"{k} {n}" for k, n in _by_count(c["into"])], "      ")
         if self.recurrent and any(c.get("form") for c in self.composites):
             lines.append(f"  recurrent forms: {self.recurrent['reason']}; target {self.recurrent['target']}")
         if self.generative:
@@ -153,9 +154,9 @@ class Report:
         if self.quantization:
             lines += _quantization_lines(self.quantization)
         if self.litert_api:
-            lines += _litert_api_lines(self.litert_api)
+            lines += litert_api_lines(self.litert_api)
         if self.gpu:
-            lines += _gpu_lines(self.gpu)
+            lines += gpu_lines(self.gpu)
         if self.npu:
             n = self.npu
             left = ", ".join(f"{c['op']} x{c['count']}" for c in n.get("cpu_ops", []))
@@ -167,42 +168,14 @@ class Report:
         if self.state_io:
             lines.append("  state as signature inputs and outputs (feed each output back into the input of its name, "
                          "zeros first):")
-            lines += _wrapped([f"{s['name']} {s['dtype']}{s['shape']}" for s in self.state_io], "    ")
+            lines += wrapped([f"{s['name']} {s['dtype']}{s['shape']}" for s in self.state_io], "    ")
         if self.micro:
-            lines += _micro_lines(self.micro)
+            lines += micro_lines(self.micro)
         if self.ethos_u:
             lines += ethos_u_lines(self.ethos_u)
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
-
-
-def _litert_api_lines(a: dict) -> list[str]:
-    import textwrap
-
-    if "CompiledModel" not in a["apis"]:
-        return textwrap.wrap(f"LiteRT API: the Interpreter alone ({a['why']})", _WIDTH - 2, initial_indent="  ",
-                             subsequent_indent="    ")
-    err = a.get("compiled_model_error")
-    ran = f" (run in both: {100 * err:.2g}% of the range apart)" if err is not None else ""
-    return [f"  LiteRT API: the Interpreter and CompiledModel{ran}"]
-
-
-def _gpu_lines(g: dict) -> list[str]:
-    if g.get("ran"):
-        errors = g.get("error_against_cpu") or {}
-        worst = max(errors.values(), default=None)
-        at = f" at {g['precision']}" if "precision" in g else ""
-        against = f"; outputs {100 * worst:.2g}% of their range from the CPU's" if worst is not None else ""
-        fp32 = g.get("error_against_cpu_fp32")
-        if fp32:
-            against += f", {100 * max(fp32.values()):.2g}% at fp32"
-        return [f"  LiteRT GPU: every op on its GPU accelerator (run there{at} before writing{against})"]
-    not_run = f"not run ({g['why'].split(';')[0]}); " if "why" in g else ""
-    if g.get("predicted"):
-        return [f"  LiteRT GPU: {not_run}every op is one its GPU accelerator takes (read from the file)"]
-    return [f"  LiteRT GPU: {not_run}would not run fully on its GPU accelerator (target='gpu' writes forms it runs):",
-            *_wrapped(g.get("problems", []), "    ")]
 
 
 def ethos_u_lines(e: dict) -> list[str]:
@@ -224,21 +197,6 @@ def ethos_u_lines(e: dict) -> list[str]:
         lines.append(f"    Vela's estimates ({e.get('system_config')}, {e.get('memory_mode')}): " + ", ".join(estimates))
     if e.get("compiled"):
         lines.append("    kept: " + ", ".join(e["compiled"]))
-    return lines
-
-
-def _micro_lines(m: dict) -> list[str]:
-    problems = list(dict.fromkeys(m["problems"]))  # (two directions of a layer: the same problem twice)
-    if not m["runs"]:
-        return [f"  TFLite Micro: would not run ({len(problems)} problem(s)): " + "; ".join(problems[:3])
-                + (" ..." if len(problems) > 3 else "") + " (target='micro' converts to forms it runs)"]
-    line = ("  target micro: " if m.get("target") == "micro" else "  TFLite Micro: ") + (
-        "ran on TFLite Micro's interpreter" if m.get("ran") else "every op has a kernel there (a static check)")
-    if "arena_bytes" in m:
-        line += f"; tensor arena {m['arena_bytes']:,} bytes (measured)"
-    lines = [line]
-    if m.get("sources"):
-        lines.append("  TFLite Micro sources: " + ", ".join(m["sources"]))
     return lines
 
 
@@ -286,18 +244,6 @@ def _by_count(kinds: list[str]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _wrapped(items: list[str], indent: str) -> list[str]:
-    """``items`` joined with ", " in lines of at most :data:`_WIDTH` columns (an item longer than that on its own
-    line), each starting with ``indent``; no item is split."""
-    lines, line = [], ""
-    for item in items:
-        if line and len(indent) + len(line) + len(item) + 2 > _WIDTH:
-            lines.append(indent + line + ",")
-            line = ""
-        line = f"{line}, {item}" if line else item
-    return lines + [indent + line] if line else lines
-
-
 def _percent(x: float | None) -> str:
     return "not measured" if x is None else f"{100 * x:.3g}%"
 
@@ -309,8 +255,3 @@ def _describe(v: dict) -> str:
     return f"{v['name']}: {v['dtype']}[{', '.join(str(d) for d in v['shape'])}]"
 
 
-def _size(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from fuselite.report_lines import element_count, gpu_lines, litert_api_lines, micro_lines
+
 _LINE = 160  # the longest line the summary prints (a clipped one ends in "...")
 _KINDS = 8  # op kinds named on the ops line
 _WARNINGS = 6  # warnings shown; the rest counted
@@ -48,8 +50,6 @@ def brief_form(form: str) -> str:
 
 def summary_lines(r) -> list[str]:
     """The summary of report ``r`` (a :class:`fuselite.report.Report`), line by line."""
-    from fuselite.report import _gpu_lines, _litert_api_lines
-
     n_after = sum(r.ops_after.values())
     lines = [f"fuselite: {r.source}: {n_after} LiteRT ops, {r.size_bytes:,} bytes, {r.total_seconds:.1f} s"]
     if r.signatures:
@@ -60,10 +60,8 @@ def summary_lines(r) -> list[str]:
                        + ", ".join(f"{k} {n}" for k, n in kinds[:_KINDS]) + more))
     held = []
     if r.frozen_variables:
-        from fuselite.report import _size
-
         held.append(f"{len(r.frozen_variables)} frozen variable(s), "
-                    f"{sum(_size(v['shape']) for v in r.frozen_variables):,} values")
+                    f"{sum(element_count(v['shape']) for v in r.frozen_variables):,} values")
     if r.mutable_variables:
         held.append(f"{len(r.mutable_variables)} resource variable(s)")
     if r.lookup_tables:
@@ -99,9 +97,9 @@ def summary_lines(r) -> list[str]:
         lines.append(_clip(f"  generative (LiteRT-LM): {', '.join(g['signatures'])}; KV cache {g['cache_length']} "
                            f"positions, {g['cache_bytes']:,} bytes"))
     if r.litert_api:
-        lines.append(_clip(" ".join(_litert_api_lines(r.litert_api))))
+        lines.append(_clip(" ".join(litert_api_lines(r.litert_api))))
     if r.gpu:
-        gpu = _gpu_lines(r.gpu)
+        gpu = gpu_lines(r.gpu)
         problems = [p.split(":")[0] for p in r.gpu.get("problems", [])] if not r.gpu.get("ran") else []
         head = gpu[0].rstrip(":")
         lines.append(_clip(head + (f": {', '.join(dict.fromkeys(problems))}" if problems else "")))
@@ -114,9 +112,7 @@ def summary_lines(r) -> list[str]:
     if r.micro:
         m = r.micro
         if m["runs"]:
-            from fuselite.report import _micro_lines
-
-            lines += [_clip(line) for line in _micro_lines(m)]
+            lines += [_clip(line) for line in micro_lines(m)]
         else:
             problems = _counted([re.sub(r" '[^']*'", "", p, count=1) for p in m["problems"]])  # (no node names)
             lines.append(_clip(f"  TFLite Micro: would not run ({len(problems)} problem(s); target='micro' converts "

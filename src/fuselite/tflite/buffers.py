@@ -15,7 +15,7 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 
-class _AlignedBuffer(schema.BufferT):
+class AlignedBuffer(schema.BufferT):
     """A BufferT whose data vector is 16-byte aligned (LiteRT maps weights in place), its space reserved in the
     builder and its bytes written into the finished file itself (``FlatbufferWriter._fill``), or, ``outside``,
     written after the flatbuffer (``Buffer.offset`` / ``size``).
@@ -55,7 +55,7 @@ class _AlignedBuffer(schema.BufferT):
         return schema.BufferEnd(builder)
 
 
-def _new_file(size: int) -> tuple[bytes, np.ndarray]:
+def new_file(size: int) -> tuple[bytes, np.ndarray]:
     """A new zero-filled ``bytes`` of ``size`` and a writable array over its bytes. The file is written into it
     once, before anything else holds it, as C code fills a new bytes object (``PyBytes_FromStringAndSize(NULL,
     n)``): its constants need no second copy beside it. ``bytes(n)`` is calloc'd, so its pages are resident only
@@ -67,7 +67,7 @@ def _new_file(size: int) -> tuple[bytes, np.ndarray]:
     return data, np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
 
 
-def _put(out: np.ndarray, at: int, arr: np.ndarray) -> None:
+def put_bytes(out: np.ndarray, at: int, arr: np.ndarray) -> None:
     """``arr``'s bytes (row-major, whatever its layout) into ``out[at:]``, without a temporary copy."""
     dest = out[at : at + arr.nbytes]
     if arr.flags.c_contiguous:
@@ -76,7 +76,7 @@ def _put(out: np.ndarray, at: int, arr: np.ndarray) -> None:
         np.copyto(dest.view(arr.dtype).reshape(arr.shape), arr)
 
 
-def _reserved_builder(size: int) -> flatbuffers.Builder:
+def reserved_builder(size: int) -> flatbuffers.Builder:
     """A builder over ``size`` bytes of anonymous memory: the space reserved for the constants is never touched
     (not resident), where a ``bytearray`` would be zero-filled."""
     builder = flatbuffers.Builder(0)
@@ -97,7 +97,7 @@ def return_freed_memory() -> None:
         pass
 
 
-def _view(buffer, offset: int, like: np.ndarray) -> np.ndarray:
+def buffer_view(buffer, offset: int, like: np.ndarray) -> np.ndarray:
     """A read-only array over ``buffer[offset:]`` with ``like``'s dtype and shape (no copy)."""
     arr = np.frombuffer(buffer, like.dtype, like.size, offset).reshape(like.shape)
     arr.flags.writeable = False

@@ -23,7 +23,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 from fuselite.errors import ConversionError
 from fuselite.ir import Module
-from fuselite.tflite.buffers import _new_file, _put, _reserved_builder, _view, return_freed_memory
+from fuselite.tflite.buffers import buffer_view, new_file, put_bytes, reserved_builder, return_freed_memory
 from fuselite.tflite.model_builder import ModelBuilder
 from fuselite.tflite.op_options import check_op, options_table  # noqa: F401  (importable from here, as before)
 from fuselite.tflite.provenance import Provenance
@@ -60,7 +60,7 @@ class FlatbufferWriter(ModelBuilder):
                     buf.outside = True
                     outside.append(index)
         inline = sum(b.nbytes + BUFFER_ALIGNMENT for b in self.model.buffers if not b.outside)
-        builder = _reserved_builder(inline + _GRAPH_ALLOWANCE)
+        builder = reserved_builder(inline + _GRAPH_ALLOWANCE)
         builder.Finish(self.model.Pack(builder), file_identifier=b"TFL3")
         self._digests.clear()  # (it holds the arrays: they go as the file fills)
         head, end = builder.Head(), len(builder.Bytes)
@@ -75,7 +75,7 @@ class FlatbufferWriter(ModelBuilder):
             places[index] = at
             at += self.model.buffers[index].nbytes
         size = at + (BUFFER_ALIGNMENT + (-at % BUFFER_ALIGNMENT) if outside else 0)  # read past the last one
-        data, out = _new_file(size)
+        data, out = new_file(size)
         start = 0  # the flatbuffer's own bytes, between the reserved spaces (never read: they stay unresident)
         for place, n in sorted((places[i], self.model.buffers[i].nbytes) for i in places if places[i] < flat):
             out[start:place] = np.frombuffer(builder.Bytes, np.uint8, place - start, head + start)
@@ -106,9 +106,9 @@ class FlatbufferWriter(ModelBuilder):
         done, shown = 0, time.perf_counter()
         for index, place in places.items():
             buf = self.model.buffers[index]
-            _put(out, place, buf.data)
+            put_bytes(out, place, buf.data)
             for v in buf.owners:
-                v.const = _view(data, place, v.const)
+                v.const = buffer_view(data, place, v.const)
             done += buf.nbytes
             if progress is not None and time.perf_counter() - shown > PROGRESS_EVERY:
                 progress(f"export: {done / 2**20:,.0f} of {len(data) / 2**20:,.0f} MiB written")

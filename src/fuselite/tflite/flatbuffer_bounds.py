@@ -100,7 +100,7 @@ def schema_tables() -> tuple[dict[str, dict[int, Field]], dict[str, dict[int, st
 
 # -- the bounds-checked reader ----------------------------------------------------------------------------------
 
-class _Bad(Exception):
+class Bad(Exception):
     """A problem at a place in the file: ``path`` is filled in on the way out ("subgraphs[0].tensors[3].shape")."""
 
     def __init__(self, what: str):
@@ -108,7 +108,7 @@ class _Bad(Exception):
         self.what, self.path = what, []
 
 
-class _Reader:
+class Reader:
     """Reads tables of ``data`` as dicts (accessor name -> value: a number, bytes, a dict, a numpy view, a list of
     dicts), every read inside the buffer, the work counted."""
 
@@ -121,27 +121,27 @@ class _Reader:
     def charge(self, work: int) -> None:
         self.budget -= work
         if self.budget < 0:
-            raise _Bad(f"its tables and vectors add up to more than {WORK_PER_BYTE} times the file's "
+            raise Bad(f"its tables and vectors add up to more than {WORK_PER_BYTE} times the file's "
                        f"{self.n:,} bytes: parts of the flatbuffer are named many times over (an honest file names "
                        "each table once); refused rather than read")
 
     def u32(self, pos: int) -> int:
         if pos < 0 or pos + 4 > self.n:
-            raise _Bad(f"a 4-byte read at byte {pos} is outside the file ({self.n:,} bytes)")
+            raise Bad(f"a 4-byte read at byte {pos} is outside the file ({self.n:,} bytes)")
         return _U32.unpack_from(self.data, pos)[0]
 
     def follow(self, pos: int) -> int:
         """Where the offset at ``pos`` points."""
         o = self.u32(pos)
         if o == 0 or o >= _MAX_OFFSET or pos + o >= self.n:
-            raise _Bad(f"the offset {o} at byte {pos} points outside the file ({self.n:,} bytes)")
+            raise Bad(f"the offset {o} at byte {pos} points outside the file ({self.n:,} bytes)")
         return pos + o
 
     def vector(self, pos: int, item: int) -> tuple[int, int]:
         """(first element's position, length) of the vector at ``pos``, all its bytes inside the file."""
         length = self.u32(pos)
         if pos + 4 + length * item > self.n:
-            raise _Bad(f"a vector of {length:,} elements at byte {pos} runs past the end of the file "
+            raise Bad(f"a vector of {length:,} elements at byte {pos} runs past the end of the file "
                        f"({self.n:,} bytes)")
         self.charge(4 + length * item)
         return pos + 4, length
@@ -156,16 +156,16 @@ class _Reader:
 
     def _table(self, pos: int, name: str) -> dict:
         if self.depth > MAX_DEPTH:
-            raise _Bad(f"tables nest more than {MAX_DEPTH} deep")
+            raise Bad(f"tables nest more than {MAX_DEPTH} deep")
         data, n = self.data, self.n
         if pos + 4 > n:
-            raise _Bad(f"a table at byte {pos} is outside the file ({n:,} bytes)")
+            raise Bad(f"a table at byte {pos} is outside the file ({n:,} bytes)")
         vt = pos - _I32.unpack_from(data, pos)[0]
         if vt < 0 or vt + 4 > n:
-            raise _Bad(f"the table at byte {pos} has its vtable at byte {vt}, outside the file ({n:,} bytes)")
+            raise Bad(f"the table at byte {pos} has its vtable at byte {vt}, outside the file ({n:,} bytes)")
         vsize = _U16.unpack_from(data, vt)[0]
         if vsize & 1 or vt + vsize > n:
-            raise _Bad(f"the vtable at byte {vt} ({vsize} bytes) runs past the end of the file ({n:,} bytes)")
+            raise Bad(f"the vtable at byte {vt} ({vsize} bytes) runs past the end of the file ({n:,} bytes)")
         fields = self.tables[name]
         out: dict = {}
         unions = []
@@ -179,14 +179,14 @@ class _Reader:
                     unions.append((f, self.follow(pos + at)))
                 else:
                     out[f.key] = self.value(pos + at, f)
-            except _Bad as e:
+            except Bad as e:
                 e.path.append(f.name)
                 raise
         for f, target in unions:
             kind = self.unions[f.target].get(out.get(f.key + "Type", 0))
             try:
                 out[f.key] = self.table(target, kind) if kind else None  # an unknown type: LiteRT reads nothing
-            except _Bad as e:
+            except Bad as e:
                 e.path.append(f"{f.name} ({kind})")
                 raise
         return out
@@ -195,13 +195,13 @@ class _Reader:
         if f.kind == "scalar":
             size = struct.calcsize(f.fmt)
             if pos + size > self.n:
-                raise _Bad(f"a field at byte {pos} runs past the end of the file ({self.n:,} bytes)")
+                raise Bad(f"a field at byte {pos} runs past the end of the file ({self.n:,} bytes)")
             return struct.unpack_from(f.fmt, self.data, pos)[0]
         target = self.follow(pos)
         if f.kind == "string":
             start, length = self.vector(target, 1)
             if start + length >= self.n or self.data[start + length] != 0:
-                raise _Bad(f"the string at byte {target} does not end in a NUL byte inside the file")
+                raise Bad(f"the string at byte {target} does not end in a NUL byte inside the file")
             return bytes(self.data[start:start + length])
         if f.kind == "table":
             return self.table(target, f.target)
@@ -214,19 +214,19 @@ class _Reader:
         for i in range(length):
             try:
                 items.append(self.table(self.follow(start + 4 * i), f.target))
-            except _Bad as e:
+            except Bad as e:
                 e.path.append(f"[{i}]")
                 raise
         return items
 
 
-def _where(path: list[str]) -> str:
+def location(path: list[str]) -> str:
     return "".join(p if p.startswith("[") else f".{p}" for p in reversed(path)).lstrip(".")
 
 
 # -- what the model says ----------------------------------------------------------------------------------------
 
-def _text(b) -> str:
+def quoted(b) -> str:
     """A name from the file, for a message: printable (escapes for the rest), one line, at most 80 characters."""
     text = b.decode("utf-8", "replace") if isinstance(b, bytes) else ""
     text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[:200])

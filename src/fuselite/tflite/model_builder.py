@@ -14,14 +14,14 @@ from ai_edge_litert import schema_py_generated as schema
 from fuselite.errors import ConversionError
 from fuselite.ir import BlockwiseQuantization, Module, Quantization, Value
 from fuselite.ir.arrays import digest
-from fuselite.tflite.buffers import _AlignedBuffer
+from fuselite.tflite.buffers import AlignedBuffer
 from fuselite.tflite.debug_metadata import METADATA_NAME as DEBUG_METADATA
 from fuselite.tflite.debug_metadata import debug_metadata
 from fuselite.tflite.flexbuffer import encode_tf_attrs
 from fuselite.tflite.names import StableNames, readable
-from fuselite.tflite.op_options import _DTYPE_OPTIONS, _ENUMS, _camel, options_table
+from fuselite.tflite.op_options import DTYPE_OPTIONS, ENUMS, camel, options_table
 from fuselite.tflite.provenance import Provenance
-from fuselite.tflite.tensors import _quantization, _string_tensor_bytes, pack_int4, tensor_type
+from fuselite.tflite.tensors import pack_int4, quantization_of, string_tensor_bytes, tensor_type
 from fuselite.tflite.versions import min_runtime_version, op_version
 
 
@@ -36,7 +36,7 @@ class ModelBuilder:
         self.model = schema.ModelT()
         self.model.version = 3
         self.model.description = provenance.description() if provenance else "fuselite"
-        self.model.buffers = [_AlignedBuffer()]
+        self.model.buffers = [AlignedBuffer()]
         self.model.operatorCodes = []
         self.model.subgraphs = []
         self._buffer_index: dict[bytes, int] = {}
@@ -63,12 +63,12 @@ class ModelBuilder:
 
     def _buffer(self, arr: np.ndarray, owner: Value | None = None) -> int:
         """The buffer holding ``arr``'s bytes (equal constants share one). ``owner``: the constant value
-        whose array this is, rebound to a view of the file once written (see :class:`_AlignedBuffer`)."""
+        whose array this is, rebound to a view of the file once written (see :class:`AlignedBuffer`)."""
         strings = arr.dtype.kind in ("S", "O", "U")
-        raw = _string_tensor_bytes(arr) if strings else pack_int4(arr) if arr.dtype.name == "int4" else arr
+        raw = string_tensor_bytes(arr) if strings else pack_int4(arr) if arr.dtype.name == "int4" else arr
         key = self._digest(raw) + str(arr.dtype).encode()
         if key not in self._buffer_index:
-            self.model.buffers.append(_AlignedBuffer(raw))
+            self.model.buffers.append(AlignedBuffer(raw))
             self._buffer_index[key] = len(self.model.buffers) - 1
         index = self._buffer_index[key]
         if owner is not None and raw is arr:
@@ -134,7 +134,7 @@ class ModelBuilder:
             if isinstance(v.quant, BlockwiseQuantization):
                 t.quantization = self._blockwise(sg, t.name, v.quant)
             elif v.quant is not None:
-                t.quantization = _quantization(v.quant, self._zero_points)
+                t.quantization = quantization_of(v.quant, self._zero_points)
             sg.tensors.append(t)
             index[v.uid] = len(sg.tensors) - 1
             if key is not None:
@@ -202,7 +202,7 @@ class ModelBuilder:
         t.type = tensor_type(np.dtype(dtype))
         t.shape = [int(d) for d in shape]
         if quant is not None:
-            t.quantization = _quantization(Quantization(tuple(quant["scale"]), tuple(quant["zero_point"]),
+            t.quantization = quantization_of(Quantization(tuple(quant["scale"]), tuple(quant["zero_point"]),
                                                         quant.get("axis", 0)), self._zero_points)
         sg.tensors.append(t)
         return len(sg.tensors) - 1
@@ -216,12 +216,12 @@ class ModelBuilder:
         for key, val in op.attrs.items():
             if key.startswith("_") or key == "custom_code":
                 continue
-            attr = _camel(key)
+            attr = camel(key)
             if not hasattr(opts, attr):
                 raise ConversionError(f"internal: option '{key}' is not in {table} (op {op.describe()})")
-            if key in _ENUMS:
-                val = getattr(_ENUMS[key], val)
-            elif key in _DTYPE_OPTIONS:
+            if key in ENUMS:
+                val = getattr(ENUMS[key], val)
+            elif key in DTYPE_OPTIONS:
                 val = tensor_type(val)
             elif isinstance(val, str) and val.startswith("@"):
                 val = self.subgraph_index[val[1:]]
@@ -253,7 +253,7 @@ class ModelBuilder:
             self._add_metadata(DEBUG_METADATA, debug_metadata(self._debug))
 
     def _add_metadata(self, name: str, data: bytes) -> None:
-        self.model.buffers.append(_AlignedBuffer(np.frombuffer(data, dtype=np.uint8)))
+        self.model.buffers.append(AlignedBuffer(np.frombuffer(data, dtype=np.uint8)))
         self._metadata_buffers.add(len(self.model.buffers) - 1)
         meta = schema.MetadataT()
         meta.name = name

@@ -15,7 +15,7 @@ _OPTIONS_OVERRIDES = {
     "REDUCE_ALL": "ReducerOptions", "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
     "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions", "RNN": "RNNOptions",
 }
-_ENUMS = {
+ENUMS = {
     "fused_activation_function": schema.ActivationFunctionType,
     "padding": schema.Padding,
     "weights_format": schema.FullyConnectedOptionsWeightsFormat,
@@ -23,7 +23,7 @@ _ENUMS = {
     "kernel_type": schema.LSTMKernelType,
     "combiner": schema.CombinerType,
 }
-_DTYPE_OPTIONS = {"out_type", "output_type", "in_data_type", "out_data_type", "idx_out_type", "key_dtype", "value_dtype"}
+DTYPE_OPTIONS = {"out_type", "output_type", "in_data_type", "out_data_type", "idx_out_type", "key_dtype", "value_dtype"}
 
 
 def _norm(name: str) -> str:
@@ -51,11 +51,11 @@ def check_op(op) -> str | None:
     for key, val in op.attrs.items():
         if key.startswith("_") or key in ("custom_code", "custom_options", "custom_tf_attrs"):
             continue
-        if _camel(key) not in fields:
+        if camel(key) not in fields:
             known = ", ".join(sorted(_snake(f) for f in fields)) or "none"
             return f"{kind} has no option '{key}' (its options: {known})"
-        if key in _ENUMS and not (isinstance(val, str) and hasattr(_ENUMS[key], val)):
-            names = ", ".join(k for k in vars(_ENUMS[key]) if not k.startswith("_"))
+        if key in ENUMS and not (isinstance(val, str) and hasattr(ENUMS[key], val)):
+            names = ", ".join(k for k in vars(ENUMS[key]) if not k.startswith("_"))
             return f"{kind} option {key}={val!r} is not one of {names}"
     return None
 
@@ -64,6 +64,6 @@ def _snake(name: str) -> str:
     return "".join("_" + ch.lower() if ch.isupper() else ch for ch in name)
 
 
-def _camel(key: str) -> str:
+def camel(key: str) -> str:
     head, *rest = key.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)

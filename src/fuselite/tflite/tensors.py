@@ -1,6 +1,6 @@
 """A tensor's type and bytes in a TFLite flatbuffer: the LiteRT tensor type of an IR dtype (``tensor_type``), int4
 values packed two per byte (``pack_int4``), a string tensor's layout, and quantization parameters whose equal
-zero-point vectors are written once (``_quantization``). Used by ``model_builder``; the names are importable from
+zero-point vectors are written once (``quantization_of``). Used by ``model_builder``; the names are importable from
 ``flatbuffer`` too."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def pack_int4(values: np.ndarray) -> np.ndarray:
     return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
 
 
-def _string_tensor_bytes(arr: np.ndarray) -> np.ndarray:
+def string_tensor_bytes(arr: np.ndarray) -> np.ndarray:
     """LiteRT string tensor layout: count, offsets, then the bytes."""
     items = [x if isinstance(x, bytes) else str(x).encode() for x in np.asarray(arr).reshape(-1)]
     n = len(items)
@@ -81,7 +81,7 @@ class _QuantizationParameters(schema.QuantizationParametersT):
         return schema.QuantizationParametersEnd(builder)
 
 
-def _quantization(q, shared: dict) -> schema.QuantizationParametersT:
+def quantization_of(q, shared: dict) -> schema.QuantizationParametersT:
     out = _QuantizationParameters()
     out.shared = shared
     out.scale = [float(x) for x in q.scale]

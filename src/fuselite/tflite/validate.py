@@ -58,12 +58,12 @@ from fuselite.tflite.flatbuffer_bounds import (  # noqa: F401  (WORK_PER_BYTE & 
     TABLE_WORK,
     WORK_FREE,
     WORK_PER_BYTE,
+    Bad,
     Field,
+    Reader,
     TableView,
-    _Bad,
-    _Reader,
-    _text,
-    _where,
+    location,
+    quoted,
     schema_tables,
 )
 
@@ -118,15 +118,15 @@ class _Checks:
         # the builtin code as LiteRT reads it (schema_utils' GetBuiltinCode), whatever custom_code says
         builtins = [names.get(max(c.get("BuiltinCode", 0), c.get("DeprecatedBuiltinCode", 0)), "?")
                     for c in self.codes]
-        self.op_names = [f"CUSTOM({_text(c.get('CustomCode'))})" if b == "CUSTOM" else b
+        self.op_names = [f"CUSTOM({quoted(c.get('CustomCode'))})" if b == "CUSTOM" else b
                          for b, c in zip(builtins, self.codes)]
 
     def subgraph(self, s: int) -> str:
-        name = _text(self.subgraphs[s].get("Name"))
+        name = quoted(self.subgraphs[s].get("Name"))
         return f"subgraph {s}" + (f" '{name}'" if name else "")
 
     def tensor(self, s: int, t: int) -> str:
-        name = _text((self.subgraphs[s].get("Tensors") or [])[t].get("Name"))
+        name = quoted((self.subgraphs[s].get("Tensors") or [])[t].get("Name"))
         return f"{self.subgraph(s)}, tensor {t}" + (f" '{name}'" if name else "")
 
     def run(self) -> None:
@@ -140,7 +140,7 @@ class _Checks:
         for md in self.m.get("Metadata") or []:
             b = md.get("Buffer", 0)
             if b >= len(self.buffers):
-                raise InputError(f"not a valid TFLite model: metadata '{_text(md.get('Name'))}' names buffer {b}, "
+                raise InputError(f"not a valid TFLite model: metadata '{quoted(md.get('Name'))}' names buffer {b}, "
                                  f"and the model has {len(self.buffers)} buffers")
         for k, sig in enumerate(self.m.get("SignatureDefs") or []):
             self.check_signature(k, sig)
@@ -305,7 +305,7 @@ class _Checks:
                     stack.append(iter(calls[target]))
 
     def check_signature(self, k: int, sig: dict) -> None:
-        key = _text(sig.get("SignatureKey"))
+        key = quoted(sig.get("SignatureKey"))
         s = sig.get("SubgraphIndex", 0)
         if s >= len(self.subgraphs):
             raise InputError(f"not a valid TFLite model: signature {k} '{key}' names subgraph {s}, and the model "
@@ -316,7 +316,7 @@ class _Checks:
                 t = entry.get("TensorIndex", 0)
                 if t >= n:
                     raise InputError(f"not a valid TFLite model: signature '{key}' {what.lower()[:-1]} "
-                                     f"'{_text(entry.get('Name'))}' names tensor {t} of {self.subgraph(s)}, which "
+                                     f"'{quoted(entry.get('Name'))}' names tensor {t} of {self.subgraph(s)}, which "
                                      f"has {n} tensors")
 
 
@@ -374,11 +374,11 @@ def _sparse_elements(sparsity: dict, dims: list[int]) -> int | None:
 def _decoded(data) -> dict:
     if len(data) < 8 or bytes(data[4:8]) != b"TFL3":
         raise InputError("not a TFLite model: a .tflite file has the identifier 'TFL3' at bytes 4-8")
-    reader = _Reader(data)
+    reader = Reader(data)
     try:
         model = reader.table(reader.follow(0), "Model")
-    except _Bad as e:
-        where = _where(e.path)
+    except Bad as e:
+        where = location(e.path)
         raise InputError(f"not a valid TFLite model: {where + ': ' if where else ''}{e.what}") from None
     _Checks(model, data).run()
     return model
