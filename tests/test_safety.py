@@ -257,3 +257,16 @@ def test_rules_from_the_working_directory_are_imported_alone(shadows):
     out = _run(["convert", root / "mlp.keras", "-o", root / "rules.tflite", "--rules", "my_rules", "-q"], cwd)
     assert sorted(p.name for p in marks.iterdir()) == [], out.stderr[-2000:]
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_the_cli_runs_from_another_thread():
+    """main() installs its SIGTERM handler on the main thread only: called from a thread it still runs."""
+    import threading
+
+    from fuselite.cli import main
+
+    codes = []
+    t = threading.Thread(target=lambda: codes.append(main(["pipeline", "-q"])))
+    t.start()
+    t.join(60)
+    assert codes == [0]

@@ -17,7 +17,11 @@ def sigterm_as_exit():
     """SIGTERM raises SystemExit(143) while the block runs: the ``finally`` blocks and temporary folders on the
     way out are cleaned up (an atomic write's temporary file, a child's folder), as on Ctrl-C."""
     import signal
+    import threading
 
+    if threading.current_thread() is not threading.main_thread():  # (signal handlers are the main thread's)
+        yield
+        return
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         yield
