@@ -34,7 +34,15 @@ from fuselite.runtime import run
 ATOL = 1e-5
 
 # lowering module -> the test file whose cases exercise its rules (test_lowering_rules.py: every other module)
-FAMILY_TESTS: dict[str, str] = {}
+FAMILY_TESTS: dict[str, str] = {
+    "fuselite.lower.math_special": "test_lowering_math_special.py",
+    "fuselite.lower.random": "test_lowering_random.py",
+    "fuselite.lower.index": "test_lowering_index.py",
+    "fuselite.lower.image": "test_lowering_image.py",
+    "fuselite.lower.tensor_lists": "test_lowering_tensor_lists.py",
+    "fuselite.lower.gradients": "test_lowering_gradients.py",
+    "fuselite.lower.training": "test_training.py",
+}
 
 # --------------------------------------------------------------------------------------------
 # input specs and weights

@@ -1,0 +1,3 @@
+"""Random ops: RandomUniform, RandomStandardNormal, Multinomial (LiteRT's RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL, MULTINOMIAL)."""
+
+from __future__ import annotations
