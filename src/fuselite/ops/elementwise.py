@@ -166,3 +166,10 @@ add_entries({
         runtime=("1.6.0", "1.14.0", "2.3.0", "2.4.0", "2.4.0"),
         micro_op="AddSub"),
 })
+
+# bitwise_xor.cc, right_shift.cc: int8 / 16 / 32 and uint8 / 16 / 32 bits, broadcasting to 4 dims; version 1 only,
+# not in runtime_version.cc; no TFLite Micro kernel
+add_entries({
+    "BITWISE_XOR": Facts(no_integer="BITWISE_XOR works on an integer's bits, not on quantized reals (bitwise_xor.cc)"),
+    "RIGHT_SHIFT": Facts(no_integer="RIGHT_SHIFT works on an integer's bits, not on quantized reals (right_shift.cc)"),
+})

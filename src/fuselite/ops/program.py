@@ -38,3 +38,14 @@ add_entries({
     "VAR_HANDLE": Facts(runtime=("2.6.0",), micro_op="AddVarHandle"),
     "WHILE": Facts(runtime=("1.15.0",), micro_op="AddWhile"),
 })
+
+# bitcast.cc: the bytes reinterpreted (version 1, not in runtime_version.cc); random_ops.cc: float32 draws (int32
+# or int64 class indices for MULTINOMIAL), seeded from RandomOptions at prepare (version 1, runtime 2.8.0); none
+# of them has a TFLite Micro kernel
+add_entries({
+    "BITCAST": Facts(no_integer="BITCAST reinterprets bytes: a quantized value's bits are not another real"),
+    "MULTINOMIAL": Facts(no_integer="MULTINOMIAL reads float32 logits (random_ops.cc)", runtime=("2.8.0",)),
+    "RANDOM_STANDARD_NORMAL": Facts(no_integer="RANDOM_STANDARD_NORMAL writes float32 (random_ops.cc)",
+                                    runtime=("2.8.0",)),
+    "RANDOM_UNIFORM": Facts(no_integer="RANDOM_UNIFORM writes float32 (random_ops.cc)", runtime=("2.8.0",)),
+})

@@ -14,6 +14,8 @@ _OPTIONS_OVERRIDES = {
     "REDUCE_MIN": "ReducerOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
     "REDUCE_ALL": "ReducerOptions", "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
     "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions", "RNN": "RNNOptions",
+    "RANDOM_UNIFORM": "RandomOptions", "RANDOM_STANDARD_NORMAL": "RandomOptions", "MULTINOMIAL": "RandomOptions",
+    "CONV_3D_TRANSPOSE": "Conv3DOptions",
 }
 ENUMS = {
     "fused_activation_function": schema.ActivationFunctionType,
