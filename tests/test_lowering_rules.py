@@ -20,6 +20,12 @@ from fuselite.ops.text_kernels import TEXT_KERNELS
 # --------------------------------------------------------------------------------------------
 
 
+def _complex(*shape):
+    """A complex64 input (values fixed by the shape: the harness draws real ones only)."""
+    rng = np.random.default_rng(len(shape) * 100 + sum(shape))
+    return V((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64), *shape)
+
+
 def _while_fixed(x):
     def body(i, acc):
         return i + 1, acc * 0.5 + tf.sin(acc)
@@ -106,6 +112,19 @@ CASES = [
         x, -1.0, 2.5, num_bits=4, narrow_range=True), F(2, 4), expect=["QUANTIZE", "MAXIMUM"]),
     C("fake_quant_per_channel", lambda x: tf.quantization.fake_quant_with_min_max_vars_per_channel(
         x, [-1.0, -0.5, 0.0, -2.0], [1.0, 2.0, 3.0, 2.0]), F(2, 4), expect=["FLOOR"]),
+    # -- QuantizeAndDequantize V2 / V3 / V4 with a given range: TF's kernel's arithmetic, exactly ------------------
+    C("quantize_dequantize_v2", lambda x: tf.quantization.quantize_and_dequantize_v2(x, -1.0, 1.0, range_given=True),
+      F(3, 8, lo=-1.5, hi=1.5), atol=0),
+    C("quantize_dequantize_v4_narrow_half_up", lambda x: tf.raw_ops.QuantizeAndDequantizeV4(
+        input=x, input_min=-0.5, input_max=2.0, range_given=True, num_bits=5, narrow_range=True,
+        round_mode="HALF_UP"), F(3, 8, lo=-1, hi=2.5), atol=0),
+    C("quantize_dequantize_v3_unsigned", lambda x: tf.raw_ops.QuantizeAndDequantizeV3(
+        input=x, input_min=0.0, input_max=3.0, num_bits=4, range_given=True, signed_input=False),
+      F(3, 8, lo=-1, hi=4), atol=0),
+    # -- integer Relu / Relu6 / Square: LiteRT's RELU and SQUARE are float / quantized kernels ---------------------
+    C("relu_int32", tf.nn.relu, I(2, 5), expect=["MAXIMUM"], absent=["RELU"]),
+    C("relu6_int64", lambda x: tf.nn.relu6(tf.cast(x, tf.int64) * 2), I(2, 5), expect=["MINIMUM"]),
+    C("square_int32", tf.square, I(2, 5, lo=-300, hi=300), expect=["MUL"], absent=["SQUARE"]),
     # -- MatMul -----------------------------------------------------------------------------
     C("matmul", lambda x: tf.matmul(x, W(4, 3)), F(2, 4), expect=["FULLY_CONNECTED"]),
     C("matmul_transpose_a", lambda x: tf.matmul(x, W(4, 3), transpose_a=True), F(4, 2)),
@@ -142,6 +161,11 @@ CASES = [
     C("conv2d_valid", lambda x: tf.nn.conv2d(x, W(3, 3, 2, 4), 1, "VALID"), F(1, 5, 5, 2)),
     C("conv2d_same_stride2", lambda x: tf.nn.conv2d(x, W(3, 3, 2, 4), 2, "SAME"), F(1, 6, 6, 2)),
     C("conv2d_valid_stride_2x1", lambda x: tf.nn.conv2d(x, W(2, 3, 2, 4), [1, 2, 1, 1], "VALID"), F(2, 7, 6, 2)),
+    C("conv2d_explicit_padding", lambda x: tf.nn.conv2d(x, W(3, 3, 2, 2), 1, [[0, 0], [1, 2], [0, 1], [0, 0]]),
+      F(1, 5, 5, 2), expect=["PAD", "CONV_2D"]),
+    C("depthwise_explicit_padding_strided", lambda x: tf.nn.depthwise_conv2d(
+        x, W(3, 3, 2, 2), [1, 2, 2, 1], [[0, 0], [2, 0], [1, 1], [0, 0]]), F(1, 6, 6, 2),
+      expect=["PAD", "DEPTHWISE_CONV_2D"]),
     C("conv2d_dilation2_same", lambda x: tf.nn.conv2d(x, W(3, 3, 2, 3), 1, "SAME", dilations=2), F(1, 7, 7, 2)),
     C("conv2d_dilation2_valid", lambda x: tf.nn.conv2d(x, W(3, 3, 2, 3), 1, "VALID", dilations=2), F(1, 7, 7, 2)),
     C("conv2d_bias_relu6",
@@ -205,10 +229,46 @@ CASES = [
     C("softplus_large", lambda x: tf.nn.softplus(x * 40.0), F(2, 8, lo=-5, hi=5)),  # exp(x) would overflow
     C("mish", lambda x: x * tf.tanh(tf.nn.softplus(x)), F(2, 8, lo=-6, hi=6)),
     C("softsign", lambda x: tf.nn.softsign(x), F(2, 8, lo=-30, hi=30)),
-    # -- FFT (audio front ends); sums of 16 products: float32 rounding of values up to ~10 --------------
-    C("rfft_abs", lambda x: tf.abs(tf.signal.rfft(x)), F(2, 16), atol=1e-4, expect=["RFFT2D", "COMPLEX_ABS"]),
-    C("rfft_real_imag", lambda x: tf.math.real(tf.signal.rfft(x)) + tf.math.imag(tf.signal.rfft(x)), F(3, 8),
-      atol=1e-4, expect=["REAL", "IMAG"]),
+    # -- Fourier transforms and complex values (lower/fft.py). Sums of up to 600 products of values ~1: float32
+    # rounding of results up to ~25, so atol 1e-4 (2e-4) where the sums are long -------------------------------------
+    C("rfft_abs", lambda x: tf.abs(tf.signal.rfft(x)), F(2, 512), atol=2e-4, expect=["RFFT2D", "COMPLEX_ABS"]),
+    C("rfft_real_imag", lambda x: tf.math.real(tf.signal.rfft(x)) + tf.math.imag(tf.signal.rfft(x)), F(3, 512),
+      atol=2e-4, expect=["RFFT2D", "REAL", "IMAG"]),
+    C("rfft_short_power_of_two", lambda x: tf.abs(tf.signal.rfft(x)), F(2, 16), atol=1e-5,
+      expect=["FULLY_CONNECTED", "SQRT"], absent=["RFFT2D", "COMPLEX_ABS"]),
+    C("rfft_padded_length", lambda x: tf.abs(tf.signal.rfft(x, [80])), F(3, 40), atol=1e-4, absent=["RFFT2D", "PAD"]),
+    C("rfft_cropped_complex_out", lambda x: tf.signal.rfft(x, [12]), F(2, 3, 20), atol=1e-5, expect=["BITCAST"]),
+    C("rfft_imag_of_odd_length", lambda x: tf.math.imag(tf.signal.rfft(x)), F(4, 7), atol=1e-5, absent=["IMAG"]),
+    C("dct_type2", lambda x: tf.signal.dct(x, type=2), F(3, 40), atol=1e-4, expect=["FULLY_CONNECTED"],
+      absent=["PACK", "BITCAST", "PAD", "SUB"]),
+    C("dct_type2_ortho", lambda x: tf.signal.dct(x, type=2, norm="ortho"), F(2, 5, 24), atol=1e-5,
+      absent=["PACK", "BITCAST", "PAD", "SUB"]),
+    C("rfft2d_any_length", lambda x: tf.signal.rfft2d(x), F(2, 6, 10), atol=1e-4),
+    C("rfft2d_padded", lambda x: tf.abs(tf.signal.rfft2d(x, [8, 12])), F(2, 5, 9), atol=1e-4),
+    C("rfft2d_powers_of_two", lambda x: tf.abs(tf.signal.rfft2d(x, [512, 512])), F(1, 20, 30), atol=2e-4,
+      expect=["RFFT2D", "COMPLEX_ABS"]),
+    C("irfft", lambda x: tf.signal.irfft(x), _complex(2, 9), atol=1e-5, absent=["BITCAST"]),
+    C("irfft_cropped_and_padded", lambda x: tf.signal.irfft(x, [10]) + tf.signal.irfft(x, [24])[..., :10],
+      _complex(2, 9), atol=1e-5),
+    C("irfft_of_rfft", lambda x: tf.signal.irfft(tf.signal.rfft(x)), F(2, 12), atol=1e-5,
+      expect=["FULLY_CONNECTED"], absent=["ADD", "PACK"]),
+    C("irfft2d", lambda x: tf.signal.irfft2d(x), _complex(2, 6, 4), atol=1e-5),
+    C("fft", lambda x: tf.signal.fft(x), _complex(2, 7), atol=1e-5),
+    C("ifft", lambda x: tf.signal.ifft(x), _complex(2, 7), atol=1e-5),
+    C("fft2d", lambda x: tf.signal.fft2d(x), _complex(2, 3, 5), atol=1e-5),
+    C("ifft2d_abs", lambda x: tf.abs(tf.signal.ifft2d(x)), _complex(2, 4, 6), atol=1e-5),
+    C("fft3d", lambda x: tf.signal.fft3d(x), _complex(2, 3, 4, 5), atol=1e-4),
+    C("ifft3d", lambda x: tf.signal.ifft3d(x), _complex(1, 2, 3, 4), atol=1e-5),
+    C("complex_abs_of_parts", lambda x, y: tf.abs(tf.complex(x, y)), F(2, 5), F(2, 5), expect=["SQRT"]),
+    C("complex_output", lambda x, y: tf.complex(x, y * 2.0), F(2, 5), F(2, 5), expect=["BITCAST"]),
+    C("complex_broadcast_parts", lambda x: tf.signal.fft(tf.complex(x, tf.constant(0.5))), F(3, 4), atol=1e-5),
+    C("complex_slice_times_constant", lambda x: tf.math.real(
+        tf.signal.rfft(x)[:, 1:4] * tf.constant([1 + 2j, -1j, 0.5], tf.complex64)), F(2, 10), atol=1e-5),
+    C("complex_input_real_imag", lambda x: tf.math.real(x) * 2 + tf.math.imag(x), _complex(2, 8),
+      expect=["REAL", "IMAG"]),
+    C("complex_input_abs", lambda x: tf.abs(x), _complex(3, 4), expect=["COMPLEX_ABS"]),
+    C("fft_abs_of_a_cast", lambda x: tf.abs(tf.signal.fft(tf.cast(x, tf.complex64))), F(3, 6), atol=1e-5,
+      absent=["CAST", "BITCAST"]),
     # -- DFT of real parts (FNet's token mixing: Real(FFT2D(Complex(x, 0))): real matrix products) -----------
     C("fft2d_real_of_complex", lambda x: tf.math.real(tf.signal.fft2d(tf.complex(x, tf.zeros_like(x)))),
       F(2, 6, 4), atol=1e-5, expect=["FULLY_CONNECTED"], absent=["RFFT2D"]),

@@ -13,6 +13,7 @@ Adding a stage (quantization, a target check) is a body there and one entry here
 from __future__ import annotations
 
 from fuselite.lower import lower_module
+from fuselite.lower.fft import fourier_forms
 from fuselite.passes.accelerator_forms import (
     expand_and_squeeze_as_reshape,
     gathers_with_1d_indices,
@@ -125,6 +126,9 @@ PIPELINE = [
     Pass("split-bidirectional", split_bidirectional_ops,
          "bidirectional sequence ops become two unidirectional ones and reverses (the form TensorFlow's flatbuffer "
          "importer, LiteRT's integer kernels and TFLite Micro take; bidirectional='fused' keeps LiteRT's op)"),
+    Pass("fourier-forms", lambda m, ctx: fourier_forms(m, micro=ctx.on_micro, report=ctx.report),
+         "each Fourier transform's form for the target: TFLite Micro's RFFT2D as DFT matrix products (it has no FFT "
+         "kernel); the report says each form and its cost"),
     Group("micro-forms", [
         UNROLL_RNNS,
         Pass("expand-gelu", lambda m, ctx: expand_gelu(m, integer=ctx.quantization in ("int8", "int16x8")),

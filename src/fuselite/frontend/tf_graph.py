@@ -20,8 +20,9 @@ from fuselite.tf_dtypes import tf_dtype_to_ir
 _LIBRARY_MARKERS = (os.sep + "tensorflow" + os.sep, os.sep + "keras" + os.sep, os.sep + "tf_keras" + os.sep,
                     os.sep + "fuselite" + os.sep, "site-packages", "<frozen", os.sep + "absl" + os.sep)
 _FUSELITE = os.sep + "fuselite" + os.sep
+# what a LiteRT input tensor holds (complex64 too: LiteRT's REAL / IMAG / COMPLEX_ABS, MUL and RESHAPE read it)
 _INPUT_DTYPES = {np.dtype(d) for d in (np.float32, np.float16, np.int8, np.uint8, np.int16, np.int32,
-                                         np.int64, np.bool_, np.float64)}
+                                         np.int64, np.bool_, np.float64, np.complex64)}
 _ALIAS_OPS = {"Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureShape", "CheckNumerics"}
 _DROP_OPS = {"NoOp", "Assert", "Print", "PrintV2"}
 

@@ -3,6 +3,7 @@
 from fuselite.lower import (  # noqa: F401  (register rules)
     array,
     control_flow,
+    fft,
     gradients,
     image,
     index,

@@ -1,10 +1,9 @@
-"""Elementwise math, activations, comparisons and reductions."""
+"""Elementwise math, activations, comparisons and reductions (Fourier transforms and complex values: fft.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from fuselite.lower.nn import fully_connected
 from fuselite.lower.registry import lowering
 
 _BINARY = {
@@ -15,8 +14,8 @@ _BINARY = {
     "Equal": "EQUAL", "NotEqual": "NOT_EQUAL", "LogicalAnd": "LOGICAL_AND", "LogicalOr": "LOGICAL_OR",
 }
 _UNARY = {
-    "Relu": "RELU", "Relu6": "RELU6", "Elu": "ELU", "Sigmoid": "LOGISTIC", "Tanh": "TANH",
-    "Exp": "EXP", "Log": "LOG", "Sqrt": "SQRT", "Rsqrt": "RSQRT", "Square": "SQUARE", "Neg": "NEG",
+    "Elu": "ELU", "Sigmoid": "LOGISTIC", "Tanh": "TANH",
+    "Exp": "EXP", "Log": "LOG", "Sqrt": "SQRT", "Rsqrt": "RSQRT", "Neg": "NEG",
     "Floor": "FLOOR", "Ceil": "CEIL", "Round": "ROUND", "Sin": "SIN", "Cos": "COS",
     "LogicalNot": "LOGICAL_NOT", "ZerosLike": "ZEROS_LIKE", "LogSoftmax": "LOG_SOFTMAX",
 }
@@ -47,6 +46,28 @@ for _tf, _tfl in _BINARY.items():
     lowering(_tf)(_binary_rule(_tfl))
 for _tf, _tfl in _UNARY.items():
     lowering(_tf)(_unary_rule(_tfl))
+
+
+@lowering("Relu", "Relu6")
+def lower_relu(ctx):
+    # LiteRT's RELU / RELU6 take float32, int8 and int16 (activations.cc): an integer Relu (int32, int64) is
+    # MAXIMUM(x, 0) (and MINIMUM(.., 6)), exact, as the official converter writes it
+    x = ctx.input(0)
+    kind = "RELU" if ctx.op.kind == "Relu" else "RELU6"
+    if x.dtype not in (np.int32, np.int64):
+        return [ctx.emit(kind, [x])]
+    y = ctx.emit("MAXIMUM", [x, ctx.const(np.zeros((), x.dtype))])
+    return [y if kind == "RELU" else ctx.emit("MINIMUM", [y, ctx.const(np.full((), 6, x.dtype))])]
+
+
+@lowering("Square")
+def lower_square(ctx):
+    # LiteRT's SQUARE takes float32 only (elementwise.cc): an int32 / int64 square is MUL(x, x), wrapping like
+    # TF's (LiteRT's int8 / int16 MUL is a quantized kernel: not for plain integers)
+    x = ctx.input(0)
+    if x.dtype in (np.int32, np.int64):
+        return [ctx.emit("MUL", [x, x], {"fused_activation_function": "NONE"})]
+    return [ctx.emit("SQUARE", [x])]
 
 
 @lowering("Abs")
@@ -225,117 +246,3 @@ def lower_unsorted_segment(ctx):
     if count.is_const:
         count = ctx.const(np.asarray(count.const, np.int32).reshape(1))
     return [ctx.emit(kind, [data, ctx.cast(ctx.input(1), np.int32), count])]
-
-
-@lowering("RFFT")
-def lower_rfft(ctx):
-    # tf.signal.rfft over the last axis (stft, audio front ends). LiteRT has RFFT2D only (rfft2d.cc: rank >= 2,
-    # both fft lengths powers of two): x [..., L] becomes [..., 1, L], RFFT2D with fft_length [1, L], then the
-    # unit axis goes. The input is first cropped or zero-padded to L, as TF does.
-    x, length = ctx.input(0), ctx.input(1)
-    if length.const is None or x.shape is None or not x.shape:
-        ctx.fail("fft_length must be constant and the input's rank known")
-    n = int(np.asarray(length.const).reshape(-1)[0])
-    if n <= 0 or n & (n - 1):
-        ctx.fail(f"fft_length {n} is not a power of two (LiteRT's RFFT2D kernel takes powers of two only)")
-    rank, last = len(x.shape), x.shape[-1]
-    if last is None:
-        ctx.fail("the transformed (last) axis must have a static size")
-    if last > n:
-        x = ctx.emit("SLICE", [x, ctx.i32([0] * rank), ctx.i32([-1] * (rank - 1) + [n])], dtype=x.dtype,
-                     shape=(*x.shape[:-1], n))
-    elif last < n:
-        x = ctx.emit("PAD", [x, ctx.i32([[0, 0]] * (rank - 1) + [[0, n - last]])], dtype=x.dtype,
-                     shape=(*x.shape[:-1], n))
-    x2 = ctx.emit("EXPAND_DIMS", [x, ctx.i32(rank - 1)], dtype=x.dtype, shape=(*x.shape[:-1], 1, n))
-    y = ctx.emit("RFFT2D", [x2, ctx.i32([1, n])], dtype=np.complex64, shape=(*x.shape[:-1], 1, n // 2 + 1))
-    return [ctx.emit("SQUEEZE", [y], {"squeeze_dims": [rank - 1]}, dtype=np.complex64,
-                     shape=(*x.shape[:-1], n // 2 + 1))]
-
-
-@lowering("FuseliteDFT")
-def lower_real_dft(ctx):
-    # not a TensorFlow op: passes/patterns.py rewrites Real / Imag(FFT[2D](Complex(re, im))) to it. The discrete
-    # Fourier transform over the last axis (and the one before it: dims 2) of re + i im, as real matrix products:
-    # with C[j, k] = cos(2 pi jk / n) and S = sin(...), both symmetric, X C - i X S per axis, so
-    #   re' = re C + im S,  im' = im C - re S.
-    # A static axis takes constant matrices (FULLY_CONNECTED); a dynamic one (a sequence length) matrices made at
-    # run time from RANGE, jk mod n, COS and SIN (BATCH_MATMUL). Exact but for float32 rounding.
-    re = ctx.input(0)
-    im = ctx.input(1) if len(ctx.inputs) > 1 else None
-    if re.shape is None or len(re.shape) < int(ctx.attr("dims")):
-        ctx.fail("the transformed input needs a known rank")
-    rank = len(re.shape)
-    parts = (re, im)
-    for axis in ([rank - 1, rank - 2] if int(ctx.attr("dims")) == 2 else [rank - 1]):
-        parts = _dft_axis(ctx, *parts, axis)
-    return [parts[0] if ctx.attr("part") == "real" else parts[1]]
-
-
-def _dft_axis(ctx, re, im, axis: int):
-    """(re', im') of the DFT of ``re + i im`` along ``axis`` (``im`` None: zeros)."""
-    rank = len(re.shape)
-    last = axis == rank - 1
-    if not last:  # bring the axis last, and back after
-        perm = list(range(rank))
-        perm[axis], perm[-1] = perm[-1], perm[axis]
-        re, im = ctx.transpose(re, perm), (None if im is None else ctx.transpose(im, perm))
-    n = re.shape[-1]
-    cos, sin = _dft_matrices(ctx, re, n)
-
-    def product(x, w):
-        if w.is_const:
-            return fully_connected(ctx, x, w, keep_num_dims=len(x.shape) > 2)
-        return ctx.emit("BATCH_MATMUL", [x, w], {"adj_x": False, "adj_y": False, "asymmetric_quantize_inputs": False},
-                        dtype=np.float32, shape=x.shape)
-
-    def add(a, b, kind="ADD"):
-        return ctx.emit(kind, [a, b], {"fused_activation_function": "NONE"}, dtype=np.float32, shape=a.shape)
-
-    real = product(re, cos)
-    imag = ctx.emit("NEG", [product(re, sin)], dtype=np.float32, shape=re.shape)
-    if im is not None:
-        real = add(real, product(im, sin))
-        imag = add(product(im, cos), imag)
-    for v in (real, imag):
-        v.shape = re.shape
-    if not last:
-        real, imag = ctx.transpose(real, perm), ctx.transpose(imag, perm)
-    return real, imag
-
-
-def _dft_matrices(ctx, x, n):
-    """(C, S) of size n: constants when n is static, else computed from ``x``'s last dim at run time."""
-    if n is not None:
-        jk = np.outer(np.arange(n), np.arange(n)) % n
-        angle = 2 * np.pi * jk / n
-        return ctx.const(np.cos(angle).astype(np.float32)), ctx.const(np.sin(angle).astype(np.float32))
-    i32 = np.dtype(np.int32)
-    dims = ctx.emit("SHAPE", [x], {"out_type": i32}, dtype=i32, shape=(len(x.shape),))
-    size = ctx.emit("GATHER", [dims, ctx.i32(len(x.shape) - 1)], {"axis": 0, "batch_dims": 0}, dtype=i32, shape=())
-    idx = ctx.emit("RANGE", [ctx.i32(0), size, ctx.i32(1)], dtype=i32, shape=(None,))
-    jk = ctx.emit("MUL", [ctx.emit("RESHAPE", [idx, ctx.i32([-1, 1])], dtype=i32, shape=(None, 1)),
-                          ctx.emit("RESHAPE", [idx, ctx.i32([1, -1])], dtype=i32, shape=(1, None))],
-                  {"fused_activation_function": "NONE"}, dtype=i32, shape=(None, None))
-    jk = ctx.emit("FLOOR_MOD", [jk, size], dtype=i32, shape=(None, None))  # exact before the float step
-    step = ctx.emit("DIV", [ctx.const(np.array(2 * np.pi, np.float32)), ctx.cast(size, np.float32)],
-                    {"fused_activation_function": "NONE"}, dtype=np.float32, shape=())
-    angle = ctx.emit("MUL", [ctx.cast(jk, np.float32), step], {"fused_activation_function": "NONE"},
-                     dtype=np.float32, shape=(None, None))
-    return (ctx.emit("COS", [angle], dtype=np.float32, shape=(None, None)),
-            ctx.emit("SIN", [angle], dtype=np.float32, shape=(None, None)))
-
-
-@lowering("ComplexAbs")
-def lower_complex_abs(ctx):
-    return [ctx.emit("COMPLEX_ABS", [ctx.input(0)])]
-
-
-@lowering("Real")
-def lower_real(ctx):
-    return [ctx.emit("REAL", [ctx.input(0)])]
-
-
-@lowering("Imag")
-def lower_imag(ctx):
-    return [ctx.emit("IMAG", [ctx.input(0)])]

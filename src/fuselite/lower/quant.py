@@ -124,3 +124,61 @@ def _float_fake_quant(ctx, x, grid):
     clamped = emit("MINIMUM", emit("MAXIMUM", x, lo), hi)
     steps = emit("FLOOR", emit("ADD", emit("MUL", emit("SUB", clamped, lo, act), inv, act), half, act))
     return emit("ADD", emit("MUL", steps, scale, act), lo, act)
+
+
+@lowering("QuantizeAndDequantizeV2", "QuantizeAndDequantizeV3", "QuantizeAndDequantizeV4")
+def lower_quantize_and_dequantize(ctx):
+    """``tf.quantization.quantize_and_dequantize_v2`` (V2, V4; V3 takes ``num_bits`` as an input) with a given
+    range: TensorFlow's kernel (``quantize_and_dequantize_op.h``, ``QuantizeAndDequantizeOneScaleImpl``) takes
+    the larger of the two scales the range allows, widens the other end of the range to it, then computes
+    ``round(clamp(x, lo, hi) * scale) * (1 / scale)`` in float32 — written as those ops (MAXIMUM, MINIMUM, MUL,
+    ROUND for HALF_TO_EVEN or FLOOR(x + 0.5) for HALF_UP), the same numbers. A range computed from the input
+    (``range_given=False``) is refused: LiteRT would compute it at run time, not yet written."""
+    x = ctx.input(0)
+    if x.dtype != FLOAT32:
+        ctx.fail(f"input dtype {x.dtype} (float32 only)")
+    if not ctx.attr("range_given", False):
+        ctx.fail("range_given=False (the range taken from the input at run time) is not supported: pass "
+                 "range_given=True with constant input_min / input_max")
+    lo = np.asarray(ctx.const_input(1, "input_min"), np.float32)
+    hi = np.asarray(ctx.const_input(2, "input_max"), np.float32)
+    bits = int(ctx.const_input(3, "num_bits")) if ctx.op.kind == "QuantizeAndDequantizeV3" else \
+        int(ctx.attr("num_bits", 8))
+    signed, narrow = bool(ctx.attr("signed_input", True)), bool(ctx.attr("narrow_range", False))
+    round_mode = ctx.attr("round_mode", "HALF_TO_EVEN")
+    if isinstance(round_mode, bytes):
+        round_mode = round_mode.decode()
+    if round_mode not in ("HALF_TO_EVEN", "HALF_UP"):
+        ctx.fail(f"round_mode {round_mode!r}")
+    if int(ctx.attr("axis", -1)) != -1:  # TensorFlow 2.21's CPU kernel refuses it too ("input_min must be a scalar")
+        ctx.fail(f"axis={ctx.attr('axis')} (a range per slice) is not supported")
+    if not 1 <= bits <= (63 if signed else 62):
+        ctx.fail(f"num_bits={bits}")
+    if signed:
+        q_min, q_max = -(1 << (bits - 1)) + (1 if narrow else 0), (1 << (bits - 1)) - 1
+    else:
+        q_min, q_max = 0, (1 << bits) - 1
+    if np.any(lo > hi):
+        ctx.fail("input_min is above input_max")
+    big = np.float32(np.finfo(np.float32).max)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        from_min = np.where(q_min * lo > 0, np.float32(q_min) / lo, big).astype(np.float32)
+        from_max = np.where(q_max * hi > 0, np.float32(q_max) / hi, big).astype(np.float32)
+    use_min = from_min < from_max
+    scale = np.where(use_min, from_min, from_max).astype(np.float32)
+    inverse = (np.float32(1.0) / scale).astype(np.float32)
+    hi = np.where(use_min, np.float32(q_max) * inverse, hi).astype(np.float32)
+    lo = np.where(use_min, lo, np.float32(q_min) * inverse).astype(np.float32)
+    if lo.size != 1 or hi.size != 1:
+        ctx.fail(f"a range of {lo.size} values")
+    act = {"fused_activation_function": "NONE"}
+
+    def emit(kind, a, b=None, options=None):
+        return ctx.emit(kind, [a] if b is None else [a, b], options, dtype=FLOAT32)
+
+    scaled = emit("MUL", emit("MINIMUM", emit("MAXIMUM", x, ctx.const(lo)), ctx.const(hi)), ctx.const(scale), act)
+    if round_mode == "HALF_TO_EVEN":
+        steps = emit("ROUND", scaled)
+    else:
+        steps = emit("FLOOR", emit("ADD", scaled, ctx.const(np.float32(0.5)), act))
+    return [emit("MUL", steps, ctx.const(inverse), act)]

@@ -161,17 +161,49 @@ def tile_as_broadcast_to(module: Module) -> int:
     return count
 
 
+def _expand_ellipsis(fn: Function, op: Op, rank: int) -> int:
+    """A STRIDED_SLICE with an ellipsis (``x[..., :13]``; TFLite Micro's kernel reads no ellipsis mask) names
+    every dimension: the ellipsis becomes whole dimensions (their begin and end mask bits set), the masks of the
+    entries after it move with them. 1 if rewritten, 0 where the ellipsis is not a single bit."""
+    mask, given = int(op.attrs["ellipsis_mask"]), op.inputs[1].const.size
+    at = mask.bit_length() - 1
+    if mask != 1 << at or at >= given or given - 1 > rank:
+        return 0
+    fill = rank - (given - 1)  # dimensions the ellipsis stands for
+    whole = sum(1 << d for d in range(at, at + fill))
+
+    def moved(m: int) -> int:
+        low, high = m & ((1 << at) - 1), m >> (at + 1)
+        return low | (high << (at + fill))
+
+    parts = []
+    for v, pad, what in ((op.inputs[1], 0, "begin"), (op.inputs[2], 0, "end"), (op.inputs[3], 1, "strides")):
+        c = v.const.astype(np.int32).reshape(-1)
+        parts.append(fn.const(np.concatenate([c[:at], np.full(fill, pad, np.int32), c[at + 1:]]), f"{op.name}/{what}"))
+    op.inputs[1:] = parts
+    op.attrs["begin_mask"] = moved(int(op.attrs.get("begin_mask", 0))) | whole
+    op.attrs["end_mask"] = moved(int(op.attrs.get("end_mask", 0))) | whole
+    op.attrs["shrink_axis_mask"] = moved(int(op.attrs.get("shrink_axis_mask", 0)))
+    op.attrs["ellipsis_mask"] = 0
+    return 1
+
+
 def full_rank_strided_slices(module: Module) -> int:
-    """Every ``STRIDED_SLICE`` with constant begin, end and strides shorter than its input's rank (no ellipsis,
-    no new axis) -> the same slice with one entry per dimension, the added ones whole; how many."""
+    """Every ``STRIDED_SLICE`` with constant begin, end and strides shorter than its input's rank, or with an
+    ellipsis (no new axis) -> the same slice with one entry per dimension, the added ones whole; how many."""
     count = 0
     for fn in module.functions.values():
         for op in fn.ops:
-            if op.kind != "STRIDED_SLICE" or op.attrs.get("ellipsis_mask") or op.attrs.get("new_axis_mask"):
+            if op.kind != "STRIDED_SLICE" or op.attrs.get("new_axis_mask"):
                 continue
             x, begin, end, strides = op.inputs
             rank = len(x.shape) if x.shape is not None else None
-            if rank is None or not all(v.is_const for v in (begin, end, strides)) or begin.const.size >= rank:
+            if rank is None or not all(v.is_const for v in (begin, end, strides)):
+                continue
+            if op.attrs.get("ellipsis_mask"):
+                count += _expand_ellipsis(fn, op, rank)
+                continue
+            if begin.const.size >= rank:
                 continue
             given = begin.const.size
             whole = sum(1 << d for d in range(given, rank))

@@ -46,6 +46,8 @@ from fuselite.quantize.integer_lstm import (
 )
 from fuselite.quantize.select import content_key, op_name
 
+_MOVES = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "STRIDED_SLICE", "SLICE", "GATHER"})  # same values
+
 
 class NotIntegerError(ConversionError):
     """Ops that cannot be made integer while the options ask for integer only."""
@@ -70,6 +72,7 @@ class Int8Function:
         self.weights: dict[tuple, Value] = {}  # (content, channel axis) -> the int8 weight
         self.float_weights: dict[int, np.ndarray] = {}  # int8 weight uid -> the float values it was made of
         self.twins: dict[tuple[int, str], Value] = {}  # (value uid, dtype) -> its QUANTIZE output
+        self.log_cone: dict[int, str] | None = None  # op id -> why it stays float (what a LOG reads: _wide_log_input)
 
     def dtype(self, v: Value) -> np.dtype:
         return INT16 if v.uid in self.wide else INT8
@@ -98,6 +101,9 @@ class Int8Function:
         missing = [v.name for v in values if v.quant is None and v.uid not in self.ranges]
         if missing:
             return f"no calibrated range for {', '.join(missing[:3])}"
+        wide_log = self._wide_log_input(op)
+        if wide_log is not None:
+            return wide_log
         if op.kind in COMPARISONS:  # comparisons.cc: each input's scale must be below 1 (else the process aborts)
             wide = [v.name for v in op.inputs if v is not None and v.dtype == FLOAT32 and
                     (activation_params(v.const.min(), v.const.max()) if v.is_const else
@@ -109,6 +115,43 @@ class Int8Function:
             if w is None or not w.is_const or w.const.dtype != FLOAT32:
                 return f"operand {kernel.weight[0]} (a weight) is not a float32 constant"
         return None
+
+    def _wide_log_input(self, op: Op) -> str | None:
+        """Why ``op`` stays float if it computes what a LOG reads from values that reach below one int8 step of
+        their range (a log-mel spectrogram: energies from 1e-6 to 1e3): on the int8 grid such values become 0 or
+        one step and their logs are off by more than log 2. The LOG, and the ops back from it while their results
+        are such values (the mel matrix, a magnitude's SQRT and squares: nonnegative, down to near 0), stay
+        float, and so do the values squared on the way (a DFT's parts, whose squares reach that low: their
+        small values matter as much) and the linear maps that make them (the DFT matrices, a window, the frames:
+        the input's own int8 steps would set a noise floor in every bin)."""
+        cone = self.log_cone
+        if cone is None:
+            cone = self.log_cone = {}
+            for log in (o for o in self.fn.ops if o.kind == "LOG" and self._below_a_step(o.inputs[0])):
+                lo, hi = self.ranges[log.inputs[0].uid]
+                why = (f"the LOG '{op_name(log)}' reads values from {lo:.3g} to {hi:.3g}: below one int8 step "
+                       f"({hi / 255:.3g}) their logs would be off by more than log 2, so what it reads is float")
+                cone.setdefault(id(log), why)
+                stack = [(log.inputs[0], False)]
+                while stack:
+                    v, squared = stack.pop()
+                    p = v.producer
+                    if p is None or id(p) in cone or not (squared or self._below_a_step(v)):
+                        continue
+                    cone[id(p)] = why
+                    if p.kind == "MUL" and p.inputs[0] is p.inputs[1]:  # a square: what it squares is as wide
+                        stack.append((p.inputs[0], True))
+                    elif squared and (p.kind in _MOVES or p.kind == "FULLY_CONNECTED" and p.inputs[1].is_const
+                                      or p.kind == "MUL" and p.inputs[1] is not None and p.inputs[1].is_const):
+                        stack.append((p.inputs[0], True))  # a linear map of the values squared: its input too
+                    else:
+                        stack.extend((u, False) for u in p.inputs if u is not None and not u.is_const)
+        return cone.get(id(op))
+
+    def _below_a_step(self, v: Value) -> bool:
+        """``v``'s calibrated values are nonnegative and reach below one int8 step of their range."""
+        lo, hi = self.ranges.get(v.uid, (None, None))
+        return lo is not None and hi > 0 and 0 <= lo < hi / 255
 
     def int8_input(self, v: Value, op: Op | None) -> Value:
         return self.integer_input(v, op, INT8)
