@@ -184,3 +184,24 @@ add_entries({
     "WHERE": Facts(runtime=("1.14.0",)),
     "ZEROS_LIKE": Facts(runtime=("1.12.0",), micro_op="AddZerosLike"),
 })
+
+# index ops (lower/index.py), read in LiteRT's kernels; runtime versions from runtime_version.cc
+add_entries({
+    # matrix_diag.cc writes a raw 0 off the diagonal: in int8 that is not the output's zero point (the official
+    # converter's int8 MATRIX_DIAG is off by it, measured 0.99 on outputs spanning 1.96), so it stays float
+    "MATRIX_DIAG": Facts(no_integer="matrix_diag.cc fills the off-diagonal with a raw 0, not the zero point",
+                         runtime=("1.14.0",)),
+    # matrix_set_diag.cc copies raw values of the input and the diagonal: both at the output's parameters
+    "MATRIX_SET_DIAG": Facts(integer=AS_OUTPUT, int16=True, runtime=("1.14.0",)),
+    "REVERSE_SEQUENCE": Facts(no_integer="reverse_sequence.cc takes float32, int16, int32, int64 and uint8, no int8",
+                              runtime=("1.14.0",)),
+    "SEGMENT_SUM": Facts(no_integer="segment_sum.cc sums float32 and int32 data only", runtime=("2.2.0",)),
+    # unique.cc compares raw int8 / int16 values: the unique values keep the input's parameters
+    "UNIQUE": Facts(integer=SAME, int16=True, runtime=("1.14.0",)),
+    # sparse_to_dense.cc copies raw values and the default: both at the output's parameters; no int16 kernel
+    "SPARSE_TO_DENSE": Facts(
+        integer=AS_OUTPUT,
+        no_16x8=True,
+        versions=[(in_(2, "int8", "uint8"), 3), (in_(2, "int64"), 2)],
+        runtime=("1.9.0", "1.14.0", "1.15.0")),
+})
