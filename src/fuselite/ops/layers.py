@@ -125,3 +125,12 @@ add_entries({
         versions=SEQUENCE_HYBRID,
         runtime=("1.14.0", "1.14.0", "2.3.0")),
 })
+
+add_entries({
+    # conv3d_transpose.cc: 0 output shape (int32 [5]), 1 filter [D, H, W, out, in], 2 input, 3 bias (optional);
+    # Conv3DOptions. Kept float in integer modes, as TensorFlow's converter keeps it (runtime_version.cc: 2.6.0)
+    "CONV_3D_TRANSPOSE": Facts(
+        no_integer="kept float, as TensorFlow's converter keeps CONV_3D_TRANSPOSE (fuselite writes no int8 form of "
+                   "it yet)",
+        runtime=("2.6.0",)),
+})

@@ -56,3 +56,12 @@ add_entries({
         versions=[(either(INT16, in_(1, "int16"), out(1, "int16")), 3), (INT8, 2)],
         runtime=("1.7.0", "1.14.0", "2.13.0")),
 })
+
+add_entries({
+    # non_max_suppression.cc: boxes [N, 4], scores [N], max_output_size (int32 scalar), iou and score thresholds
+    # (V5: and the soft-NMS sigma); indices padded with zeros to max_output_size, (V5: their scores,) the number
+    # selected. Kept float, as TensorFlow's converter keeps them: the selection compares the float scores and IoUs
+    **{kind: Facts(no_integer=f"kept float, as TensorFlow's converter keeps {kind} (the selection compares float "
+                              "scores and overlaps)", runtime=("2.1.0",))
+       for kind in ("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5")},
+})

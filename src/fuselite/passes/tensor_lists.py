@@ -137,7 +137,7 @@ def _rewrite_function(fn: Function, module: Module, dynamic_batch: bool = True) 
             changed = True
             continue
         if k in ("TensorListStack", "TensorListGetItem", "TensorListSetItem", "TensorListLength",
-                 "TensorListElementShape") and op.inputs[0].dtype != "variant":
+                 "TensorListElementShape") and op.inputs[0].dtype != "variant" and not _left_to_lowering(op):
             lst = op.inputs[0]
             if k == "TensorListStack":
                 fn.replace_uses(out, lst)
@@ -192,6 +192,22 @@ def _rewrite_function(fn: Function, module: Module, dynamic_batch: bool = True) 
         new_ops.append(op)
     fn.ops = new_ops
     return changed
+
+
+def _left_to_lowering(op) -> bool:
+    """A SetItem left to its lowering rule (``lower/tensor_lists.py``): one with ``resize_if_index_out_of_bounds``
+    at a constant index past the end of a list of a known length (not a growable one), which adds the rows; and
+    one of an item whose shape is not the list's element shape (a ragged list), which is an error there."""
+    if op.kind != "TensorListSetItem":
+        return False
+    lst, idx, item = op.inputs[0], op.inputs[1], op.inputs[2]
+    if lst.shape is None:
+        return False
+    if item.shape is not None and (len(item.shape) != len(lst.shape) - 1 or any(
+            a is not None and b is not None and a != b for a, b in zip(item.shape, lst.shape[1:]))):
+        return True
+    return (bool(op.attrs.get("resize_if_index_out_of_bounds")) and not lst.meta.get("growable") and idx.is_const
+            and lst.shape[0] is not None and int(idx.const) >= lst.shape[0])
 
 
 def _propagate_into_loop(op, module: Module) -> bool:

@@ -1,0 +1,268 @@
+"""End-to-end tests of ``fuselite.lower.image`` (depth/space moves, LRN, L2Loss, non-max suppression, Conv3D
+transposed, SparseMatMul, XLA convolutions): tf.function -> fuselite -> stock LiteRT (both kernel sets) vs TF eager
+(``lowering_kit.py``), and the super-resolution pixel shuffle of user report 3 in float and full-integer int8.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from lowering_kit import C, Case, F, V, W, check_case, missing_rules
+from tensorflow.compiler.tf2xla.python import xla
+from tensorflow.compiler.xla import xla_data_pb2
+
+import fuselite
+
+# -- non-max suppression inputs: well-formed boxes [y_min, x_min, y_max, x_max] and scores in [0, 1) ------------
+
+
+def _boxes(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centre, size = rng.uniform(0, 1, (n, 2)), rng.uniform(0.1, 0.5, (n, 2))
+    return np.concatenate([centre - size / 2, centre + size / 2], axis=1).astype(np.float32)
+
+
+def _scores(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).permutation(np.linspace(0.05, 0.95, n)).astype(np.float32)  # no ties
+
+
+_KERAS: dict = {}  # Keras layers built once (their weights are drawn when built)
+
+
+def _keras_conv3d_transpose():
+    import keras
+
+    keras.utils.set_random_seed(3)
+    layer = keras.layers.Conv3DTranspose(3, 2, strides=(1, 2, 2), padding="same")
+    layer.build((1, 2, 3, 3, 2))
+    return layer
+
+
+_KERAS["conv3dt"] = _keras_conv3d_transpose()
+
+BOXES, SCORES = V(_boxes(12, 0), 12, 4), V(_scores(12, 1), 12)
+# corners in either order (LiteRT's kernel, as TensorFlow's, orders each box's corners)
+FLIPPED = V(_boxes(12, 0)[:, [2, 1, 0, 3]], 12, 4)
+
+
+def _nms4(pad):
+    return lambda b, s: tf.raw_ops.NonMaxSuppressionV4(boxes=b, scores=s, max_output_size=6, iou_threshold=0.3,
+                                                       score_threshold=0.2, pad_to_max_output_size=pad)
+
+
+def _nms5(sigma, pad):
+    return lambda b, s: tf.raw_ops.NonMaxSuppressionV5(boxes=b, scores=s, max_output_size=6, iou_threshold=0.5,
+                                                       score_threshold=0.1, soft_nms_sigma=sigma,
+                                                       pad_to_max_output_size=pad)
+
+
+def _dims(lhs, kernel, out):
+    """ConvolutionDimensionNumbers from (batch, feature, spatial...) of the input, (in, out, spatial...) of the
+    kernel and (batch, feature, spatial...) of the output."""
+    d = xla_data_pb2.ConvolutionDimensionNumbers()
+    d.input_batch_dimension, d.input_feature_dimension = lhs[:2]
+    d.input_spatial_dimensions.extend(lhs[2:])
+    d.kernel_input_feature_dimension, d.kernel_output_feature_dimension = kernel[:2]
+    d.kernel_spatial_dimensions.extend(kernel[2:])
+    d.output_batch_dimension, d.output_feature_dimension = out[:2]
+    d.output_spatial_dimensions.extend(out[2:])
+    return d
+
+
+NHWC = _dims((0, 3, 1, 2), (2, 3, 0, 1), (0, 3, 1, 2))
+
+
+def _xla_conv(kernel, strides, pads, dil, dims=NHWC, groups=1, v2=True):
+    def f(x):
+        return xla.conv(x, W(*kernel), strides, pads, [1] * len(strides), dil, dims, feature_group_count=groups,
+                        use_v2=v2)
+
+    return f
+
+
+def _conv3d_transpose(out_shape, strides, padding, kernel=(2, 2, 2, 3, 4)):
+    return lambda x: tf.nn.conv3d_transpose(x, W(*kernel), out_shape, strides, padding) + W(kernel[3])
+
+
+CASES = [
+    # -- depth / space moves ------------------------------------------------------------------
+    C("depth_to_space_2", lambda x: tf.nn.depth_to_space(x, 2), F(1, 3, 4, 8), expect=["DEPTH_TO_SPACE"]),
+    C("depth_to_space_3", lambda x: tf.nn.depth_to_space(x, 3), F(2, 2, 3, 18), expect=["DEPTH_TO_SPACE"]),
+    C("depth_to_space_int32", lambda x: tf.nn.depth_to_space(tf.cast(x * 10, tf.int32), 2), F(1, 2, 2, 4),
+      expect=["DEPTH_TO_SPACE"]),
+    C("space_to_depth_2", lambda x: tf.nn.space_to_depth(x, 2), F(1, 4, 6, 3), expect=["SPACE_TO_DEPTH"]),
+    C("space_to_depth_4", lambda x: tf.nn.space_to_depth(x, 4), F(2, 8, 4, 2), expect=["SPACE_TO_DEPTH"]),
+    # -- normalization and losses ------------------------------------------------------------
+    C("lrn_defaults", lambda x: tf.nn.local_response_normalization(x), F(1, 3, 3, 12),
+      expect=["LOCAL_RESPONSE_NORMALIZATION"]),
+    C("lrn_options", lambda x: tf.nn.local_response_normalization(x, depth_radius=2, bias=2.0, alpha=0.3, beta=0.75),
+      F(2, 2, 3, 7), expect=["LOCAL_RESPONSE_NORMALIZATION"]),
+    C("l2_loss", lambda x: tf.nn.l2_loss(x), F(3, 4), expect=["SUM"]),
+    C("l2_loss_rank4", lambda x: tf.nn.l2_loss(x * 2.0), F(2, 3, 2, 2), atol=1e-4),  # a sum of 24 squares
+    # -- non-max suppression ------------------------------------------------------------------
+    C("nms_v3", lambda b, s: tf.image.non_max_suppression(b, s, 6, 0.3, 0.2), BOXES, SCORES,
+      expect=["NON_MAX_SUPPRESSION_V4"]),
+    C("nms_v3_defaults", lambda b, s: tf.image.non_max_suppression(b, s, 10), BOXES, SCORES),
+    C("nms_v3_flipped_corners", lambda b, s: tf.image.non_max_suppression(b, s, 6, 0.3), FLIPPED, SCORES),
+    C("nms_v4", _nms4(False), BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V4"]),
+    C("nms_v4_padded", _nms4(True), BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V4"]),
+    C("nms_v5_soft", lambda b, s: tf.image.non_max_suppression_with_scores(b, s, 6, 0.5, 0.1, soft_nms_sigma=0.5),
+      BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V5"]),
+    C("nms_v5_hard", _nms5(0.0, False), BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V5"]),
+    C("nms_v5_soft_padded", _nms5(0.8, True), BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V5"]),
+    C("nms_v3_sizes_from_inputs", lambda b, s, m, t: tf.image.non_max_suppression(b, s, m, t, 0.2), BOXES, SCORES,
+      V(np.int32(4)), V(np.float32(0.4))),
+    C("nms_v5_sigma_from_input", lambda b, s, sigma: tf.image.non_max_suppression_with_scores(
+        b, s, 5, 0.5, 0.1, soft_nms_sigma=sigma), BOXES, SCORES, V(np.float32(0.3))),
+    # -- transposed 3-D convolutions (float sums of up to 32 products: 1e-5 holds) ---------------
+    C("conv3d_transpose_same_s2", _conv3d_transpose([1, 6, 6, 4, 3], [1, 2, 2, 2, 1], "SAME"), F(1, 3, 3, 2, 4),
+      expect=["CONV_3D_TRANSPOSE"]),
+    C("conv3d_transpose_valid", _conv3d_transpose([2, 4, 5, 3, 3], [1, 1, 2, 1, 1], "VALID", (2, 3, 2, 3, 4)),
+      F(2, 3, 2, 2, 4), expect=["CONV_3D_TRANSPOSE"]),
+    C("keras_conv3d_transpose", lambda x: _KERAS["conv3dt"](x), F(1, 2, 3, 3, 2), expect=["CONV_3D_TRANSPOSE"]),
+    C("keras_conv3d_transpose_dynamic_batch", lambda x: _KERAS["conv3dt"](x), F(None, 2, 3, 3, 2),
+      expect=["CONV_3D_TRANSPOSE"]),
+    # -- SparseMatMul: sparsity hints only -------------------------------------------------------
+    C("sparse_matmul_const", lambda a: tf.raw_ops.SparseMatMul(a=a, b=W(4, 3), a_is_sparse=True), F(2, 4),
+      expect=["FULLY_CONNECTED"]),
+    C("sparse_matmul_transposed", lambda a, b: tf.raw_ops.SparseMatMul(a=a, b=b, transpose_a=True, transpose_b=True,
+                                                                       b_is_sparse=True), F(4, 2), F(3, 4),
+      expect=["BATCH_MATMUL"]),
+    # -- XLA convolutions ------------------------------------------------------------------------
+    C("xla_conv2d_same", _xla_conv((3, 3, 4, 6), [1, 1], [[1, 1], [1, 1]], [1, 1]), F(1, 7, 8, 4),
+      expect=["CONV_2D"], absent=["PAD"]),
+    C("xla_conv2d_valid_strided", _xla_conv((3, 2, 4, 5), [2, 3], [[0, 0], [0, 0]], [1, 1]), F(2, 9, 8, 4),
+      expect=["CONV_2D"], absent=["PAD"]),
+    C("xla_conv2d_asymmetric_pads", _xla_conv((3, 3, 4, 6), [1, 2], [[0, 1], [2, 0]], [1, 1]), F(1, 6, 7, 4),
+      expect=["PAD", "CONV_2D"]),
+    C("xla_conv2d_dilated", _xla_conv((3, 3, 4, 2), [1, 1], [[2, 2], [2, 2]], [2, 2]), F(1, 8, 8, 4),
+      expect=["CONV_2D"], absent=["PAD"]),
+    C("xla_conv2d_depthwise", _xla_conv((3, 3, 1, 8), [1, 1], [[1, 1], [1, 1]], [1, 1], groups=4), F(1, 6, 6, 4),
+      expect=["DEPTHWISE_CONV_2D"]),
+    C("xla_conv2d_grouped", _xla_conv((3, 3, 2, 6), [1, 1], [[1, 1], [1, 1]], [1, 1], groups=2), F(1, 6, 6, 4),
+      expect=["CONV_2D"]),
+    C("xla_conv2d_nchw", _xla_conv((3, 3, 4, 6), [1, 1], [[1, 1], [1, 1]], [1, 1],
+                                   _dims((0, 1, 2, 3), (2, 3, 0, 1), (0, 1, 2, 3))), F(1, 4, 5, 6),
+      expect=["CONV_2D", "TRANSPOSE"]),
+    C("xla_conv2d_oihw_kernel", _xla_conv((6, 4, 3, 3), [1, 1], [[0, 0], [0, 0]], [1, 1],
+                                          _dims((0, 3, 1, 2), (1, 0, 2, 3), (0, 3, 1, 2))), F(1, 5, 5, 4),
+      expect=["CONV_2D"], absent=["TRANSPOSE"]),
+    C("xla_conv1d", _xla_conv((3, 4, 6), [1], [[1, 1]], [1], _dims((0, 2, 1), (1, 2, 0), (0, 2, 1))), F(2, 8, 4),
+      expect=["CONV_2D"]),
+    C("xla_conv3d", _xla_conv((2, 2, 2, 4, 5), [1, 1, 1], [[0, 0]] * 3, [1, 1, 1],
+                              _dims((0, 4, 1, 2, 3), (3, 4, 0, 1, 2), (0, 4, 1, 2, 3))), F(1, 4, 4, 4, 4),
+      expect=["CONV_3D"]),
+    C("xla_conv_v1_depthwise", _xla_conv((3, 3, 1, 4), [2, 2], [[1, 1], [1, 1]], [1, 1], groups=4, v2=False),
+      F(1, 6, 6, 4), expect=["DEPTHWISE_CONV_2D"]),
+    C("xla_conv2d_dynamic_batch", _xla_conv((3, 3, 4, 6), [1, 1], [[1, 1], [1, 1]], [1, 1]), F(None, 6, 6, 4),
+      expect=["CONV_2D"]),
+]
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=c.marks) for c in CASES])
+def test_lowering_rule(case: Case):
+    check_case(case)
+
+
+def test_every_rule_of_the_family_is_exercised():
+    assert missing_rules(CASES, ["fuselite.lower.image"]) == []
+
+
+# -- what is refused, with the reason ---------------------------------------------------------------------------
+
+
+def _xla_lhs_dilated(x):
+    return xla.conv(x, np.ones((2, 2, 4, 3), np.float32), [1, 1], [[1, 1], [1, 1]], [2, 2], [1, 1], NHWC,
+                    use_v2=True)
+
+
+REFUSED = [
+    ("xla_conv_lhs_dilation", _xla_lhs_dilated, [tf.TensorSpec((1, 5, 5, 4))],
+     "XlaConvV2.*lhs_dilation \\[2, 2\\] \\(a transposed convolution\\) is not supported"),
+    ("xla_conv_batch_groups",
+     lambda x: xla.conv(x, np.ones((2, 2, 4, 4), np.float32), [1, 1], [[0, 0], [0, 0]], [1, 1], [1, 1], NHWC,
+                        batch_group_count=2, use_v2=True), [tf.TensorSpec((2, 5, 5, 4))],
+     "batch_group_count 2 is not supported"),
+    ("xla_conv_input_kernel",
+     lambda x, w: xla.conv(x, w, [1, 1], [[0, 0], [0, 0]], [1, 1], [1, 1], NHWC, use_v2=True),
+     [tf.TensorSpec((1, 5, 5, 4)), tf.TensorSpec((2, 2, 4, 3))], "the kernel \\(rhs\\) must be constant"),
+    ("depth_to_space_nchw", lambda x: tf.nn.depth_to_space(x, 2, data_format="NCHW"), [tf.TensorSpec((1, 8, 2, 2))],
+     "DepthToSpace.*data_format NCHW is not supported"),
+    ("sparse_matmul_bfloat16", lambda a, b: tf.raw_ops.SparseMatMul(a=tf.cast(a, tf.bfloat16), b=b),
+     [tf.TensorSpec((2, 3)), tf.TensorSpec((3, 2))], "SparseMatMul.*a must be float32"),
+]
+
+
+@pytest.mark.parametrize("fn, specs, message", [pytest.param(*c[1:], id=c[0]) for c in REFUSED])
+def test_what_is_refused_says_why(fn, specs, message):
+    cf = tf.function(fn, autograph=False).get_concrete_function(*specs)
+    with pytest.raises(fuselite.ConversionError, match=message):
+        fuselite.Converter.from_concrete_functions([cf]).convert()
+
+
+# -- user report 3: a super-resolution net's pixel shuffle, float and full-integer int8 ------------------------
+
+
+def _pixel_shuffle_net(form: str):
+    import keras
+
+    keras.utils.set_random_seed(7)
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.Conv2D(16, 3, padding="same", activation="relu")(inputs)
+    x = keras.layers.Conv2D(3 * 2 * 2, 3, padding="same")(x)
+    if form == "lambda":
+        return keras.Model(inputs, keras.layers.Lambda(lambda t: tf.nn.depth_to_space(t, 2))(x))
+    return keras.Model(inputs, keras.ops.depth_to_space(x, 2))
+
+
+def _int8_max_error(data: bytes, samples: list, want: np.ndarray) -> float:
+    from fuselite.runtime import interpreter
+
+    interp = interpreter(data)
+    (i,), (o,) = interp.get_input_details(), interp.get_output_details()
+    got = []
+    for (x,) in samples:
+        scale, zp = i["quantization"]
+        interp.set_tensor(i["index"], np.clip(np.rint(x / scale) + zp, -128, 127).astype(np.int8))
+        interp.invoke()
+        scale, zp = o["quantization"]
+        got.append((interp.get_tensor(o["index"]).astype(np.float64) - zp) * scale)
+    return float(np.abs(np.stack(got) - want).max())
+
+
+@pytest.mark.parametrize("form", ["lambda", "keras_ops"])
+def test_pixel_shuffle_converts_in_float_and_int8_no_worse_than_the_official_converter(form):
+    """Conv2D -> depth_to_space (tf.nn's in a Lambda, or keras.ops') in float (exact against Keras) and in
+    full-integer int8 (every op int8, DEPTH_TO_SPACE keeping its input's scale): its largest error against the float
+    Keras model, on 20 held-out inputs after calibrating on 50, is at most the official converter's on the same
+    data. Measured (both forms): 8.03e-3 for both converters (0.58% of the output's range of 1.39): the same scales,
+    and DEPTH_TO_SPACE only moves int8 values."""
+    from fuselite.runtime import run
+
+    model = _pixel_shuffle_net(form)
+    rng = np.random.default_rng(0)
+    calibration = [[rng.uniform(0, 1, (1, 8, 8, 3)).astype(np.float32)] for _ in range(50)]
+    held_out = [[rng.uniform(0, 1, (1, 8, 8, 3)).astype(np.float32)] for _ in range(20)]
+    want = np.stack([model(x).numpy() for (x,) in held_out])
+
+    data = fuselite.Converter.from_keras_model(model).convert()
+    for builtin in (False, True):
+        got = np.stack([next(iter(run(data, [x], builtin_kernels=builtin).values())) for (x,) in held_out])
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+
+    def int8(converter):
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: iter(calibration)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = converter.inference_output_type = tf.int8
+        return converter.convert()
+
+    conv = fuselite.Converter.from_keras_model(model)
+    ours = int8(conv)
+    modes = {r["kind"]: r["mode"] for r in conv.report.quantization["ops"]}
+    assert modes == {"CONV_2D": "int8", "DEPTH_TO_SPACE": "int8"}, modes
+    official = int8(tf.lite.TFLiteConverter.from_keras_model(model))
+    ours_error, official_error = _int8_max_error(ours, held_out, want), _int8_max_error(official, held_out, want)
+    assert ours_error <= official_error * (1 + 1e-6) + 1e-7, (ours_error, official_error)
+    assert ours_error < 0.02 * np.ptp(want)
