@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench coverage clean
+.PHONY: demo test lint bench coverage op-coverage clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ bench: $(STAMP)
 
 coverage: $(STAMP)
 	$(PY) benchmarks/coverage.py --out docs/coverage.md
+
+op-coverage: $(STAMP)
+	$(PY) benchmarks/op_coverage.py --out docs/op-coverage.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info
