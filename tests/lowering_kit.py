@@ -17,6 +17,7 @@ the same numbers.
 
 from __future__ import annotations
 
+import sys
 import zlib
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -116,10 +117,12 @@ class Case(NamedTuple):
     # instead of comparing values: check(got, expected) with the outputs as lists of arrays (dtypes and shapes
     # are still compared), for ops whose values differ by design (random numbers: their distribution)
     check: Callable | None = None
+    module: str = ""  # the test module that made the case (C() fills it)
 
 
 def C(id, fn, *specs, atol=ATOL, expect=(), absent=(), marks=(), check=None):
-    return Case(id, fn, tuple(specs), atol, tuple(expect), tuple(absent), tuple(marks), check)
+    module = sys._getframe(1).f_globals.get("__name__", "")  # the family's test file: its cases' ids are its own
+    return Case(id, fn, tuple(specs), atol, tuple(expect), tuple(absent), tuple(marks), check, module)
 
 
 _BUILTINS = {k: v for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
@@ -141,7 +144,13 @@ def _flat(outputs) -> list[np.ndarray]:
     return [np.asarray(t) for t in tf.nest.flatten(outputs)]
 
 
-_MODELS: dict[str, bytes] = {}  # case id -> converted model (each case converts once per session)
+# (the case's test module, case id) -> converted model (each case converts once per session; two families' files
+# may share a case id and a worker process)
+_MODELS: dict[tuple[str, str], bytes] = {}
+
+
+def _key(case: Case) -> tuple[str, str]:
+    return case.module, case.id
 _RULES_RUN: set[str] = set()  # TF op types whose lowering rule ran during some conversion
 
 
@@ -173,12 +182,12 @@ def _specs(case: Case) -> list:
 
 
 def _convert(case: Case) -> bytes:
-    if case.id not in _MODELS:
+    if _key(case) not in _MODELS:
         reset_weights(_seed(case))
         cf = tf.function(case.fn, autograph=False).get_concrete_function(*_specs(case))
         with _recording_rules():
-            _MODELS[case.id] = fuselite.Converter.from_concrete_functions([cf]).convert()
-    return _MODELS[case.id]
+            _MODELS[_key(case)] = fuselite.Converter.from_concrete_functions([cf]).convert()
+    return _MODELS[_key(case)]
 
 
 
@@ -223,7 +232,7 @@ def missing_rules(cases: Iterable[Case], modules: Iterable[str]) -> list[str]:
     """The TF op types whose lowering rule lives in one of ``modules`` (``fuselite.lower.math`` ...) and ran in
     no case's conversion (cases not converted yet in this process are converted here)."""
     for case in cases:
-        if case.id not in _MODELS:  # not converted yet in this process (-k, xdist)
+        if _key(case) not in _MODELS:  # not converted yet in this process (-k, xdist)
             try:
                 _convert(case)
             except Exception:

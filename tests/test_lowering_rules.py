@@ -115,6 +115,8 @@ CASES = [
     # -- QuantizeAndDequantize V2 / V3 / V4 with a given range: TF's kernel's arithmetic, exactly ------------------
     C("quantize_dequantize_v2", lambda x: tf.quantization.quantize_and_dequantize_v2(x, -1.0, 1.0, range_given=True),
       F(3, 8, lo=-1.5, hi=1.5), atol=0),
+    C("quantize_dequantize_raw_v2", lambda x: tf.raw_ops.QuantizeAndDequantizeV2(
+        input=x, input_min=-2.0, input_max=1.0, range_given=True, num_bits=6), F(3, 8, lo=-3, hi=2), atol=0),
     C("quantize_dequantize_v4_narrow_half_up", lambda x: tf.raw_ops.QuantizeAndDequantizeV4(
         input=x, input_min=-0.5, input_max=2.0, range_given=True, num_bits=5, narrow_range=True,
         round_mode="HALF_UP"), F(3, 8, lo=-1, hi=2.5), atol=0),
