@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fuselite.lower.gradients import conv2d_backprop_input
 from fuselite.lower.registry import lowering
 
 NONE = {"fused_activation_function": "NONE"}
@@ -11,9 +12,36 @@ NONE = {"fused_activation_function": "NONE"}
 
 def _padding(ctx):
     pad = ctx.attr("padding", "VALID")
+    if isinstance(pad, bytes):
+        pad = pad.decode()
+    if pad == "EXPLICIT" and ctx.op.kind in _EXPLICIT_PADDING:
+        return "VALID"  # the input was padded by explicit_padded (a PAD before the op)
     if pad not in ("SAME", "VALID"):
-        ctx.fail(f"padding '{pad}' is not supported (only SAME and VALID)")
+        ctx.fail(f"padding '{pad}' is not supported (only SAME, VALID and, for Conv2D and DepthwiseConv2dNative, "
+                 "EXPLICIT)")
     return pad
+
+
+_EXPLICIT_PADDING = ("Conv2D", "DepthwiseConv2dNative")
+
+
+def explicit_padded(ctx, x):
+    """``x`` padded as a Conv2D's / DepthwiseConv2dNative's ``padding="EXPLICIT"`` says (``explicit_paddings``:
+    before and after for each NHWC dim, zeros), the op then VALID: a PAD, as the official converter writes it."""
+    pad = ctx.attr("padding", "VALID")
+    if (pad.decode() if isinstance(pad, bytes) else pad) != "EXPLICIT":
+        return x
+    pads = [int(p) for p in ctx.attr("explicit_paddings", [])]
+    if len(pads) != 8:
+        ctx.fail(f"explicit_paddings {pads} (8 values: before and after for each of N, H, W, C)")
+    if any(p < 0 for p in pads):
+        ctx.fail(f"negative explicit_paddings {pads}")
+    if not any(pads):
+        return x
+    shape = None
+    if x.shape is not None:
+        shape = tuple(None if d is None else d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape))
+    return ctx.emit("PAD", [x, ctx.i32(np.reshape(pads, (4, 2)))], dtype=x.dtype, shape=shape)
 
 
 def _nhwc(ctx):
@@ -69,9 +97,9 @@ def _conv_options(ctx, with_dilation=True):
 def lower_conv2d(ctx):
     x, w = ctx.input(0), ctx.input(1)
     opts = _conv_options(ctx)
-    if not w.is_const:
-        ctx.fail("the filter must be constant (frozen weights)")
-    kh, kw, cin, cout = w.const.shape
+    if w.shape is None or not w.static_shape:
+        ctx.fail("the filter's shape must be static")
+    kh, kw, cin, cout = w.shape  # a filter that is not constant (trained on device) is transposed at run time
     channels = x.shape[-1] if x.shape is not None else None
     if channels is not None and channels != cin:
         # grouped (Conv2D(groups=g), ConvNeXt's depthwise form): LiteRT's CONV_2D takes it as is, the groups
@@ -81,7 +109,7 @@ def lower_conv2d(ctx):
                      f"groups of {cin} input channels")
     filt = ctx.transpose(w, [3, 0, 1, 2])
     bias = ctx.const(np.zeros(cout, x.dtype))
-    return [ctx.emit("CONV_2D", [x, filt, bias], opts)]
+    return [ctx.emit("CONV_2D", [explicit_padded(ctx, x), filt, bias], opts)]
 
 
 @lowering("Conv3D")
@@ -110,23 +138,24 @@ def lower_conv3d(ctx):
 def lower_depthwise_conv2d(ctx):
     x, w = ctx.input(0), ctx.input(1)
     opts = _conv_options(ctx)
-    if not w.is_const:
-        ctx.fail("the filter must be constant (frozen weights)")
-    kh, kw, cin, mult = w.const.shape
-    filt = ctx.const(w.const.reshape(1, kh, kw, cin * mult))
+    if w.shape is None or not w.static_shape:
+        ctx.fail("the filter's shape must be static")
+    kh, kw, cin, mult = w.shape  # a filter that is not constant (trained on device) is reshaped at run time
+    filt = ctx.reshape(w, [1, kh, kw, cin * mult])
     opts["depth_multiplier"] = int(mult)
     bias = ctx.const(np.zeros(cin * mult, x.dtype))
-    return [ctx.emit("DEPTHWISE_CONV_2D", [x, filt, bias], opts)]
+    return [ctx.emit("DEPTHWISE_CONV_2D", [explicit_padded(ctx, x), filt, bias], opts)]
 
 
 @lowering("Conv2DBackpropInput")
 def lower_conv2d_transpose(ctx):
     out_shape, w, x = ctx.input(0), ctx.input(1), ctx.input(2)
+    if not w.is_const or any(d != 1 for d in ctx.attr("dilations", [1, 1, 1, 1])) or \
+            ctx.attr("padding") in ("EXPLICIT", b"EXPLICIT"):
+        # a gradient w.r.t. a convolution's input (a trained filter, dilations, explicit padding): the flipped
+        # filter over the zero-stuffed gradient (lower/gradients.py)
+        return [conv2d_backprop_input(ctx)]
     opts = _conv_options(ctx, with_dilation=False)
-    if not w.is_const:
-        ctx.fail("the filter must be constant (frozen weights)")
-    if any(d != 1 for d in ctx.attr("dilations", [1, 1, 1, 1])):
-        ctx.fail("dilated transposed convolution is not supported")
     # TF filter [H, W, out, in] -> LiteRT [out, H, W, in]
     filt = ctx.transpose(w, [2, 0, 1, 3])
     return [ctx.emit("TRANSPOSE_CONV", [ctx.cast(out_shape, np.int32), filt, x, None], opts)]
@@ -159,13 +188,20 @@ def lower_fused_batch_norm(ctx):
     if ctx.attr("is_training", False):
         ctx.fail("training-mode batch normalization cannot be converted")
     x = ctx.input(0)
-    scale, offset, mean, var = (ctx.const_input(i, n) for i, n in
-                                ((1, "scale"), (2, "offset"), (3, "mean"), (4, "variance")))
     eps = float(ctx.attr("epsilon", 1e-3))
-    mul = (scale / np.sqrt(var + eps)).astype(x.dtype)
-    add = (offset - mean * mul).astype(x.dtype)
-    y = ctx.emit("MUL", [x, ctx.const(mul)], dict(NONE))
-    y = ctx.emit("ADD", [y, ctx.const(add)], dict(NONE))
+    if all(ctx.input(i).is_const for i in range(1, 5)):
+        scale, offset, mean, var = (ctx.input(i).const for i in range(1, 5))
+        mul = ctx.const((scale / np.sqrt(var + eps)).astype(x.dtype))
+        add = ctx.const((offset - mean * mul.const).astype(x.dtype))
+    else:  # a scale or offset trained on device (lower/gradients.py has the gradient): the same, at run time
+        scale, offset, mean, var = ctx.inputs[1:5]
+        c = (x.shape[-1],) if x.shape else None
+        r = ctx.emit("RSQRT", [ctx.emit("ADD", [var, ctx.const(np.asarray(eps, x.dtype))], dict(NONE), shape=c)],
+                     shape=c)
+        mul = ctx.emit("MUL", [scale, r], dict(NONE), shape=c)
+        add = ctx.emit("SUB", [offset, ctx.emit("MUL", [mean, mul], dict(NONE), shape=c)], dict(NONE), shape=c)
+    y = ctx.emit("MUL", [x, mul], dict(NONE))
+    y = ctx.emit("ADD", [y, add], dict(NONE))
     return [y] + [None] * (len(ctx.op.outputs) - 1)
 
 
