@@ -12,22 +12,24 @@ if TYPE_CHECKING:
     from fuselite.generative import generate, write_litertlm
     from fuselite.keras_export import export
     from fuselite.report import Report
+    from fuselite.training import checkpoint_functions
 
 __version__ = "0.1.0"
 __all__ = ["Composite", "ConversionError", "Converter", "FusionDeclined", "FusionError", "InputError",
-           "MutableVariableError", "Report", "UnsupportedOpsError", "export", "fusion", "generate", "implements",
-           "write_atomic", "write_litertlm"]
+           "MutableVariableError", "Report", "UnsupportedOpsError", "checkpoint_functions", "export", "fusion",
+           "generate", "implements", "write_atomic", "write_litertlm"]
 
 # imported on first use, so that the command line's LiteRT-only verbs (inspect, bench) start without the
 # converter's modules (the converter never imports TensorFlow at import time either)
 _LAZY = {"Converter": "fuselite.converter", "write_atomic": "fuselite.converter", "Report": "fuselite.report",
-         "export": "fuselite.keras_export", "write_litertlm": "fuselite.generative", "generate": "fuselite.generative"}
+         "export": "fuselite.keras_export", "write_litertlm": "fuselite.generative", "generate": "fuselite.generative",
+         "checkpoint_functions": "fuselite.training"}
 
 
 def __getattr__(name: str):
     """``fuselite.Converter``, ``write_atomic``, ``Report``, ``export`` (Keras' ``model.export(...,
     format="litert")`` call, converted by fuselite), ``write_litertlm`` and ``generate`` (LiteRT-LM bundles),
-    imported when first asked for."""
+    ``checkpoint_functions`` (save / restore signatures for on-device training), imported when first asked for."""
     if name not in _LAZY:
         raise AttributeError(f"module 'fuselite' has no attribute '{name}'")
     import importlib

@@ -10,9 +10,11 @@ LiteRT resource variable:
 
 - :func:`freeze_variables` keeps its ``ReadVariableOp`` / ``Assign*VariableOp`` as TF
   ops (in program order, which import already follows: TF orders reads and assigns of
-  one variable through control dependencies). Any other resource op on a mutable
-  variable is a :class:`~fuselite.errors.MutableVariableError` naming the op, the node
-  and the variable (all such problems are reported together).
+  one variable through control dependencies), and the training updates of
+  :data:`UPDATE_OPS` (optimizer kernels that write a variable and its slots, an
+  Embedding's ``scatter_add`` / ``scatter_sub``: ``lower/training.py``). Any other resource
+  op on a mutable variable is a :class:`~fuselite.errors.MutableVariableError` naming the
+  op, the node and the variable (all such problems are reported together).
 - :func:`materialize_variables` (run just before lowering) gives every function that
   uses a mutable variable its own ``VarHandleOp`` (container ``""``, a ``shared_name``
   unique per variable: its TF name), adds an init function that assigns each variable
@@ -40,6 +42,12 @@ from fuselite.passes.dce import writes_variable
 
 ASSIGN_OPS = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}
 READ_OPS = {"ReadVariableOp"}
+# Optimizer updates (lower/training.py): they write every resource they take (the variable and its slots).
+APPLY_OPS = {"ResourceApplyGradientDescent", "ResourceApplyMomentum", "ResourceApplyKerasMomentum",
+             "ResourceApplyAdam", "ResourceApplyAdagrad", "ResourceApplyAdagradV2", "ResourceApplyRMSProp"}
+# Sparse writes of rows of a variable (lower/training.py): they write their first operand.
+SCATTER_OPS = {"ResourceScatterAdd", "ResourceScatterSub"}
+UPDATE_OPS = APPLY_OPS | SCATTER_OPS
 # Ops that only pass a resource on to another function (call sites, loops, branches).
 _FORWARDING = {"While", "StatelessWhile", "If", "StatelessIf", "PartitionedCall", "StatefulPartitionedCall"}
 _CALLEE_KEYS = ("f", "cond", "body", "then_branch", "else_branch")
@@ -167,8 +175,10 @@ def assigned_variables(module: Module) -> dict[int, str]:
     out = {}
     for fn in module.functions.values():
         for op in fn.ops:
-            if writes_variable(op) and op.inputs and is_var(op.inputs[0]):
-                out[var_key(op.inputs[0])] = op.inputs[0].meta["variable"]
+            if writes_variable(op) and op.inputs:
+                for v in op.inputs if op.kind in APPLY_OPS else op.inputs[:1]:
+                    if is_var(v):
+                        out[var_key(v)] = v.meta["variable"]
     return out
 
 
@@ -252,6 +262,12 @@ def freeze_variables(module: Module) -> list[dict]:
                 arr = value_of(src, op.attrs["dtype"])
                 frozen[name] = {"name": name, "shape": list(arr.shape), "dtype": arr.dtype.name}
                 _to_gather(fn, op, fn.const(arr, name), arr.dtype)
+            elif op.kind in _FROZEN_READS and not is_mutable:
+                # tf.gather_nd / tf.shape / is_initialized of a read-only tf.Variable: no copy of it is made
+                gathers = op.kind == "ResourceGatherNd"  # (it stays, as a GatherNd of the constant)
+                _freeze_read(fn, op, src, name, value_of, frozen)
+                if not gathers:
+                    continue
             kept.append(op)
         fn.ops = kept
     return sorted(frozen.values(), key=lambda d: d["name"])
@@ -264,19 +280,54 @@ def _to_gather(fn: Function, op: Op, params: Value, dtype) -> None:
                 "_node_def": _gather_node_def(op, dtype), "_stateful": False}
 
 
+# Resource ops other than ReadVariableOp / ResourceGather that only read a variable: on a read-only one they
+# become a GatherNd of the constant, the constant's shape, true.
+_FROZEN_READS = {"ResourceGatherNd", "VariableShape", "VarIsInitializedOp"}
+
+
+def _freeze_read(fn: Function, op: Op, src: Value, name: str, value_of, frozen: dict) -> None:
+    """Rewrite one of :data:`_FROZEN_READS` on the read-only variable ``src`` (its ``name``) in place."""
+    if op.kind == "VarIsInitializedOp":  # a captured variable has a value (freezing just read it)
+        fn.replace_uses(op.outputs[0], fn.const(np.array(True), f"{name}/is_initialized"))
+        return
+    dtype = op.attrs["dtype"] if op.kind == "ResourceGatherNd" else variable_dtype(src)
+    arr = value_of(src, dtype) if dtype is not None else read_variable_value(src, np.float32)
+    if op.kind == "VariableShape":
+        out_type = np.dtype(op.outputs[0].dtype)
+        fn.replace_uses(op.outputs[0], fn.const(np.array(arr.shape, out_type), f"{name}/shape"))
+        return
+    frozen[name] = {"name": name, "shape": list(arr.shape), "dtype": arr.dtype.name}
+    _to_gather_nd(fn, op, fn.const(arr, name), arr.dtype)
+
+
+def _to_gather_nd(fn: Function, op: Op, params: Value, dtype) -> None:
+    import tensorflow as tf
+    from tensorflow.core.framework import node_def_pb2
+
+    nd = node_def_pb2.NodeDef(name=op.name or "gather_nd", op="GatherNd")
+    nd.attr["Tparams"].type = tf.as_dtype(dtype).as_datatype_enum
+    nd.attr["Tindices"].type = tf.as_dtype(op.inputs[1].dtype).as_datatype_enum
+    op.type = "tf.GatherNd"
+    op.inputs = [params, op.inputs[1]]
+    op.attrs = {"_node_def": nd, "_stateful": False}
+
+
 def _check_mutable_uses(module: Module, mutable: dict[int, str]) -> None:
     """Only reads, assigns (and gathers) of a mutable variable can become LiteRT resource ops."""
     problems = []
     for fn in module.functions.values():
         for op in fn.ops:
-            if op.kind in READ_OPS | ASSIGN_OPS | _FORWARDING or op.kind == "ResourceGather":
+            if op.kind in READ_OPS | ASSIGN_OPS | UPDATE_OPS | _FORWARDING or op.kind == "ResourceGather":
                 if op.kind in ASSIGN_OPS and op.inputs and op.inputs[0] is not None and not is_var(op.inputs[0]):
                     problems.append(f"{op.describe()} assigns a resource that is not a captured variable")
                 continue
             for v in op.inputs:
                 if is_var(v) and var_key(v) in mutable:
                     problems.append(f"{op.describe()} uses mutable variable '{v.meta['variable']}'; only "
-                                    "reads and assign / assign_add / assign_sub of mutable variables convert")
+                                    "reads, gathers, assign / assign_add / assign_sub, scatter_add / scatter_sub "
+                                    "and the optimizer updates ResourceApply{"
+                                    f"{', '.join(sorted(k.removeprefix('ResourceApply') for k in APPLY_OPS))}"
+                                    "} of mutable variables convert")
     if problems:
         raise MutableVariableError("the program uses mutable variables in ways LiteRT resource variables "
                                    "cannot express:", sorted(set(problems)))
@@ -346,11 +397,12 @@ def materialize_variables(module: Module, reset_signature: str = RESET_SIGNATURE
     infos: dict[int, dict] = {}
     for fn in module.functions.values():
         for op in fn.ops:
-            v = op.inputs[0] if op.inputs else None
-            if (op.kind in READ_OPS | ASSIGN_OPS and is_var(v) and var_key(v) in mutable
-                    and var_key(v) not in infos and op.attrs.get("dtype") is not None):
-                array = initial_value(v.meta["handle"], op.attrs["dtype"], zero_initial)
-                infos[var_key(v)] = {"shared_name": shared[var_key(v)], "array": array}
+            for v in op.inputs if op.kind in UPDATE_OPS else op.inputs[:1]:
+                dtype = op.attrs.get("dtype") if op.kind in READ_OPS | ASSIGN_OPS else variable_dtype(v)
+                if (op.kind in READ_OPS | ASSIGN_OPS | UPDATE_OPS and is_var(v) and var_key(v) in mutable
+                        and var_key(v) not in infos and dtype is not None):
+                    array = initial_value(v.meta["handle"], dtype, zero_initial)
+                    infos[var_key(v)] = {"shared_name": shared[var_key(v)], "array": array}
     touching = _touching_functions(module, mutable)
     for fn in list(module.functions.values()):
         handles: dict[int, Op] = {}
