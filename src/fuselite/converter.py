@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from importlib import metadata
+from typing import Any
 
 from fuselite import frontend
 from fuselite.context import ConversionContext
@@ -33,6 +34,8 @@ from fuselite.targets.base import refuse_other_targets_options
 from fuselite.tflite.flatbuffer import PROGRESS_FROM
 from fuselite.tflite.micro import micro_sources
 from fuselite.tflite.provenance import Provenance
+
+_NOT_GIVEN: Any = object()  # from_keras_model's batch_size when the caller gave none (None: a dynamic batch)
 
 
 class UnknownOptionError(InputError, AttributeError):
@@ -95,7 +98,8 @@ class Converter:
 
     # -- constructors ------------------------------------------------------------
     @classmethod
-    def from_keras_model(cls, model, batch_size: int | None = None, input_signature=None, **options) -> Converter:
+    def from_keras_model(cls, model, batch_size: int | None = _NOT_GIVEN, input_signature=None,
+                         **options) -> Converter:
         """A Keras 3 or tf-keras model (functional, sequential or subclassed and built).
 
         ``input_signature``: the model's call as Keras' ``export`` takes it, one structure (a spec, or a list,
@@ -123,14 +127,19 @@ class Converter:
         SimpleRNN fused at three or more; the fused ops for integer quantization and TFLite Micro,
         docs/rnn.md#thread-count), ``threads=N`` (the LiteRT
         ``num_threads`` the model will run with, default 1: what LiteRT uses when an app leaves it unset).
+
+        A ``Sequential`` model built by ``fit`` (or a call) without a ``keras.Input`` took its first batch's shape;
+        converting it needs a ``batch_size`` (``None``: a dynamic batch), else it is an InputError saying so.
         """
+        batch_given = batch_size is not _NOT_GIVEN
+        batch_size = batch_size if batch_given else None
         require_tensorflow()
         if not callable(model) or not hasattr(model, "layers"):  # functional, sequential or subclassed
             raise InputError(f"from_keras_model expects a Keras model, got {type(model).__name__}")
         def trace(ctx):
             ctx.keras_int4 = int4_kernels(model)  # read before tracing: the kernels folding will produce
             return frontend.keras_entries(model, ctx.report.warnings, ctx.zero_initial, input_signature,
-                                          ctx.input_shapes)
+                                          ctx.input_shapes, batch_given=batch_given)
 
         conv = cls(trace, f"Keras model '{model.name}'", model, batch_size, **options)
         conv._model_type = "KERAS_MODEL"

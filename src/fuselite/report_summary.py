@@ -21,6 +21,27 @@ def _clip(text: str, width: int = _LINE) -> str:
     return text if len(text) <= width else text[:width - 3].rstrip(" ,;:") + "..."
 
 
+def float_weight_lines(q: dict) -> list[str]:
+    """In a weight-quantizing mode (dynamic range, int4, float16), one line per reason that left weights float:
+    how many ops, their bytes, the reason (each op's own is in the full report)."""
+    if q.get("mode") not in ("dynamic", "int4", "float16"):
+        return []
+    by_reason: dict[str, list[int]] = {}
+    for rec in q.get("ops", []):
+        if rec.get("mode") == "float" and rec.get("weight_bytes_after", 0) and rec.get("reason"):
+            by_reason.setdefault(rec["reason"], []).append(rec["weight_bytes_after"])
+    ranked = sorted(by_reason.items(), key=lambda kv: -sum(kv[1]))
+    lines = [f"    float weights, {len(b)} op(s), {sum(b):,} bytes: {reason}" for reason, b in ranked[:_REASONS]]
+    if len(ranked) > _REASONS:
+        rest = [n for _, b in ranked[_REASONS:] for n in b]
+        lines.append(f"    float weights, {len(rest)} more op(s), {sum(rest):,} bytes, for other reasons (the full "
+                     "report names each)")
+    return lines
+
+
+_REASONS = 3  # reasons for float weights the summary names
+
+
 def _counted(items: list[str]) -> list[str]:
     """Each item once, in order, with "(xN)" where it came N times."""
     counts: dict[str, int] = {}
@@ -83,6 +104,7 @@ def summary_lines(r) -> list[str]:
             budget = f"; error budget {100 * layers['max_relative_error']:.3g}%: {met}"
         lines.append(_clip(f"  quantization: {q['mode']}, weights {q.get('weight_bytes_before', 0):,} -> "
                            f"{q.get('weight_bytes_after', 0):,} bytes{calibrated}{err}{budget}", 200))
+        lines += [_clip(line, 240) for line in float_weight_lines(q)]
     for c in r.composites:
         name = c["interface"].removeprefix("keras.layers.")
         sites = f" x{c['call_sites']}" if c.get("call_sites", 1) > 1 else ""

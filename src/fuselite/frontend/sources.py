@@ -23,20 +23,27 @@ def _flat_output_names(structured, prefix="output"):
 
 
 def keras_entries(model, notes: list | None = None, zero_initial=None, input_signature=None,
-                  input_shapes: dict | None = None) -> list:
+                  input_shapes: dict | None = None, batch_given: bool = False) -> list:
     """Trace a Keras 3 or tf-keras model in inference mode (notes for the report go to ``notes``).
 
     Stateful recurrent layers' state variables are marked in ``zero_initial`` (a
     :class:`~fuselite.passes.variables.ZeroInitialVariables`; a new one when not given). ``input_signature``: as
     Keras' ``export`` takes it (one structure of specs per positional argument of the call); default: the
     model's own inputs. ``input_shapes`` ({input name: shape}): the model is traced at them (its Python code may
-    branch on a shape).
+    branch on a shape). A Sequential model whose batch came from the data that built it (``fit`` without an
+    ``Input``: :func:`data_batch`) is an InputError unless ``batch_given`` (the user chose a ``batch_size``, or
+    None for a dynamic one); then it is traced with its batch dynamic.
     """
     import tensorflow as tf
 
     if input_signature is not None:
         return _signature_entries(model, input_signature, notes, zero_initial)
     specs, names, structure = _keras_input_specs(model)
+    from_data = data_batch(model)
+    if from_data is not None and not batch_given:
+        raise InputError(_data_batch_problem(model, from_data))
+    if from_data is not None:
+        specs = [tf.TensorSpec([None, *s.shape.as_list()[1:]], s.dtype, name=s.name) for s in specs]
     specs = _shaped(specs, names, input_shapes or {})
     struct = getattr(model, "_inputs_struct", None)  # Keras 3 functional: the structure the model was built on
     if structure is not None:  # a subclassed model, called on a list, tuple or dict: that structure again
@@ -52,6 +59,40 @@ def keras_entries(model, notes: list | None = None, zero_initial=None, input_sig
     else:
         fn = tf.function(lambda *xs: model(list(xs), training=False))
     return _traced_entry(model, fn, specs, names, notes, zero_initial, retype=structure is not None)
+
+
+def data_batch(model) -> tuple[int, str] | None:
+    """(batch, how) where a Keras 3 ``Sequential`` model without an ``Input`` took its batch from the data it was
+    built with, else None. Such a model's ``InputLayer`` is the one ``Sequential.build`` adds, for the shape of
+    the first batch ``fit`` / ``train_on_batch`` / a call / ``build`` gave (keras/src/models/sequential.py): its
+    recorded arguments are a ``batch_shape`` and the first layer's dtype, where ``keras.Input`` records no dtype
+    unless given one. A batch of 1 is not reported (its file runs one sample, as the model was built for).
+    ``how``: "fit gave it" where the model was trained, else "it was built or called with"."""
+    layers = getattr(model, "_layers", None)
+    if type(model).__name__ != "Sequential" or not layers or type(layers[0]).__name__ != "InputLayer":
+        return None
+    config = getattr(getattr(layers[0], "_auto_config", None), "config", None) or {}
+    shape = config.get("batch_shape")
+    made_by_build = (config.get("dtype") is not None and config.get("shape") is None
+                     and config.get("batch_size") is None and config.get("input_tensor") is None)
+    if not made_by_build or not shape or not isinstance(shape[0], int) or shape[0] == 1:
+        return None
+    optimizer = getattr(model, "optimizer", None)
+    try:
+        trained = optimizer is not None and int(optimizer.iterations.numpy()) > 0
+    except (AttributeError, TypeError, ValueError):
+        trained = False
+    return shape[0], "fit gave it" if trained else "it was built or called with"
+
+
+def _data_batch_problem(model, found: tuple[int, str]) -> str:
+    batch, how = found
+    shape = tuple(model._layers[0].batch_shape)
+    return (f"Keras model '{model.name}' has no Input: its input shape {shape} is that of the first batch {how}, "
+            f"so a file for it would take batches of {batch} only (where the model reshapes, LiteRT fails to "
+            f"prepare it for one sample); pass batch_size=1 (the CLI's --batch-size 1) to "
+            f"convert it for one sample, batch_size=None for a dynamic batch, batch_size={batch} to keep "
+            f"{batch}, or give the model a keras.Input(shape={shape[1:]})")
 
 
 def _traced_entry(model, fn, specs: list, names: list[str], notes: list | None, zero_initial, retype: bool = False,

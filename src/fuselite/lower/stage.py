@@ -28,7 +28,19 @@ STRING_OPS = {
     "Substr": "substrings",
     "UnicodeDecodeWithOffsets": "decoding Unicode",
     "UnicodeEncode": "encoding Unicode",
+    "RaggedBincount": "counting each string's word ids (TextVectorization's output_mode multi_hot / count / tf_idf: "
+                      "a bincount of the ragged ids its split gives)",
 }
+
+# where the way out is not "keep this step outside the model, before its input"
+WAYS_OUT = {
+    "RaggedBincount": "keep TextVectorization(output_mode='int', output_sequence_length=N) outside the model, "
+                      "before its input, and count its ids inside: keras.layers.CategoryEncoding(num_tokens="
+                      "vocabulary_size(), output_mode='multi_hot' or 'count') converts (DenseBincount), then drop "
+                      "column 0 (the padding id; output_mode='int' numbers the words one higher), and for tf_idf "
+                      "multiply by the layer's idf weights",
+}
+OUTSIDE = "keep this step outside the model, before its input"
 
 
 def lower_module(module: Module) -> None:
@@ -44,8 +56,8 @@ def lower_module(module: Module) -> None:
             if rule is None:
                 hint = STRING_OPS.get(op.kind)
                 problems.append(f"no lowering for TF op {op.describe()}" + (
-                    f": {hint}; LiteRT has no builtin for it (and fuselite writes no Flex op): keep this step "
-                    "outside the model, before its input" if hint else ""))
+                    f": {hint}; LiteRT has no builtin for it (and fuselite writes no Flex op): "
+                    f"{WAYS_OUT.get(op.kind, OUTSIDE)}" if hint else ""))
                 continue
             ctx = LowerCtx(fn, op, module)
             try:

@@ -32,7 +32,8 @@ kernel is wrong in its time-major loop (see :func:`_batch_major_bidirectional_rn
 
 **The rule for what stays float.** Every constant float32 weight operand of an op in the
 table is quantized, unless each of the op's weights has fewer than ``FLOAT_WEIGHTS_BELOW``
-(1024) elements: then the op stays float32, as TF's converter leaves such tensors (``_small``);
+(1024) elements: then the op stays float32, as TF's converter leaves such tensors (``_small``; a fused LSTM's
+weights counted as its Keras layer holds them, and kept float where TF would make only some of them int8);
 biases, layer-norm and state operands stay float32 as the kernels require. Ops without a hybrid kernel (ADD, MUL, PRELU, ...)
 keep their float constants, and so do ops named in ``keep_float``; each such op that reads
 a float32 constant is listed in the report with the reason.
@@ -122,17 +123,60 @@ def _why_float(op: Op, kernel: HybridKernel) -> str | None:
     return None
 
 
+# The operands of a fused LSTM that are one weight of the layer it came from, as TF's converter sees the layer: a
+# Keras LSTM's kernel [inputs, 4 x units] is the four input-to-gate operands, its recurrent kernel the four
+# recurrent-to-gate ones, then the projection (peepholes, [units] each, are not counted: no Keras LSTM has them);
+# the bidirectional op has a backward set 17 on, and the auxiliary input's two kernels at 40 and 44
+# (bidirectional_sequence_lstm.cc)
+_UNI_LSTM_WEIGHTS = {"kernel": (1, 2, 3, 4), "recurrent kernel": (5, 6, 7, 8), "projection": (16,)}
+LAYER_WEIGHTS = {
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": _UNI_LSTM_WEIGHTS,
+    "BIDIRECTIONAL_SEQUENCE_LSTM": {
+        **{f"forward {k}": g for k, g in _UNI_LSTM_WEIGHTS.items()},
+        **{f"backward {k}": tuple(i + 17 for i in g) for k, g in _UNI_LSTM_WEIGHTS.items()},
+        "forward auxiliary kernel": (40, 41, 42, 43), "backward auxiliary kernel": (44, 45, 46, 47)},
+}
+
+
+def layer_weight_sizes(op: Op, kernel: HybridKernel) -> dict[str, int]:
+    """{weight: elements} of ``op``'s weights as the layer it came from holds them (``LAYER_WEIGHTS``: a fused
+    LSTM's four gate matrices summed back into the layer's kernel, and into its recurrent kernel), else
+    {"operand i": elements} of each weight operand."""
+    present = set(_weight_operands(op, kernel))
+    groups = LAYER_WEIGHTS.get(op.kind) or {f"operand {i}": (i,) for i in sorted(present)}
+    return {name: sum(op.inputs[i].const.size for i in g if i in present)
+            for name, g in groups.items() if present.intersection(g)}
+
+
 def _small(op: Op, kernel: HybridKernel) -> str | None:
-    """Every weight of ``op`` under ``kernel.float_below`` elements: it stays float32, as TF's converter leaves it
-    (``minimum_elements_for_weights``). Quantized, such a layer loses more accuracy than its size is worth: the
-    hybrid kernel quantizes its input per invoke, and int8 weights alone (dequantized at load) still cost their
-    rounding (Keras 3 Bidirectional(GRU(8)): 0.28% of the output range, the official converter's file 0.00%;
-    ConvLSTM2D 0.41% against 0.00%)."""
-    sizes = [op.inputs[i].const.size for i in _weight_operands(op, kernel)]
-    if sizes and max(sizes) < kernel.float_below:
+    """Why ``op`` keeps float weights for their size, or None. Every weight under ``kernel.float_below``
+    elements: it stays float32, as TF's converter leaves it (``minimum_elements_for_weights``). Quantized, such a
+    layer loses more accuracy than its size is worth: the hybrid kernel quantizes its input per invoke, and int8
+    weights alone (dequantized at load) still cost their rounding (Keras 3 Bidirectional(GRU(8)): 0.28% of the
+    output range, the official converter's file 0.00%; ConvLSTM2D 0.41% against 0.00%).
+
+    A fused LSTM's weights are counted as its layer holds them (``layer_weight_sizes``), as TF's converter
+    counts them: a Keras LSTM(24) on 8 features has a kernel of 768 elements, which TF leaves float, and a
+    recurrent kernel of 2,304, which it makes int8 (each of the fused op's gate matrices has 192 and 576). The
+    hybrid LSTM kernel takes all its weights int8 or none, so where TF quantizes only some of them the fused op
+    stays float, saying so: all int8 is worse than TF's file (Bidirectional(LSTM(24)) on 20 x 8: 0.24% of the
+    output range against its 0.096%; LSTM(64) on 20 x 3: 0.24% against 0.076%), and the loop form
+    (``rnn_form="loop"``, dynamic range's default) quantizes the recurrent kernel alone, as TF does (0.096%). The
+    other ops' weight operands are each one of the layer's weights: the op is quantized when one is large enough
+    (as before)."""
+    sizes = layer_weight_sizes(op, kernel)
+    if not sizes or max(sizes.values()) >= kernel.float_below and (
+            op.kind not in LAYER_WEIGHTS or min(sizes.values()) >= kernel.float_below):
+        return None
+    if max(sizes.values()) < kernel.float_below:
         return (f"each weight has fewer than {kernel.float_below} elements: kept float32, as "
                 "tf.lite.TFLiteConverter leaves it (int8 would cost more accuracy than the bytes are worth)")
-    return None
+    small = ", ".join(f"{k} ({n:,})" for k, n in sizes.items() if n < kernel.float_below)
+    large = ", ".join(f"{k} ({n:,})" for k, n in sizes.items() if n >= kernel.float_below)
+    return (f"kept float32 (rnn_form='loop', the default, quantizes it as TF does): LiteRT's hybrid {op.kind} takes "
+            f"its weights int8 or none, and tf.lite.TFLiteConverter makes this layer's {large} int8 but leaves its "
+            f"{small} float (fewer than {kernel.float_below} elements): all int8 costs more accuracy than TF's file "
+            "(Bidirectional(LSTM(24)): 0.24% of the output range against 0.096%)")
 
 
 class _Quantizer:

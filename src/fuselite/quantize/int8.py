@@ -65,6 +65,7 @@ from fuselite.quantize.int8_params import (
     NoRange,
     is_activation,
 )
+from fuselite.quantize.int8_ranges import collapsed_ranges
 from fuselite.quantize.integer_lstm import (
     LSTM_8X8,
     LSTM_16X8,
@@ -178,12 +179,17 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
         starved = {id(op) for op in fn.ops if fixed_scale_starved(op, ranges) and not narrow(op)}
         widened = wide_values(fn, lambda op, more=starved: wide(op) or id(op) in more,
                               lambda op, skip=narrow_rsqrt: narrow(op) or id(op) in skip, wide_inputs)
+        calibrated = dict(ranges)  # (before the range rules below: what calibration saw)
         saturated_ranges(fn, ranges, widened)
         masked_logits(fn, ranges, widened)
         bounded_ranges(fn, ranges)
         shared_ranges(fn, ranges)
         q = Int8Function(fn, ranges, widened, variables, fixed)
         computes_integers = index_arithmetic(fn)
+        collapsed = collapsed_ranges(fn, calibrated, wide=widened, skip=computes_integers | {
+            id(op) for op in fn.ops if keep.match(op) is not None or any(o.uid in q.fixed for o in op.outputs)})
+        collapsed = {(op_name(op), op.kind): collapsed[id(op)] for op in fn.ops if id(op) in collapsed}
+        first_record = len(records)
         joins = {id(op) for op in fn.ops if output_type == "float32" and joins_float_output(fn, op)}
         islands = float_islands(fn, input_type == "float32", lambda op, j=joins: id(op) in j or keep.match(op) is not None)
         counter = WeightBytes()
@@ -284,6 +290,9 @@ def quantize_int8(module: Module, ranges: dict[int, tuple[float, float]], keep: 
                 continue
             problems.append(f"{op.kind} '{op_name(op)}'{' at ' + op.location if op.location else ''}: {why}")
             _add(records, outputs, op, record(fn, op, "float", before, counter.after(op), why))
+        for rec in records[first_record:]:  # a tensor calibration saw at one value (or never): said, by its op
+            if (note := collapsed.get((rec["op"], rec["kind"]))) is not None:
+                rec.setdefault("warnings", []).append(note)
         output_edges(fn, q, output_type)
     initial_values(module, variables)
     if integer_only and problems:

@@ -5,9 +5,20 @@ that copies raw integers from each (CONCATENATION, PACK, SELECT, ...), and index
 
 from __future__ import annotations
 
+import numpy as np
+
 from fuselite.ir import Function, Op, Value
+from fuselite.ir.core import op_name
 from fuselite.quantize.int8_kernels import BOUNDED, INDEX_KINDS, INTEGER_KERNELS, NO_INTEGER_KERNEL, SATURATES
-from fuselite.quantize.int8_params import FLOAT32, is_activation
+from fuselite.quantize.int8_params import (
+    FLOAT32,
+    INT8,
+    INT16,
+    INT16_HEADROOM,
+    is_activation,
+    params_for,
+    represented,
+)
 
 
 def saturated_ranges(fn: Function, ranges: dict[int, tuple[float, float]], wide: set[int]) -> None:
@@ -114,3 +125,82 @@ def index_arithmetic(fn: Function) -> set[int]:
                 chosen.add(id(producer))
                 todo.append(id(producer))
     return chosen
+
+
+COLLAPSED_ADVICE = "calibrate on more, and more varied, representative samples (or keep_float it)"
+
+
+def _holds(span: tuple[float, float] | None, width: str) -> str:
+    """What a tensor quantized from the calibrated ``span`` holds, said (None: it stays float, never calibrated)."""
+    if span is None:
+        return "it stays float, between DEQUANTIZE and QUANTIZE"
+    dtype = INT16 if width == "int16" else INT8
+    lo, hi = represented(params_for(dtype, *span, headroom=INT16_HEADROOM), dtype)
+    return f"quantized from it, it holds [{lo:.3g}, {hi:.3g}] only: any other value it takes at run time is clipped"
+
+
+def collapsed_ranges(fn: Function, ranges: dict[int, tuple[float, float]], skip: set[int],
+                     wide: set[int] = frozenset()) -> dict[int, str]:
+    """{id(op): warning} for each op of ``fn`` whose output (or each model input) calibration saw take one value
+    only (min == max) or never saw at all, though it is computed from the model's inputs: quantized from a point
+    range, its scale is the smallest there is and every other value it takes at run time is clipped to that point
+    (a SUB of two inputs calibrated on one sample where they were equal: the issue's model 54% off, and the
+    official converter says nothing). Each warning names the tensor, the op and the layer that computes it (its
+    location) and what to do; a collapsed tensor computed from another one is counted in that one's warning, not
+    warned again. Tensors computed from no model input, and results of an op with an operand that is zero whatever
+    the inputs (an unrolled cell's first step on its zero state), are one value by design: not warned.
+    ``ranges`` are the calibrated ones (before the range rules: a fixed or saturating range is not calibration's);
+    ``skip``: ids of ops that stay float or need no range (index arithmetic, keep_float); ``wide``: uids of the
+    values that become int16 (16x8)."""
+    def collapsed(v: Value) -> str | None:
+        if v.uid not in ranges:
+            return "was never computed in calibration"
+        lo, hi = ranges[v.uid]
+        return f"took one value only ({lo:.6g}) in calibration" if lo == hi else None
+
+    origins: dict[int, tuple[Op | None, Value, str]] = {}  # uid -> (op, value, what) of each collapsed origin
+    source: dict[int, int] = {}  # uid of a collapsed value -> uid of the origin it is computed from
+    for v in fn.inputs:
+        if is_activation(v) and fn.uses(v) and (what := collapsed(v)) is not None:
+            origins[v.uid] = (None, v, what)
+            source[v.uid] = v.uid
+    fixed: set[int] = set()  # values computed from no model input's values (a FILL of zeros, a CAST of positions)
+    for op in fn.ops:
+        kernel = INTEGER_KERNELS.get(op.kind)
+        ins = [v for v in op.inputs if is_activation(v)]
+        upstream = [source[x.uid] for x in ins if x.uid in source]
+        if all(x.uid in fixed for x in ins):
+            fixed.update(v.uid for v in op.outputs)
+            continue  # (one value is right there)
+        # an operand that is zero whatever the inputs (a recurrent cell's initial state, a constant of zeros) makes
+        # the result one value too (its product with anything): not calibration's fault
+        structural = any(x is not None and x.dtype == FLOAT32 and (
+            x.is_const and not np.any(x.const) or x.uid in fixed and ranges.get(x.uid) == (0.0, 0.0))
+            for x in op.inputs)
+        for v in op.outputs:
+            if not is_activation(v):
+                continue
+            if kernel is not None and kernel.output == "same" and upstream:  # a move of a collapsed value
+                source[v.uid] = upstream[0]
+                continue
+            if kernel is None or kernel.output != "range" or id(op) in skip or structural or \
+                    not (fn.uses(v) or fn.is_output(v)) or (what := collapsed(v)) is None:
+                continue
+            if upstream:
+                source[v.uid] = upstream[0]
+            else:
+                origins[v.uid] = (op, v, what)
+                source[v.uid] = v.uid
+    out: dict[int, str] = {}  # (a model input's warning goes with the first op that reads it)
+    for uid, (op, v, what) in origins.items():
+        width = "int16" if uid in wide else "int8"
+        more = sum(1 for s, o in source.items() if o == uid and s != uid)
+        by = "a model input" if op is None else \
+            f"the output of {op.kind} '{op_name(op)}'{' at ' + op.location if op.location else ''}"
+        then = f"; {more} tensor(s) computed from it too" if more else ""
+        key = id(op) if op is not None else id(fn.uses(v)[0])
+        out[key] = out[key] + " " if key in out else ""
+        out[key] += (
+            f"{width} calibration: tensor '{v.name}' {what}: {COLLAPSED_ADVICE}; {_holds(ranges.get(uid), width)} "
+            f"({by}{then})")
+    return out
