@@ -84,6 +84,16 @@ def test_resource_reads_of_a_read_only_tf_variable_freeze():
     assert [v["name"] for v in conv.report.frozen_variables] == ["table"]
 
 
+def test_resource_reads_of_a_read_only_variable_freeze_from_a_saved_model(tmp_path):
+    module = _Lookup()
+    tf.saved_model.save(module, str(tmp_path / "lookup"),
+                        signatures=module.__call__.get_concrete_function())
+    conv = fuselite.Converter.from_saved_model(str(tmp_path / "lookup"))
+    data = conv.convert()
+    idx = np.array([[0, 1], [5, 3], [2, 2], [1, 0]], np.int32)
+    _on_both_kernel_sets(data, [idx], module(idx).numpy())
+
+
 # -- 5: a Sequential built by fit, without an Input -------------------------------------------------------------
 def _mnist_like(first=()):
     """Flatten -> Dense -> Reshape -> Flatten -> Dense on 28 x 28 images (the Reshape is what fails to prepare

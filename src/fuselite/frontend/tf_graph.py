@@ -320,6 +320,11 @@ def graph_from_function_def(fdef, arg_shapes: list):
         if i in fdef_copy.arg_attr and "_output_shapes" in fdef_copy.arg_attr[i].attr:
             del fdef_copy.arg_attr[i].attr["_output_shapes"]
     shapes = [tf.TensorShape(list(s) if s is not None else None) for s in arg_shapes]
+    # a resource argument (a captured variable) gets no shape, as TensorFlow's own loader gives it: a scalar shape
+    # would make shape inference of its reads (ResourceGatherNd) fail for want of the handle's data
+    for i, arg in enumerate(fdef_copy.signature.input_arg):
+        if i < len(shapes) and arg.type == tf.resource.as_datatype_enum:
+            shapes[i] = None
     return function_def_to_graph(fdef_copy, input_shapes=shapes)
 
 
