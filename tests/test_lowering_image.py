@@ -14,7 +14,7 @@ from tensorflow.compiler.xla import xla_data_pb2
 
 import fuselite
 
-# -- non-max suppression inputs: well-formed boxes [y_min, x_min, y_max, x_max] and scores in [0, 1) ------------
+# -- non-max suppression inputs: boxes [y_min, x_min, y_max, x_max] and scores ------------------------------------
 
 
 def _boxes(n: int, seed: int) -> np.ndarray:
@@ -25,6 +25,26 @@ def _boxes(n: int, seed: int) -> np.ndarray:
 
 def _scores(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).permutation(np.linspace(0.05, 0.95, n)).astype(np.float32)  # no ties
+
+
+def _nms_fuzz(seed: int, n: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes and scores that reach every corner where LiteRT's kernel and TensorFlow's differ: boxes clustered (so
+    they suppress each other), on a grid of 1/8 for even seeds (IoUs such as exactly 0.5, 1/3, 0.25), some with
+    their corners swapped, some of zero area, some duplicated exactly (IoU 1); scores from 6 levels (ties)."""
+    rng = np.random.default_rng(seed)
+    centre = rng.uniform(0.2, 0.8, (4, 2))[rng.integers(0, 4, n)] + rng.normal(0, 0.08, (n, 2))
+    size = rng.uniform(0.1, 0.5, (n, 2))
+    if seed % 2 == 0:
+        centre, size = np.round(centre * 8) / 8, np.round(size * 4) / 4 + 0.25
+    boxes = np.concatenate([centre - size / 2, centre + size / 2], axis=1)
+    flip = rng.random(n) < 0.2
+    boxes[flip] = boxes[flip][:, [2, 3, 0, 1]]
+    flat = rng.random(n) < 0.15
+    boxes[flat, 2] = boxes[flat, 0]
+    twins = rng.choice(n, 4, replace=False)
+    boxes[twins[:2]] = boxes[twins[2:]]
+    scores = rng.choice(np.linspace(0.05, 0.95, 6), n)
+    return boxes.astype(np.float32), scores.astype(np.float32)
 
 
 _KERAS: dict = {}  # Keras layers built once (their weights are drawn when built)
@@ -46,15 +66,38 @@ BOXES, SCORES = V(_boxes(12, 0), 12, 4), V(_scores(12, 1), 12)
 FLIPPED = V(_boxes(12, 0)[:, [2, 1, 0, 3]], 12, 4)
 
 
-def _nms4(pad):
-    return lambda b, s: tf.raw_ops.NonMaxSuppressionV4(boxes=b, scores=s, max_output_size=6, iou_threshold=0.3,
-                                                       score_threshold=0.2, pad_to_max_output_size=pad)
+def _nms4(pad, iou=0.3, score=0.2, m=6):
+    return lambda b, s: tf.raw_ops.NonMaxSuppressionV4(boxes=b, scores=s, max_output_size=m, iou_threshold=iou,
+                                                       score_threshold=score, pad_to_max_output_size=pad)
 
 
-def _nms5(sigma, pad):
-    return lambda b, s: tf.raw_ops.NonMaxSuppressionV5(boxes=b, scores=s, max_output_size=6, iou_threshold=0.5,
-                                                       score_threshold=0.1, soft_nms_sigma=sigma,
+def _nms5(pad, iou=0.5, score=0.1, m=6, sigma=0.0):
+    return lambda b, s: tf.raw_ops.NonMaxSuppressionV5(boxes=b, scores=s, max_output_size=m, iou_threshold=iou,
+                                                       score_threshold=score, soft_nms_sigma=sigma,
                                                        pad_to_max_output_size=pad)
+
+
+# corner cases where LiteRT's kernel alone differs from TensorFlow's (each measured: see lower/image.py)
+_EXACT_HALF = V(np.array([[0, 0, 1, 1], [0, 0, 1, 0.5], [5, 5, 6, 6]], np.float32), 3, 4)  # IoU(0, 1) = 0.5
+_WITH_FLAT = V(np.array([[0, 0, 0, 0], [5, 5, 6, 6], [1, 1, 1, 3], [5, 5, 6, 6.5]], np.float32), 4, 4)
+_APART = V(np.array([[0, 0, 1, 1], [5, 5, 6, 6], [10, 10, 11, 11]], np.float32), 3, 4)
+_TWINS = V(np.array([[0, 0, 1, 1], [0, 0, 1, 1], [5, 5, 6, 6]], np.float32), 3, 4)
+_TIED = (V(np.array([[0, 0, 1, 1], [0, 0.1, 1, 1.1], [5, 5, 6, 6], [10, 10, 11, 11], [20, 20, 21, 21]], np.float32),
+           5, 4), V(np.full(5, 0.5, np.float32), 5))
+_DESCENDING = V(np.array([0.9, 0.8, 0.7, 0.6], np.float32)[:3], 3)
+_FOUR = V(np.array([0.9, 0.8, 0.7, 0.6], np.float32), 4)
+
+# random fuzz, 6 seeds: hard NMS in each op form, thresholds varied (0 and 1 included), against TF on both kernel sets
+_FUZZ_FORMS = [
+    ("v3", lambda iou, score: lambda b, s: tf.image.non_max_suppression(b, s, 10, iou, score)),
+    ("v4_padded", lambda iou, score: _nms4(True, iou, score, m=12)),
+    ("v5_hard", lambda iou, score: _nms5(False, iou, score, m=40)),  # max_output_size above num_boxes
+    ("v5_hard_padded", lambda iou, score: _nms5(True, iou, score, m=9)),
+]
+_FUZZ_IOU = [0.0, 0.3, 0.5, 0.7, 1.0, 0.5]
+FUZZ = [C(f"nms_fuzz_{form}_seed{seed}", make(_FUZZ_IOU[seed], (float("-inf"), 0.3)[seed % 2]),
+          *(V(a, *a.shape) for a in _nms_fuzz(seed)), atol=0.0)
+        for seed in range(6) for form, make in _FUZZ_FORMS]
 
 
 def _dims(lhs, kernel, out):
@@ -102,19 +145,28 @@ CASES = [
     C("l2_loss_rank4", lambda x: tf.nn.l2_loss(x * 2.0), F(2, 3, 2, 2), atol=1e-4),  # a sum of 24 squares
     # -- non-max suppression ------------------------------------------------------------------
     C("nms_v3", lambda b, s: tf.image.non_max_suppression(b, s, 6, 0.3, 0.2), BOXES, SCORES,
-      expect=["NON_MAX_SUPPRESSION_V4"]),
+      expect=["NON_MAX_SUPPRESSION_V4", "TOPK_V2"]),
     C("nms_v3_defaults", lambda b, s: tf.image.non_max_suppression(b, s, 10), BOXES, SCORES),
     C("nms_v3_flipped_corners", lambda b, s: tf.image.non_max_suppression(b, s, 6, 0.3), FLIPPED, SCORES),
     C("nms_v4", _nms4(False), BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V4"]),
     C("nms_v4_padded", _nms4(True), BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V4"]),
-    C("nms_v5_soft", lambda b, s: tf.image.non_max_suppression_with_scores(b, s, 6, 0.5, 0.1, soft_nms_sigma=0.5),
-      BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V5"]),
-    C("nms_v5_hard", _nms5(0.0, False), BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V5"]),
-    C("nms_v5_soft_padded", _nms5(0.8, True), BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V5"]),
-    C("nms_v3_sizes_from_inputs", lambda b, s, m, t: tf.image.non_max_suppression(b, s, m, t, 0.2), BOXES, SCORES,
-      V(np.int32(4)), V(np.float32(0.4))),
-    C("nms_v5_sigma_from_input", lambda b, s, sigma: tf.image.non_max_suppression_with_scores(
-        b, s, 5, 0.5, 0.1, soft_nms_sigma=sigma), BOXES, SCORES, V(np.float32(0.3))),
+    C("nms_v5_hard", _nms5(False), BOXES, SCORES, expect=["NON_MAX_SUPPRESSION_V4"], atol=0.0),
+    C("nms_v5_hard_padded", _nms5(True, m=15), BOXES, SCORES, atol=0.0),  # scores padded with zeros past 12
+    C("nms_v3_sizes_from_inputs", lambda b, s, m, t: tf.image.non_max_suppression(b, s, m, 0.4, t), BOXES, SCORES,
+      V(np.int32(4)), V(np.float32(0.2))),
+    C("nms_v4_padded_size_from_input", lambda b, s, m: tf.raw_ops.NonMaxSuppressionV4(
+        boxes=b, scores=s, max_output_size=m, iou_threshold=0.3, score_threshold=0.2, pad_to_max_output_size=True),
+      BOXES, SCORES, V(np.int32(9))),
+    C("nms_v5_dynamic_num_boxes", _nms5(True), V(_boxes(12, 0), None, 4), V(_scores(12, 1), None), atol=0.0),
+    C("nms_v5_no_output", _nms5(True, m=0), BOXES, SCORES, atol=0.0),
+    # LiteRT's kernel alone: suppresses at IoU == threshold; repeats zero-area boxes; suppresses all at threshold 0
+    # and identical boxes at 1; breaks score ties in heap order
+    C("nms_iou_equal_to_threshold_is_kept", _nms4(False, iou=0.5, score=0.0), _EXACT_HALF, _DESCENDING),
+    C("nms_zero_area_boxes_once_each", _nms5(True, iou=0.5, score=0.0, m=6), _WITH_FLAT, _FOUR, atol=0.0),
+    C("nms_threshold_0_keeps_disjoint_boxes", _nms4(False, iou=0.0, score=0.0), _APART, _DESCENDING),
+    C("nms_threshold_1_keeps_identical_boxes", _nms4(False, iou=1.0, score=0.0), _TWINS, _DESCENDING,
+      absent=["NON_MAX_SUPPRESSION_V4"]),
+    C("nms_score_ties_to_the_lower_index", _nms4(False, iou=0.5, score=0.0), *_TIED),
     # -- transposed 3-D convolutions (float sums of up to 32 products: 1e-5 holds) ---------------
     C("conv3d_transpose_same_s2", _conv3d_transpose([1, 6, 6, 4, 3], [1, 2, 2, 2, 1], "SAME"), F(1, 3, 3, 2, 4),
       expect=["CONV_3D_TRANSPOSE"]),
@@ -169,6 +221,57 @@ def test_every_rule_of_the_family_is_exercised():
     assert missing_rules(CASES, ["fuselite.lower.image"]) == []
 
 
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in FUZZ])
+def test_hard_nms_fuzz_matches_tensorflow(case: Case):
+    """Random clustered boxes (grid-aligned, flipped, zero-area, duplicated) with tied scores, 6 seeds, in every
+    hard-NMS form fuselite converts: indices exact and scores exact (atol 0) on both kernel sets."""
+    check_case(case)
+
+
+def test_the_fuzz_reaches_the_corners_where_litert_alone_is_wrong():
+    """The fuzz inputs are not easy ones: across the seeds TF selects tied scores, zero-area boxes and exact
+    duplicates, and some IoU equals its threshold exactly (where LiteRT's kernel alone suppresses and TF keeps)."""
+    ties = flat = twins = exact = 0
+    for seed in range(6):
+        boxes, scores = _nms_fuzz(seed)
+        lo, hi = np.minimum(boxes[:, :2], boxes[:, 2:]), np.maximum(boxes[:, :2], boxes[:, 2:])
+        area = np.prod(hi - lo, axis=1)
+        inter = np.prod(np.clip(np.minimum(hi[:, None], hi[None]) - np.maximum(lo[:, None], lo[None]), 0, None), -1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            iou = np.where((area[:, None] > 0) & (area[None] > 0), inter / (area[:, None] + area[None] - inter), 0)
+        sel = tf.image.non_max_suppression(boxes, scores, 32, _FUZZ_IOU[seed]).numpy()
+        ties += len(sel) - len(set(scores[sel].tolist()))
+        flat += int((area[sel] <= 0).sum())
+        twins += int(sum((boxes[i] == boxes[j]).all() for i in sel for j in sel if i < j))
+        exact += int((np.triu(iou, 1) == np.float32(_FUZZ_IOU[seed])).sum())
+    assert ties > 10 and flat > 5 and twins >= 1 and exact >= 1, (ties, flat, twins, exact)
+
+
+def test_soft_nms_keeps_what_litert_drops():
+    """Why soft-NMS is refused (issue 66), on the op-coverage case's boxes: TensorFlow's soft-NMS selects box 1
+    although its IoU with the selected box 0 is 0.82 >= iou_threshold 0.5, with its score decayed to
+    0.75 * exp(-0.82^2 / (2 * 0.5)) = 0.384; LiteRT's NON_MAX_SUPPRESSION_V5 (here through the official converter,
+    which maps the op to it) drops it."""
+    from fuselite.runtime import run
+
+    boxes = np.array([[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11], [0, 10.1, 1, 11.1],
+                      [0, 100, 1, 101]], np.float32)
+    scores = np.array([0.9, 0.75, 0.6, 0.95, 0.5, 0.3], np.float32)
+
+    def soft(b, s):
+        return tf.image.non_max_suppression_with_scores(b, s, 4, 0.5, soft_nms_sigma=0.5)
+
+    idx, sc = (t.numpy() for t in soft(boxes, scores))
+    assert idx.tolist() == [3, 0, 1, 5]
+    iou01 = 0.9 / 1.1
+    np.testing.assert_allclose(sc[2], 0.75 * np.exp(-iou01**2 / (2 * 0.5)), rtol=1e-6)
+    assert iou01 >= 0.5
+    cf = tf.function(soft).get_concrete_function(tf.TensorSpec((6, 4)), tf.TensorSpec((6,)))
+    official = tf.lite.TFLiteConverter.from_concrete_functions([cf], tf.Module()).convert()
+    (indices,) = [v for v in run(official, [boxes, scores]).values() if v.dtype == np.int32 and v.ndim == 1]
+    assert indices.tolist() == [3, 0, 5, 0], indices  # box 1 dropped: three selected, padded with a zero
+
+
 # -- what is refused, with the reason ---------------------------------------------------------------------------
 
 
@@ -189,6 +292,19 @@ REFUSED = [
      [tf.TensorSpec((1, 5, 5, 4)), tf.TensorSpec((2, 2, 4, 3))], "the kernel \\(rhs\\) must be constant"),
     ("depth_to_space_nchw", lambda x: tf.nn.depth_to_space(x, 2, data_format="NCHW"), [tf.TensorSpec((1, 8, 2, 2))],
      "DepthToSpace.*data_format NCHW is not supported"),
+    ("nms_v5_soft", lambda b, s: tf.image.non_max_suppression_with_scores(b, s, 4, 0.5, soft_nms_sigma=0.5),
+     [tf.TensorSpec((6, 4)), tf.TensorSpec((6,))],
+     "NonMaxSuppressionV5.*soft-NMS \\(soft_nms_sigma 0.5 > 0\\) is not supported: LiteRT's NON_MAX_SUPPRESSION_V5 "
+     "still drops every box whose IoU with a selected box is >= iou_threshold.*Use soft_nms_sigma=0.0"),
+    ("nms_v5_soft_padded", _nms5(True, sigma=0.8), [tf.TensorSpec((12, 4)), tf.TensorSpec((12,))],
+     "soft-NMS \\(soft_nms_sigma 0.8"),
+    ("nms_v5_sigma_from_input", lambda b, s, sigma: tf.image.non_max_suppression_with_scores(
+        b, s, 5, 0.5, 0.1, soft_nms_sigma=sigma), [tf.TensorSpec((12, 4)), tf.TensorSpec((12,)), tf.TensorSpec(())],
+     "soft_nms_sigma must be a constant 0.0"),
+    ("nms_iou_threshold_from_input", lambda b, s, t: tf.image.non_max_suppression(b, s, 4, t),
+     [tf.TensorSpec((12, 4)), tf.TensorSpec((12,)), tf.TensorSpec(())], "iou_threshold must be a constant"),
+    ("nms_iou_threshold_above_1", lambda b, s: tf.image.non_max_suppression(b, s, 4, 1.5),
+     [tf.TensorSpec((12, 4)), tf.TensorSpec((12,))], "iou_threshold 1.5 is outside \\[0, 1\\]"),
     ("sparse_matmul_bfloat16", lambda a, b: tf.raw_ops.SparseMatMul(a=tf.cast(a, tf.bfloat16), b=b),
      [tf.TensorSpec((2, 3)), tf.TensorSpec((3, 2))], "SparseMatMul.*a must be float32"),
 ]

@@ -7,8 +7,9 @@ The kernel contracts these rules follow (LiteRT ``tflite/kernels/``):
   the input's scale: a data move);
 * ``local_response_norm.cc``: float32, ``input / (bias + alpha * sum(x^2 over [c - r, c + r])) ** beta``, TF's LRN;
 * ``non_max_suppression.cc``: boxes [N, 4], scores [N], a scalar int32 ``max_output_size``, scalar thresholds;
-  V4 writes ``max_output_size`` indices (padded with zeros) and the number selected, V5 (a sixth input, the soft-NMS
-  sigma) the indices, their scores and the number;
+  V4 writes ``max_output_size`` indices (padded with zeros) and the number selected. Its selection differs from
+  TensorFlow's (IoU >= threshold, score ties in heap order, zero-area boxes selected repeatedly, soft-NMS still
+  hard-suppressing): hard NMS is converted around it exactly, soft-NMS is refused (the comment above the NMS rules);
 * ``conv3d_transpose.cc``: 0 the output shape (int32 [5]), 1 the filter [D, H, W, out, in] (TensorFlow's own
   layout), 2 the input, 3 the bias (optional); Conv3DOptions.
 """
@@ -71,18 +72,63 @@ def lower_l2_loss(ctx: LowerCtx) -> list[Value]:
 
 
 # -- non-max suppression -------------------------------------------------------------------------------------------
+#
+# TensorFlow's kernel (core/kernels/image/non_max_suppression_op.cc, DoNonMaxSuppressionOp) pops candidates (score >
+# score_threshold) by score, ties to the lower index, and suppresses one whose IoU with a selected box is > the
+# threshold. LiteRT's (kernels/internal/reference/non_max_suppression.h) differs, measured on ai-edge-litert 2.3.0:
+# it suppresses at IoU >= the threshold; its priority queue breaks score ties in heap order, not by index; after
+# selecting a box it pushes it back and pops it again, where its IoU with itself suppresses it -- but a box of zero
+# area has IoU 0 with itself and is selected again and again, as is every box when the threshold is 1; with soft-NMS
+# (sigma > 0) it still hard-suppresses at IoU >= iou_threshold where TensorFlow only decays the score (TF ignores
+# iou_threshold then). So the rules below give LiteRT's kernel only what it gets right: boxes of positive area,
+# sorted by (score, -index) first, with distinct scores (their rank), a threshold of nextafter(iou_threshold) (IoU >=
+# that is IoU > iou_threshold in float32); zero-area boxes (IoU 0 with every box in both kernels: never suppressed,
+# never suppressing) are merged back in rank order. Soft-NMS is refused.
+
+_SOFT_NMS_REFUSAL = (
+    "soft-NMS (soft_nms_sigma {sigma} > 0) is not supported: LiteRT's NON_MAX_SUPPRESSION_V5 still drops every box "
+    "whose IoU with a selected box is >= iou_threshold, where TensorFlow's soft-NMS ignores iou_threshold and only "
+    "decays such a box's score by exp(-IoU^2 / (2 sigma)) (so it can still be selected, with the decayed score); "
+    "its indices and scores would differ from TensorFlow's. Use soft_nms_sigma=0.0 (hard NMS, converted exactly), "
+    "or run soft-NMS outside the model on its boxes and scores")
 
 
-def _nms_operands(ctx: LowerCtx, n: int) -> tuple[list[Value], int | None]:
-    """The first ``n`` operands as LiteRT's NMS kernels take them; and the constant max_output_size (or None)."""
+def _const_scalar(ctx: LowerCtx, i: int, what: str) -> float:
+    """Input ``i`` (a float32 threshold or sigma) as a Python float; a ConversionError if it is not a constant."""
+    v = ctx.input(i)
+    if v.dtype != np.float32:
+        ctx.fail(f"{what} must be float32, got {v.dtype}")
+    if not v.is_const:
+        ctx.fail(f"{what} must be a constant (it decides how the selection is converted: LiteRT's kernel compares "
+                 f"IoU >= threshold where TensorFlow compares IoU > threshold, corrected at conversion)")
+    return float(np.asarray(v.const, np.float32).reshape(()))
+
+
+def _f32(ctx: LowerCtx, kind: str, inputs: list, shape, options: dict | None = None) -> Value:
+    return ctx.emit(kind, inputs, options, dtype=np.float32, shape=shape)
+
+
+def _flag(ctx: LowerCtx, kind: str, inputs: list, shape) -> Value:
+    return ctx.emit(kind, inputs, {}, dtype=np.bool_, shape=shape)
+
+
+def _hard_nms(ctx: LowerCtx) -> tuple[Value, Value, Value]:
+    """TensorFlow's hard NMS on this op's boxes, scores, max_output_size, iou and score thresholds: the selected
+    indices padded with zeros to max_output_size (length ``max_output_size``), the number selected, and the
+    scores (float32) at the padded indices. See the comment above for why each step is there."""
     boxes, scores = ctx.input(0), ctx.input(1)
     for what, v in (("boxes", boxes), ("scores", scores)):
         if v.dtype != np.float32:
             ctx.fail(f"{what} must be float32 (LiteRT's float kernel), got {v.dtype}")
     if boxes.rank is not None and (boxes.rank != 2 or boxes.shape[1] not in (None, 4)):
         ctx.fail(f"boxes must be [num_boxes, 4] (LiteRT's kernel takes no batch), got {boxes.shape}")
+    if scores.rank is not None and scores.rank != 1:
+        ctx.fail(f"scores must be [num_boxes], got {scores.shape}")
+    iou = _const_scalar(ctx, 3, "iou_threshold")
+    if not 0.0 <= iou <= 1.0:
+        ctx.fail(f"iou_threshold {iou} is outside [0, 1] (TensorFlow's kernel rejects it)")
     max_out = ctx.input(2)
-    m = None
+    m: int | None = None
     if max_out.is_const:
         m = int(np.asarray(max_out.const).reshape(()))
         if m < 0:
@@ -90,14 +136,78 @@ def _nms_operands(ctx: LowerCtx, n: int) -> tuple[list[Value], int | None]:
         max_out = ctx.const(np.int32(m))
     elif max_out.dtype != np.int32:
         ctx.fail(f"max_output_size must be int32, got {max_out.dtype}")
-    rest = []
-    for i in range(3, n):
-        v = ctx.input(i)
-        if v.dtype != np.float32:
-            ctx.fail(f"input {i} ({('iou_threshold', 'score_threshold', 'soft_nms_sigma')[i - 3]}) must be float32, "
-                     f"got {v.dtype}")
-        rest.append(ctx.const(np.float32(np.asarray(v.const).reshape(()))) if v.is_const else v)
-    return [boxes, scores, max_out, *rest], m
+    score_thr = ctx.input(4)
+    if score_thr.dtype != np.float32:
+        ctx.fail(f"score_threshold must be float32, got {score_thr.dtype}")
+    if score_thr.is_const:
+        score_thr = ctx.const(np.float32(np.asarray(score_thr.const).reshape(())))
+
+    n = scores.shape[0] if scores.shape is not None and scores.shape[0] is not None else None
+    if n is None and boxes.shape is not None:
+        n = boxes.shape[0]
+    i32 = np.dtype(np.int32)
+    if n is not None:  # static: positions and descending ranks are constants
+        count_v = ctx.i32(n)
+        positions = ctx.i32(np.arange(n))
+        ranks = ctx.const(np.arange(n, 0, -1, dtype=np.float32))
+    else:
+        dims = ctx.emit("SHAPE", [scores], {"out_type": i32}, dtype=np.int32, shape=(1,))
+        count_v = ctx.emit("GATHER", [dims, ctx.i32(0)], {"axis": 0, "batch_dims": 0}, dtype=np.int32, shape=())
+        positions = ctx.emit("RANGE", [ctx.i32(0), count_v, ctx.i32(1)], dtype=np.int32, shape=(None,))
+        ranks = ctx.cast(ctx.emit("SUB", [count_v, positions], dict(NONE), dtype=np.int32, shape=(None,)), np.float32)
+    vec = (n,)
+
+    # candidates, sorted as TensorFlow's queue pops them: score descending, ties to the lower index (TOPK_V2 breaks
+    # ties to the lower index); non-candidates (and NaN scores) become -inf so the order is total
+    candidate = _flag(ctx, "GREATER", [scores, score_thr], vec)
+    ranked = _f32(ctx, "SELECT_V2", [candidate, scores, ctx.const(np.float32(-np.inf))], vec)
+    sorted_scores, order = ctx.emit("TOPK_V2", [ranked, count_v], out_specs=[(np.dtype(np.float32), vec), (i32, vec)])
+    cand_sorted = _flag(ctx, "GREATER", [sorted_scores, ctx.const(np.float32(-np.inf))], vec)
+    boxes_sorted = ctx.emit("GATHER", [boxes, order], {"axis": 0, "batch_dims": 0}, dtype=np.float32, shape=(n, 4))
+    # each box's area as both kernels compute it: |y2 - y1| * |x2 - x1| (= max - min); <= 0 means IoU 0 with every box
+    lo = _f32(ctx, "SLICE", [boxes_sorted, ctx.i32([0, 0]), ctx.i32([-1, 2])], (n, 2))
+    hi = _f32(ctx, "SLICE", [boxes_sorted, ctx.i32([0, 2]), ctx.i32([-1, 2])], (n, 2))
+    sides = _f32(ctx, "ABS", [_f32(ctx, "SUB", [hi, lo], (n, 2), dict(NONE))], (n, 2))
+    area = _f32(ctx, "REDUCE_PROD", [sides, ctx.i32([1])], vec, {"keep_dims": False})
+    positive = _flag(ctx, "GREATER", [area, ctx.const(np.float32(0.0))], vec)
+    flat = _flag(ctx, "LOGICAL_AND", [cand_sorted, _flag(ctx, "LOGICAL_NOT", [positive], vec)], vec)
+    solid = _flag(ctx, "LOGICAL_AND", [cand_sorted, positive], vec)
+
+    if iou >= 1.0:  # TensorFlow suppresses nothing (no IoU is > 1): every candidate in order
+        kept = cand_sorted
+    else:
+        keys = _f32(ctx, "SELECT_V2", [solid, ranks, ctx.const(np.float32(0.0))], vec)
+        above = np.nextafter(np.float32(iou), np.float32(np.inf), dtype=np.float32)
+        sel, valid = ctx.emit("NON_MAX_SUPPRESSION_V4", [boxes_sorted, keys, max_out, ctx.const(above),
+                                                         ctx.const(np.float32(0.5))], {},
+                              out_specs=[(i32, (m,)), (i32, ())])
+        chosen = _valid_prefix(ctx, sel, valid)
+        hits = _flag(ctx, "EQUAL", [ctx.reshape(chosen, [-1, 1]), ctx.reshape(positions, [1, -1])], (None, n))
+        picked = ctx.emit("REDUCE_ANY", [hits, ctx.i32([0])], {"keep_dims": False}, dtype=np.bool_, shape=vec)
+        kept = _flag(ctx, "LOGICAL_OR", [picked, flat], vec)
+
+    # the kept boxes in rank order (TOPK_V2 of their ranks; the rest, at 0, follow), as original indices
+    kept_ranks = _f32(ctx, "SELECT_V2", [kept, ranks, ctx.const(np.float32(0.0))], vec)
+    _, where = ctx.emit("TOPK_V2", [kept_ranks, count_v], out_specs=[(np.dtype(np.float32), vec), (i32, vec)])
+    picked_idx = ctx.emit("GATHER", [order, where], {"axis": 0, "batch_dims": 0}, dtype=np.int32, shape=vec)
+    total = ctx.emit("SUM", [ctx.cast(kept, np.int32), ctx.i32([0])], {"keep_dims": False}, dtype=np.int32, shape=())
+    valid = ctx.emit("MINIMUM", [total, max_out], dtype=np.int32, shape=())
+    # padded to max_output_size: append max_output_size zeros, keep the first max_output_size, zero from `valid` on
+    if m is not None:
+        pads, size, slots = ctx.i32([[0, m]]), ctx.i32([m]), ctx.i32(np.arange(m))
+    else:
+        size = ctx.reshape(max_out, [1])
+        pads = ctx.emit("CONCATENATION", [ctx.i32([0]), size], {"axis": 0, "fused_activation_function": "NONE"},
+                        dtype=np.int32, shape=(2,))
+        pads = ctx.reshape(pads, [1, 2])
+        slots = ctx.emit("RANGE", [ctx.i32(0), max_out, ctx.i32(1)], dtype=np.int32, shape=(None,))
+    longer = ctx.emit("PAD", [picked_idx, pads], dtype=np.int32, shape=(None,))
+    first = ctx.emit("SLICE", [longer, ctx.i32([0]), size], dtype=np.int32, shape=(m,))
+    in_use = _flag(ctx, "LESS", [slots, valid], (m,))
+    indices = ctx.emit("SELECT_V2", [in_use, first, ctx.i32(0)], dtype=np.int32, shape=(m,))
+    gathered = ctx.emit("GATHER", [scores, indices], {"axis": 0, "batch_dims": 0}, dtype=np.float32, shape=(m,))
+    picked_scores = _f32(ctx, "SELECT_V2", [in_use, gathered, ctx.const(np.float32(0.0))], (m,))
+    return indices, valid, picked_scores
 
 
 def _valid_prefix(ctx: LowerCtx, v: Value, count: Value) -> Value:
@@ -109,28 +219,38 @@ def _valid_prefix(ctx: LowerCtx, v: Value, count: Value) -> Value:
 @lowering("NonMaxSuppressionV3", "NonMaxSuppressionV4")
 def lower_nms(ctx: LowerCtx) -> list[Value]:
     """``tf.image.non_max_suppression`` (V3: the selected indices) and V4 (the indices and how many are valid;
-    ``pad_to_max_output_size``: padded with zeros to max_output_size) -> ``NON_MAX_SUPPRESSION_V4``, whose indices
-    are always padded: unpadded results are its first ``valid`` entries (a SLICE), as TensorFlow gives them."""
-    operands, m = _nms_operands(ctx, 5)
-    i32 = np.dtype(np.int32)
-    sel, valid = ctx.emit("NON_MAX_SUPPRESSION_V4", operands, {}, out_specs=[(i32, (m,)), (i32, ())])
+    ``pad_to_max_output_size``: padded with zeros to max_output_size) -> TensorFlow's hard NMS exactly: LiteRT's
+    ``NON_MAX_SUPPRESSION_V4`` on the positive-area boxes sorted by score with a corrected threshold, merged with
+    the zero-area ones (see :func:`_hard_nms`); a constant ``iou_threshold`` in [0, 1]."""
+    indices, valid, _ = _hard_nms(ctx)
     pad = ctx.op.kind == "NonMaxSuppressionV4" and bool(ctx.attr("pad_to_max_output_size", False))
     if not pad:
-        sel = _valid_prefix(ctx, sel, valid)
-    return [sel] if ctx.op.kind == "NonMaxSuppressionV3" else [sel, valid]
+        indices = _valid_prefix(ctx, indices, valid)
+    return [indices] if ctx.op.kind == "NonMaxSuppressionV3" else [indices, valid]
 
 
 @lowering("NonMaxSuppressionV5")
 def lower_nms_v5(ctx: LowerCtx) -> list[Value]:
-    """``tf.image.non_max_suppression_with_scores`` (soft NMS with ``soft_nms_sigma``; ``pad_to_max_output_size``)
-    -> ``NON_MAX_SUPPRESSION_V5``: the indices, their (decayed) scores and how many are valid."""
-    operands, m = _nms_operands(ctx, 6)
-    i32, f32 = np.dtype(np.int32), np.dtype(np.float32)
-    sel, scores, valid = ctx.emit("NON_MAX_SUPPRESSION_V5", operands, {},
-                                  out_specs=[(i32, (m,)), (f32, (m,)), (i32, ())])
+    """``tf.image.non_max_suppression_with_scores`` with ``soft_nms_sigma`` 0 (hard NMS: the indices, their scores
+    -- unchanged by hard NMS -- and how many are valid; ``pad_to_max_output_size``) as :func:`lower_nms`. A
+    ``soft_nms_sigma`` > 0 (soft-NMS), or one not constant, is refused: LiteRT's kernel gets it wrong (see
+    ``_SOFT_NMS_REFUSAL``)."""
+    sigma = ctx.input(5)
+    if sigma.dtype != np.float32:
+        ctx.fail(f"soft_nms_sigma must be float32, got {sigma.dtype}")
+    if not sigma.is_const:
+        ctx.fail("soft_nms_sigma must be a constant 0.0: soft-NMS (sigma > 0) is not supported, because LiteRT's "
+                 "NON_MAX_SUPPRESSION_V5 drops boxes with IoU >= iou_threshold where TensorFlow's soft-NMS only "
+                 "decays their scores")
+    s = float(np.asarray(sigma.const, np.float32).reshape(()))
+    if s < 0 or np.isnan(s):
+        ctx.fail(f"soft_nms_sigma {s} is not >= 0 (TensorFlow's kernel rejects it)")
+    if s > 0:
+        ctx.fail(_SOFT_NMS_REFUSAL.format(sigma=s))
+    indices, valid, scores = _hard_nms(ctx)
     if not bool(ctx.attr("pad_to_max_output_size", False)):
-        sel, scores = _valid_prefix(ctx, sel, valid), _valid_prefix(ctx, scores, valid)
-    return [sel, scores, valid]
+        indices, scores = _valid_prefix(ctx, indices, valid), _valid_prefix(ctx, scores, valid)
+    return [indices, scores, valid]
 
 
 # -- convolutions --------------------------------------------------------------------------------------------------
