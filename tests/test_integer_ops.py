@@ -180,7 +180,8 @@ def test_op_family_integer_on_both_kernel_sets_close_to_keras(family_models, nam
 def test_ops_without_an_integer_kernel_stay_float_as_with_the_official_converter():
     """CUMSUM and RFFT2D have no integer kernel in LiteRT: with TFLITE_BUILTINS_INT8 they stay float between
     DEQUANTIZE / QUANTIZE (as tf.lite.TFLiteConverter leaves them), named in the report and a warning."""
-    model = _lambda((16,), lambda t: tf.concat([tf.math.cumsum(t, axis=1), tf.abs(tf.signal.rfft(t))], 1))
+    # (an RFFT of 512 is LiteRT's RFFT2D; shorter ones are DFT matrices, integer FULLY_CONNECTEDs, test_fft.py)
+    model = _lambda((512,), lambda t: tf.concat([tf.math.cumsum(t, axis=1), tf.abs(tf.signal.rfft(t))], 1))
     measured = _draws(model, 4, seed=7)
     conv, data = _convert(model, "int8", _draws(model, CALIBRATION_DRAWS, seed=1) + measured)
     floats = {r["kind"]: r for r in conv.report.quantization["ops"] if r["mode"] == "float"}

@@ -146,7 +146,9 @@ add_entries({
         versions=[(in_(0, "int32"), 2)],
         runtime=("2.11.0", "2.12.0")),
     "SIN": Facts(no_integer="LiteRT's SIN takes float32 only", runtime=("1.9.0",), micro_op="AddSin"),
-    "SQRT": Facts(micro="float", versions=EXP_LIKE, runtime=("1.10.0",), micro_op="AddSqrt"),
+    "SQRT": Facts(  # elementwise.cc: SqrtEval is EvalNumeric, float32 only
+        no_integer="LiteRT's SQRT takes float32 only (elementwise.cc)", versions=EXP_LIKE, runtime=("1.10.0",),
+        micro_op="AddSqrt"),
     "SQUARE": Facts(
         no_integer="LiteRT's SQUARE takes float32 only (elementwise.cc)",
         runtime=("1.12.0",),
