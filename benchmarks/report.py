@@ -229,6 +229,9 @@ def markdown(rows: list[Row], settings: Settings, started: datetime.datetime, wa
         "(memory-benchmark.md), from `benchmarks/memory.py`.",
         "- Coverage over many more architectures (converts, runs, matches Keras; side by side with the "
         "official converter): [coverage.md](coverage.md), from `benchmarks/coverage.py` (`make coverage`).",
+        "- Op coverage: every TF op `tf.lite.TFLiteConverter` lowers to a builtin, one small `tf.function` per op "
+        "and attribute variant, both converters, both LiteRT kernel sets: [op-coverage.md](op-coverage.md), from "
+        "`benchmarks/op_coverage.py` (`make op-coverage`).",
         "- Every keras-hub backbone built from a configuration, float, int8 and 16x8, beside the official "
         "converter and Keras' export: [keras-hub-benchmarks.md](keras-hub-benchmarks.md), from "
         "`benchmarks/keras_hub_catalog.py`.",
