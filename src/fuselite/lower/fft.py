@@ -544,26 +544,17 @@ def magnitude(e, p: Parts) -> Value:
     return e.emit("SQRT", [power], {}, dtype=F32, shape=power.shape)
 
 
-@lowering("Real")
-def lower_real(ctx):
-    x = ctx.input(0)
+@lowering("Real", "Imag")
+def lower_complex_part(ctx):
+    """A complex value's real or imaginary part: LiteRT's REAL / IMAG of a true complex tensor, else the part this
+    module's rules carry (one FULLY_CONNECTED where it is a linear map of a real input)."""
+    x, imag = ctx.input(0), ctx.op.kind == "Imag"
     if _opaque(x):
-        return [ctx.emit("REAL", [x], dtype=F32)]
+        return [ctx.emit("IMAG" if imag else "REAL", [x], dtype=F32)]
     p = complex_parts(ctx, x)
     if p.linear:
-        return [_fc(ctx, p.x, p.ar, _dct_form(ctx, p))]
-    return [p.values(ctx)[0]]
-
-
-@lowering("Imag")
-def lower_imag(ctx):
-    x = ctx.input(0)
-    if _opaque(x):
-        return [ctx.emit("IMAG", [x], dtype=F32)]
-    p = complex_parts(ctx, x)
-    if p.linear:
-        return [_fc(ctx, p.x, p.ai, _dct_form(ctx, p))]
-    return [p.values(ctx)[1]]
+        return [_fc(ctx, p.x, p.ai if imag else p.ar, _dct_form(ctx, p))]
+    return [p.values(ctx)[1 if imag else 0]]
 
 
 def _dct_form(ctx, p: Parts) -> dict | None:
